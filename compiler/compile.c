@@ -1,0 +1,47 @@
+/* compile.c: the compiler driver: the passes in order, then the hash.
+ * A pass runs only when the ones before it succeeded, since each relies on
+ * what the earlier ones established; within a pass, errors are collected
+ * so one run reports as many as can be trusted.  The plan hash covers the
+ * canonical text and the world size, so every rank of a job can check at
+ * rendezvous that it compiled the same plan.
+ */
+#include "compiler/compile.h"
+
+#include <string.h>
+
+#include "compiler/compile_impl.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_opts *o)
+{
+	struct sections s;
+	int before = d->errors;
+	if (!sections_gather(a, d, o->path, o->sets, o->nsets, &s) || d->errors > before)
+		return NULL;
+	struct plan *p = arena_alloc(a, sizeof *p);
+	p->path = o->path;
+	p->world = o->world > 0 ? o->world : 1;
+	bool ok = settings_read(a, d, &s, p);
+	ok &= lower_model(a, d, &s, p);
+	if (!ok || d->errors > before)
+		return NULL;
+	if (!place_nodes(a, d, p) || !infer_shapes(a, d, p) || !wrap_units(a, d, p) || !memplan_build(a, d, p) || d->errors > before)
+		return NULL;
+	p->text = unparse_sections(a, &s);
+	uint64_t h = 0xcbf29ce484222325ull;
+	h = fnv1a(h, p->text, strlen(p->text));
+	h = fnv1a(h, &p->world, sizeof p->world);
+	p->hash = h;
+	return p;
+}

@@ -1,0 +1,20 @@
+/* compile.h: from a .net file to a plan.  The one entry point the command
+ * line and the runtime use; every error has been reported to the diag
+ * when it returns NULL.
+ */
+#ifndef COMPILE_H
+#define COMPILE_H
+#include "compiler/ir.h"
+
+struct arena;
+struct diag;
+
+struct compile_opts {
+	const char *path;
+	int world;              /* ranks to plan for; 1 when not given */
+	const char *const *sets; /* "section.key=value" overrides */
+	int nsets;
+};
+
+struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_opts *o);
+#endif

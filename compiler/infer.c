@@ -1,0 +1,129 @@
+/* infer.c: shapes and parameters.
+ * Walks the layers in execution order: each takes its input's shape,
+ * fills in omitted in-sizes and checks given ones (ops.c), then receives
+ * its parameters named as the equivalent nn.Module's state_dict.  Finally
+ * the data is checked against the model: the sample shape against input(),
+ * the targets against the loss and the model's output.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compiler/compile_impl.h"
+#include "compiler/ops.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+
+static bool same_shape(const struct shape *a, const struct shape *b)
+{
+	if (a->rank != b->rank)
+		return false;
+	for (int k = 0; k < a->rank; k++)
+		if (a->d[k] != b->d[k])
+			return false;
+	return true;
+}
+
+static bool check_data(struct diag *d, const struct plan *p, const struct plan_dataset *ds)
+{
+	char b1[96], b2[96];
+	const struct node *in = &p->nodes[0], *out = &p->nodes[p->nnodes - 1];
+	if (ds->kind == DATA_NONE)
+		return true;
+	if (!same_shape(&ds->sample, &in->out)) {
+		diag_error(d, ds->loc, "this dataset gives samples of shape %s, but model %s takes input%s",
+			   shape_str(&ds->sample, b1, sizeof b1), p->model_name, shape_str(&in->out, b2, sizeof b2));
+		diag_note(d, in->loc, "the model's input is declared here");
+		return false;
+	}
+	enum loss_kind loss = p->train.loss;
+	if (loss == LOSS_MSE) {
+		if (ds->target != TARGET_VECTOR) {
+			diag_error(d, ds->loc, "mse needs real-valued targets, but this dataset gives class labels; use cross_entropy or nll");
+			return false;
+		}
+		if (!same_shape(&ds->target_shape, &out->out)) {
+			diag_error(d, ds->loc, "the targets have shape %s, but the model's output is %s; mse needs them equal",
+				   shape_str(&ds->target_shape, b1, sizeof b1), shape_str(&out->out, b2, sizeof b2));
+			diag_note(d, out->loc, "the model's last layer is here");
+			return false;
+		}
+		return true;
+	}
+	if (ds->target != TARGET_CLASS) {
+		diag_error(d, ds->loc, "%s needs class labels as targets; write target=classes(N)", loss == LOSS_NLL ? "nll" : "cross_entropy");
+		return false;
+	}
+	if (out->out.rank != 1 || out->out.d[0] != ds->classes) {
+		diag_error(d, out->loc, "the model's output per sample is %s, but the loss needs one score per class: (%" PRId64 ",)",
+			   shape_str(&out->out, b1, sizeof b1), ds->classes);
+		return false;
+	}
+	return true;
+}
+
+bool infer_shapes(struct arena *a, struct diag *d, struct plan *p)
+{
+	bool ok = true;
+	int cap = 0;
+	p->params = NULL;
+	p->nparams = 0;
+	for (int i = 0; i < p->nnodes; i++) {
+		struct node *n = &p->nodes[i];
+		const struct node *prev = n->in >= 0 ? &p->nodes[n->in] : NULL;
+		const struct node *pp = n->op == OP_ADD ? &p->nodes[n->in2] : (prev && prev->in >= 0 ? &p->nodes[prev->in] : NULL);
+		if (n->op != OP_INPUT && !op_infer(d, n, prev, pp)) {
+			ok = false;
+			/* later shapes would only repeat this error */
+			break;
+		}
+		if (n->op == OP_TRANSFER || n->op == OP_ADD || n->op == OP_DROPOUT || n->op == OP_FLATTEN)
+			n->dtype = prev->dtype;
+		int64_t numel = shape_numel(&n->out);
+		if (numel > ((int64_t)1 << 40)) {
+			diag_error(d, n->loc, "%s: output of %" PRId64 " elements per sample is too large", n->path, numel);
+			return false;
+		}
+		struct param_spec spec[5];
+		int np = op_params(n, spec);
+		n->param0 = p->nparams;
+		n->nparams = np;
+		for (int k = 0; k < np; k++) {
+			if (p->nparams == cap) {
+				int ncap = cap ? cap * 2 : 64;
+				p->params = arena_realloc(a, p->params, (size_t)cap * sizeof *p->params, (size_t)ncap * sizeof *p->params);
+				cap = ncap;
+			}
+			struct param *pr = &p->params[p->nparams++];
+			memset(pr, 0, sizeof *pr);
+			pr->name = arena_printf(a, "%s.%s", n->path, spec[k].suffix);
+			pr->node = i;
+			pr->role = spec[k].role;
+			pr->shape = spec[k].shape;
+			pr->numel = shape_numel(&spec[k].shape);
+			pr->dtype = spec[k].dtype;
+			pr->init = spec[k].init;
+			pr->fan_in = spec[k].fan_in;
+			pr->device = n->device;
+			pr->unit = -1;
+			pr->trainable = !spec[k].buffer && !n->frozen;
+			if (pr->numel > ((int64_t)1 << 36)) {
+				diag_error(d, n->loc, "%s has %" PRId64 " elements; that is more than trainc can hold", pr->name, pr->numel);
+				return false;
+			}
+			if (!spec[k].buffer) {
+				p->total_params += pr->numel;
+				if (pr->trainable)
+					p->trainable_params += pr->numel;
+			}
+		}
+	}
+	if (!ok)
+		return false;
+	ok = check_data(d, p, &p->train_data) && check_data(d, p, &p->test_data);
+	if (ok && p->nnodes && p->nodes[0].dtype == DT_I64 && p->train_data.kind == DATA_MNIST) {
+		diag_error(d, p->train_data.loc, "mnist gives images, but the model's input is integer token ids");
+		ok = false;
+	}
+	return ok;
+}

@@ -1,0 +1,220 @@
+/* ir.h: the compiled plan, the one IR every compiler pass works on and the
+ * runtime executes.  A plan is fixed before any worker starts: the layers in
+ * execution order with their shapes, the parameters with their state_dict
+ * names, the device of every layer, the FSDP units, the memory plan per
+ * device and the typed settings of data, training and parallelism.
+ * Every array lives in the compilation's arena; indices, not pointers, link
+ * the parts, so a plan can be hashed and printed deterministically.
+ */
+#ifndef IR_H
+#define IR_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "grammar/source.h"
+
+struct arena;
+
+enum { SHAPE_MAX = 6, PLAN_MAX_DEVICES = 16, PLAN_MAX_MILESTONES = 32, PLAN_MAX_WRAP_BLOCKS = 8 };
+
+/* A per-sample shape: the batch dimension is never stored. */
+struct shape {
+	int rank;
+	int64_t d[SHAPE_MAX];
+};
+
+/* OP_ table: keep in step with ops.c's op_info[] (tag: OP_TABLE). */
+enum op {
+	OP_INPUT, OP_LINEAR, OP_CONV2D, OP_MAXPOOL2D, OP_AVGPOOL2D, OP_ADAPTIVE_AVGPOOL2D,
+	OP_BATCHNORM2D, OP_LAYERNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
+	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID, OP_SOFTMAX, OP_LOG_SOFTMAX,
+	OP_ADD,      /* residual join: out = in + in2 */
+	OP_TRANSFER, /* activation moves between two devices of a rank */
+	OP__COUNT
+};
+
+enum dtype { DT_F32, DT_I64 };
+
+struct node {
+	enum op op;
+	const char *path;  /* module path ("layer1.conv1"); every node has one */
+	struct loc loc;    /* the statement that made it */
+	int in, in2;       /* producing nodes; -1 when absent */
+	struct shape out;  /* per sample */
+	enum dtype dtype;  /* of the output */
+	int device;        /* index among the rank's devices */
+	int unit;          /* FSDP unit, -1 without FSDP */
+	int scope;         /* the module that holds it */
+	bool frozen;
+	int param0, nparams; /* plan.params[param0 .. param0+nparams) */
+	int alias;         /* node whose buffer this output reuses (flatten), or -1 */
+	union {
+		struct { int64_t in, out; bool bias; } linear;
+		struct { int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups; bool bias; } conv;
+		struct { int64_t kh, kw, sh, sw, ph, pw, dh, dw; bool ceil_mode, count_include_pad; } pool;
+		struct { int64_t oh, ow; } apool;
+		struct { int64_t c; double eps, momentum; bool affine, track; } bn;
+		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine; } ln;
+		struct { int64_t num, dim, padding_idx; } emb; /* padding_idx -1: none */
+		struct { double p; } drop;
+		struct { int dim; } softmax; /* per-sample dimension index, 0-based */
+		struct { int start, end; } flat; /* per-sample dims start..end merged */
+		struct { bool tanh; } gelu;
+		struct { int from, to; } xfer;
+		struct { int64_t dims[SHAPE_MAX]; } input;
+	} a;
+};
+
+enum param_role { ROLE_WEIGHT, ROLE_BIAS, ROLE_RUNNING_MEAN, ROLE_RUNNING_VAR, ROLE_NUM_BATCHES };
+enum init_kind { INIT_KAIMING_UNIFORM, INIT_BIAS_UNIFORM, INIT_ONES, INIT_ZEROS, INIT_NORMAL };
+
+struct param {
+	const char *name;    /* state_dict key: "conv1.weight" */
+	int node;
+	enum param_role role;
+	struct shape shape;  /* full shape (no batch dimension involved) */
+	int64_t numel;
+	enum dtype dtype;    /* buffers like num_batches_tracked are I64 */
+	bool trainable;      /* false for buffers and @frozen layers */
+	enum init_kind init;
+	int64_t fan_in;
+	int device;
+	int unit;            /* FSDP unit, -1 without FSDP */
+	int64_t offset;      /* elements into its device's param region, or into its unit's flat buffer */
+};
+
+/* A module of the equivalent nn.Module tree, for naming and printing. */
+struct scope {
+	const char *name;   /* attribute name in its parent ("conv1", "0"); "" for the root */
+	const char *path;   /* full dotted path; "" for the root */
+	const char *type;   /* "Net", "ResBlock", "Sequential", "Residual", or the layer's class */
+	int parent;         /* -1 for the root */
+	int node;           /* the layer when this scope is one, else -1 */
+	int depth;
+	bool wrap;          /* @wrap */
+	int device;         /* @device on a block or repeat instance, -1 if none */
+	int64_t numel;      /* parameters inside, all of them */
+	struct loc loc;
+};
+
+/* An FSDP unit: one flat parameter buffer, sharded over the ranks. */
+struct unit {
+	int scope;          /* module it wraps (0, the root, for the root unit) */
+	int parent;         /* enclosing unit, -1 for the root */
+	int device;
+	int64_t numel;      /* elements of the parameters it owns */
+	int64_t padded;     /* numel rounded up to a multiple of the world size */
+	int64_t shard;      /* padded / world */
+	int first_node, last_node; /* span of layers in execution order */
+};
+
+/* A DDP gradient bucket: a contiguous range of one device's gradient region. */
+struct bucket {
+	int device;
+	int64_t offset, numel; /* elements */
+	int first_param, last_param;
+};
+
+enum region { REG_PARAMS, REG_GRADS, REG_OPTIM, REG_ACTS, REG_COMM, REG__COUNT };
+
+struct devplan {
+	int64_t bytes[REG__COUNT];   /* per region, what one rank allocates on this device */
+	int64_t act_train, act_eval; /* activation peaks of the two modes, bytes */
+};
+
+/* Where a node's buffers sit in the activation region (bytes). */
+struct nodemem {
+	int64_t out_off, out_bytes;     /* forward output, training */
+	int64_t grad_off, grad_bytes;   /* gradient of the output, training */
+	int64_t save_off, save_bytes;   /* masks, indices, statistics kept for backward */
+	int64_t eval_off;               /* forward output in evaluation */
+};
+
+enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY };
+enum reduction { RED_MEAN, RED_SUM };
+enum optim_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
+enum sched_kind { SCHED_CONSTANT, SCHED_STEP, SCHED_MULTISTEP, SCHED_EXPONENTIAL, SCHED_COSINE };
+enum data_kind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC };
+enum target_kind { TARGET_CLASS, TARGET_VECTOR };
+enum parallel_mode { PAR_DDP, PAR_FSDP };
+enum shard_kind { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE };
+enum wrap_kind { WRAP_NONE, WRAP_SIZE, WRAP_BLOCKS };
+
+struct plan_dataset {
+	enum data_kind kind;
+	struct loc loc;
+	const char *root, *split;   /* mnist */
+	double mean, std;           /* normalisation; std 1, mean 0 when absent */
+	struct shape sample;        /* per-sample input shape */
+	enum target_kind target;
+	struct shape target_shape;  /* TARGET_VECTOR */
+	int64_t classes;            /* TARGET_CLASS */
+	int64_t samples;            /* synthetic; mnist: known after loading */
+};
+
+struct plan_optim {
+	enum optim_kind kind;
+	double lr, momentum, dampening, weight_decay, beta1, beta2, eps, rho, alpha, lr_decay, initial_accumulator;
+	bool nesterov, amsgrad, centered;
+	int state_per_param;        /* floats of optimizer state per trainable element */
+};
+
+struct plan_sched {
+	enum sched_kind kind;
+	int64_t step_size;
+	double gamma, eta_min;
+	int64_t milestones[PLAN_MAX_MILESTONES];
+	int nmilestones;
+	int64_t t_max, warmup;
+	bool per_step;              /* else per epoch, as the seed */
+};
+
+struct plan_train {
+	enum loss_kind loss;
+	enum reduction reduction;
+	struct plan_optim optim;
+	struct plan_sched sched;
+	int64_t batch, global_batch, test_batch, epochs, steps, log_interval, checkpoint_every;
+	uint64_t seed;
+	double clip_grad_norm;      /* 0: off */
+	bool shuffle, drop_last;
+};
+
+struct plan_parallel {
+	enum parallel_mode mode;
+	struct loc loc;
+	enum shard_kind shard;
+	enum wrap_kind wrap;
+	int64_t min_params;
+	const char *wrap_blocks[PLAN_MAX_WRAP_BLOCKS];
+	int nwrap_blocks;
+	double bucket_mb;
+	int64_t microbatches;
+	double timeout_s;
+};
+
+struct plan {
+	const char *model_name;
+	const char *path;          /* the main .net file */
+	int world;                 /* ranks the plan was made for */
+	int ndevices;              /* devices per rank (from @device) */
+	struct node *nodes;  int nnodes;
+	struct param *params; int nparams;
+	struct scope *scopes; int nscopes;
+	struct unit *units;  int nunits;
+	struct bucket *buckets; int nbuckets;
+	struct nodemem *mem;       /* per node */
+	struct devplan dev[PLAN_MAX_DEVICES];
+	int64_t total_params, trainable_params;
+	struct plan_dataset train_data, test_data;
+	struct plan_train train;
+	struct plan_parallel parallel;
+	const char *text;          /* canonical source: every section as it ran, imports resolved */
+	uint64_t hash;
+};
+
+/* Elements of a shape (0 for an empty shape of rank > 0 is impossible: dims are >= 1). */
+int64_t shape_numel(const struct shape *s);
+/* "(1, 28, 28)" into buf. */
+const char *shape_str(const struct shape *s, char *buf, int n);
+#endif

@@ -1,0 +1,281 @@
+/* memplan.c: the static memory plan of one rank.
+ * Parameters, gradients and optimizer state get element offsets so that a
+ * flat optimizer step over a region updates each parameter with its own
+ * gradient and state: trainable parameters are laid out in reverse
+ * execution order, which also makes every DDP bucket (gradients in the
+ * order backward produces them) one contiguous range.  Activations get
+ * byte offsets from a liveness analysis over the training step (forward
+ * at time i, backward of layer i at time 2N-1-i) and the evaluation
+ * forward, packed first-fit by decreasing size; a buffer's lifetime ends
+ * when the last step that reads it is done.  The plan is per device.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compile_impl.h"
+#include "compiler/ops.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+
+struct buf {
+	int64_t size, start, end, off;
+	int64_t *dst; /* where the chosen offset goes */
+};
+
+static int by_size(const void *x, const void *y)
+{
+	const struct buf *a = x, *b = y;
+	if (a->size != b->size)
+		return a->size > b->size ? -1 : 1;
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static int by_off(const void *x, const void *y)
+{
+	const struct buf *const *a = x, *const *b = y;
+	return (*a)->off < (*b)->off ? -1 : (*a)->off > (*b)->off;
+}
+
+enum { ALIGN = 64 };
+
+/* First-fit packing; returns the peak. */
+static int64_t pack(struct arena *a, struct buf *bufs, int n)
+{
+	qsort(bufs, (size_t)n, sizeof *bufs, by_size);
+	struct buf **live = arena_array(a, (size_t)n + 1, sizeof *live);
+	int64_t peak = 0;
+	for (int i = 0; i < n; i++) {
+		int nl = 0;
+		for (int j = 0; j < i; j++)
+			if (bufs[j].start <= bufs[i].end && bufs[i].start <= bufs[j].end)
+				live[nl++] = &bufs[j];
+		qsort(live, (size_t)nl, sizeof *live, by_off);
+		int64_t off = 0;
+		for (int j = 0; j < nl; j++) {
+			if (live[j]->off >= off + bufs[i].size)
+				break;
+			int64_t e = live[j]->off + live[j]->size;
+			if (e > off)
+				off = e;
+		}
+		bufs[i].off = off;
+		if (off + bufs[i].size > peak)
+			peak = off + bufs[i].size;
+	}
+	for (int i = 0; i < n; i++)
+		*bufs[i].dst = bufs[i].off;
+	return peak;
+}
+
+static int64_t round_up(int64_t x)
+{
+	return (x + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+static int root_of(const struct plan *p, int i)
+{
+	while (p->nodes[i].alias >= 0)
+		i = p->nodes[i].alias;
+	return i;
+}
+
+static int64_t elem_bytes(const struct node *n)
+{
+	return n->dtype == DT_I64 ? 8 : 4;
+}
+
+/* Activations of one device: training and evaluation. */
+static void plan_acts(struct arena *a, struct plan *p, int dev, int64_t batch, int64_t test_batch)
+{
+	int N = p->nnodes;
+	int64_t T = 2 * (int64_t)N - 1;
+	int64_t *out_end = arena_array(a, (size_t)N, sizeof *out_end);
+	int64_t *eval_end = arena_array(a, (size_t)N, sizeof *eval_end);
+	int64_t *grad_start = arena_array(a, (size_t)N, sizeof *grad_start);
+	for (int i = 0; i < N; i++) {
+		out_end[i] = i;
+		eval_end[i] = i;
+		grad_start[i] = -1;
+	}
+	for (int c = 0; c < N; c++) {
+		const struct node *n = &p->nodes[c];
+		int srcs[2] = { n->in, n->in2 };
+		for (int s = 0; s < 2; s++) {
+			if (srcs[s] < 0)
+				continue;
+			int r = root_of(p, srcs[s]);
+			int64_t need = op_needs_input(n) ? T - c : c;
+			if (n->alias >= 0)
+				need = out_end[c]; /* a view lives as long as its root */
+			if (need > out_end[r])
+				out_end[r] = need;
+			if (c > eval_end[r])
+				eval_end[r] = c;
+			/* gradient of src is first written by the backward of its latest consumer */
+			int64_t gs = T - c;
+			if (grad_start[srcs[s]] < 0 || gs < grad_start[srcs[s]])
+				grad_start[srcs[s]] = gs;
+		}
+		if (op_needs_output(n) && T - c > out_end[root_of(p, c)])
+			out_end[root_of(p, c)] = T - c;
+	}
+	/* the loss reads the model's output and writes its gradient */
+	int last = N - 1;
+	if (N > out_end[root_of(p, last)])
+		out_end[root_of(p, last)] = N;
+	grad_start[last] = N - 1;
+	/* views: propagate lifetimes to the root (views come after their roots) */
+	for (int i = N - 1; i >= 0; i--) {
+		int r = root_of(p, i);
+		if (r != i && out_end[i] > out_end[r])
+			out_end[r] = out_end[i];
+		if (r != i && eval_end[i] > eval_end[r])
+			eval_end[r] = eval_end[i];
+	}
+	struct buf *tb = arena_array(a, (size_t)N * 3 + 1, sizeof *tb), *eb = arena_array(a, (size_t)N + 1, sizeof *eb);
+	int nt = 0, ne = 0;
+	for (int i = 0; i < N; i++) {
+		struct node *n = &p->nodes[i];
+		struct nodemem *m = &p->mem[i];
+		if (n->device != dev)
+			continue;
+		int64_t per = shape_numel(&n->out) * elem_bytes(n);
+		m->out_bytes = per * batch;
+		if (n->alias < 0) {
+			tb[nt++] = (struct buf){ round_up(per * batch), i, out_end[i], 0, &m->out_off };
+			eb[ne++] = (struct buf){ round_up(per * test_batch), i, eval_end[i], 0, &m->eval_off };
+		}
+		if (i > 0 && n->alias < 0 && n->dtype == DT_F32) {
+			m->grad_bytes = 4 * shape_numel(&n->out) * batch;
+			int64_t gs = grad_start[i] < 0 ? T - i : grad_start[i];
+			tb[nt++] = (struct buf){ round_up(m->grad_bytes), gs, T - i, 0, &m->grad_off };
+		}
+		m->save_bytes = op_saved_bytes(n, batch);
+		if (m->save_bytes)
+			tb[nt++] = (struct buf){ round_up(m->save_bytes), i, T - i, 0, &m->save_off };
+	}
+	p->dev[dev].act_train = pack(a, tb, nt);
+	p->dev[dev].act_eval = pack(a, eb, ne);
+	/* views share their root's buffers */
+	for (int i = 0; i < N; i++) {
+		if (p->nodes[i].alias < 0 || p->nodes[i].device != dev)
+			continue;
+		int r = root_of(p, i);
+		p->mem[i].out_off = p->mem[r].out_off;
+		p->mem[i].eval_off = p->mem[r].eval_off;
+		p->mem[i].grad_bytes = p->mem[r].grad_bytes;
+		p->mem[i].grad_off = p->mem[r].grad_off;
+	}
+	int64_t acts = p->dev[dev].act_train > p->dev[dev].act_eval ? p->dev[dev].act_train : p->dev[dev].act_eval;
+	p->dev[dev].bytes[REG_ACTS] = acts;
+}
+
+static bool is_buffer(const struct param *pr)
+{
+	return pr->role == ROLE_RUNNING_MEAN || pr->role == ROLE_RUNNING_VAR || pr->role == ROLE_NUM_BATCHES;
+}
+
+static int64_t slots(const struct param *pr)
+{
+	return pr->dtype == DT_I64 ? 2 * (pr->numel ? pr->numel : 1) : pr->numel;
+}
+
+bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
+{
+	(void)d;
+	int64_t world = p->world > 0 ? p->world : 1;
+	int64_t batch = p->train.batch;
+	if (p->train.global_batch) {
+		batch = p->train.global_batch / world;
+		if (batch < 1)
+			batch = 1;
+	}
+	if (p->parallel.microbatches > 1)
+		batch = (batch + p->parallel.microbatches - 1) / p->parallel.microbatches;
+	p->mem = arena_array(a, (size_t)p->nnodes, sizeof *p->mem);
+	int k_opt = p->train.optim.state_per_param;
+	bool sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE;
+	for (int dev = 0; dev < p->ndevices; dev++) {
+		struct devplan *dp = &p->dev[dev];
+		int64_t trainable = 0, other = 0;
+		if (!sharded) {
+			/* trainable parameters in reverse execution order, then the rest */
+			for (int k = p->nparams - 1; k >= 0; k--) {
+				struct param *pr = &p->params[k];
+				if (pr->device == dev && pr->trainable) {
+					pr->offset = trainable;
+					trainable += pr->numel;
+				}
+			}
+			other = trainable;
+			for (int k = 0; k < p->nparams; k++) {
+				struct param *pr = &p->params[k];
+				if (pr->device == dev && !pr->trainable) {
+					other = (other + 1) / 2 * 2;
+					pr->offset = other;
+					other += slots(pr);
+				}
+			}
+			dp->bytes[REG_PARAMS] = other * 4;
+			dp->bytes[REG_GRADS] = trainable * 4;
+			dp->bytes[REG_OPTIM] = trainable * 4 * k_opt;
+			dp->bytes[REG_COMM] = 0;
+		} else {
+			int64_t shards = 0, buffers = 0, trainable_shards = 0, big1 = 0, big2 = 0, all = 0;
+			for (int u = 0; u < p->nunits; u++) {
+				const struct unit *un = &p->units[u];
+				if (un->device != dev)
+					continue;
+				shards += un->shard;
+				all += un->padded;
+				bool any_trainable = false;
+				for (int k = 0; k < p->nparams; k++)
+					any_trainable |= p->params[k].unit == u && p->params[k].trainable;
+				if (any_trainable)
+					trainable_shards += un->shard;
+				if (un->padded > big1) {
+					big2 = big1;
+					big1 = un->padded;
+				} else if (un->padded > big2) {
+					big2 = un->padded;
+				}
+			}
+			for (int k = 0; k < p->nparams; k++)
+				if (p->params[k].device == dev && is_buffer(&p->params[k]))
+					buffers += slots(&p->params[k]);
+			dp->bytes[REG_PARAMS] = (shards + buffers) * 4;
+			dp->bytes[REG_GRADS] = trainable_shards * 4;
+			dp->bytes[REG_OPTIM] = trainable_shards * 4 * k_opt;
+			/* gathered parameters: two units at once with prefetch (FULL_SHARD),
+			 * every unit from forward to backward (SHARD_GRAD_OP); plus one
+			 * unsharded gradient buffer for the reduce-scatter */
+			int64_t gathered = p->parallel.shard == SHARD_GRAD_OP ? all : big1 + big2;
+			dp->bytes[REG_COMM] = (gathered + big1) * 4;
+		}
+		plan_acts(a, p, dev, batch, p->train.test_batch);
+	}
+	/* DDP buckets over each device's gradient region, in backward order */
+	if (p->parallel.mode == PAR_DDP || (p->parallel.mode == PAR_FSDP && p->parallel.shard == SHARD_NONE)) {
+		int64_t cap = (int64_t)(p->parallel.bucket_mb * 1024 * 1024 / 4);
+		if (cap < 1)
+			cap = 1;
+		p->buckets = arena_array(a, (size_t)p->nparams + 1, sizeof *p->buckets);
+		for (int dev = 0; dev < p->ndevices; dev++) {
+			struct bucket *cur = NULL;
+			for (int k = p->nparams - 1; k >= 0; k--) {
+				const struct param *pr = &p->params[k];
+				if (pr->device != dev || !pr->trainable)
+					continue;
+				if (!cur || cur->numel >= cap) {
+					cur = &p->buckets[p->nbuckets++];
+					cur->device = dev;
+					cur->offset = pr->offset;
+					cur->last_param = k;
+				}
+				cur->numel += pr->numel;
+				cur->first_param = k;
+			}
+		}
+	}
+	return true;
+}

@@ -1,0 +1,790 @@
+/* ops.c: arguments, shapes and parameters of every layer.
+ * Defaults are PyTorch's (Conv2d stride 1, padding 0; MaxPool2d stride =
+ * kernel; BatchNorm eps 1e-5, momentum 0.1; Dropout p 0.5 ...).  Shape
+ * arithmetic is done in int64 with overflow checks, so a hostile file gets
+ * "too large" instead of wrapped sizes.  Messages name the layer by its
+ * state_dict path so users can find it in both worlds.
+ */
+#include "compiler/ops.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "grammar/diag.h"
+
+/* tag: OP_TABLE (keep in step with enum op) */
+const struct op_info op_info[OP__COUNT] = {
+	[OP_INPUT] = { "input", "Input" },
+	[OP_LINEAR] = { "linear", "Linear" },
+	[OP_CONV2D] = { "conv2d", "Conv2d" },
+	[OP_MAXPOOL2D] = { "maxpool2d", "MaxPool2d" },
+	[OP_AVGPOOL2D] = { "avgpool2d", "AvgPool2d" },
+	[OP_ADAPTIVE_AVGPOOL2D] = { "adaptive_avgpool2d", "AdaptiveAvgPool2d" },
+	[OP_BATCHNORM2D] = { "batchnorm2d", "BatchNorm2d" },
+	[OP_LAYERNORM] = { "layernorm", "LayerNorm" },
+	[OP_EMBEDDING] = { "embedding", "Embedding" },
+	[OP_DROPOUT] = { "dropout", "Dropout" },
+	[OP_FLATTEN] = { "flatten", "Flatten" },
+	[OP_RELU] = { "relu", "ReLU" },
+	[OP_GELU] = { "gelu", "GELU" },
+	[OP_TANH] = { "tanh", "Tanh" },
+	[OP_SIGMOID] = { "sigmoid", "Sigmoid" },
+	[OP_SOFTMAX] = { "softmax", "Softmax" },
+	[OP_LOG_SOFTMAX] = { "log_softmax", "LogSoftmax" },
+	[OP_ADD] = { "+", "Add" },
+	[OP_TRANSFER] = { "transfer", "Transfer" },
+};
+
+int op_lookup(const char *name)
+{
+	for (int k = 0; k < OP__COUNT; k++)
+		if (k != OP_ADD && k != OP_TRANSFER && strcmp(op_info[k].name, name) == 0)
+			return k;
+	return -1;
+}
+
+int op_names(const char **out, int max)
+{
+	int n = 0;
+	for (int k = 0; k < OP__COUNT && n < max; k++)
+		if (k != OP_ADD && k != OP_TRANSFER)
+			out[n++] = op_info[k].name;
+	return n;
+}
+
+#define BIND(...) \
+	static const char *const names[] = { __VA_ARGS__ }; \
+	enum { NN = sizeof names / sizeof names[0] }; \
+	struct val *s[NN]; \
+	if (!val_bind(d, callee, call->loc, call->items, call->n, names, npos, NN, s)) return false
+
+static bool positive(struct diag *d, const struct val *v, const char *what, int64_t x, int64_t min)
+{
+	if (x < min) {
+		diag_error(d, v->loc, "%s must be at least %" PRId64 ", not %" PRId64, what, min, x);
+		return false;
+	}
+	if (x > ((int64_t)1 << 40)) {
+		diag_error(d, v->loc, "%s %" PRId64 " is too large", what, x);
+		return false;
+	}
+	return true;
+}
+
+static bool get_int(struct diag *d, struct val *v, const char *what, int64_t *out, int64_t min)
+{
+	return val_int(d, v, what, out) && positive(d, v, what, *out, min);
+}
+
+static bool get_pair(struct diag *d, struct val *v, const char *what, int64_t *a, int64_t *b, int64_t min)
+{
+	int64_t p[2];
+	if (!val_pair(d, v, what, p))
+		return false;
+	if (!positive(d, v, what, p[0], min) || !positive(d, v, what, p[1], min))
+		return false;
+	*a = p[0];
+	*b = p[1];
+	return true;
+}
+
+static bool missing(struct diag *d, const struct val *call, const char *callee, const char *arg)
+{
+	diag_error(d, call->loc, "%s needs %s", callee, arg);
+	return false;
+}
+
+/* Sizes with an optional leading in-size: f(out) or f(in, out). */
+static bool in_out(struct diag *d, struct val **s, const char *callee, const struct val *call, int64_t *in, int64_t *out)
+{
+	if (!s[0])
+		return missing(d, call, callee, "an output size");
+	if (s[1]) {
+		return get_int(d, s[0], "the input size", in, 1) && get_int(d, s[1], "the output size", out, 1);
+	}
+	*in = 0;
+	return get_int(d, s[0], "the output size", out, 1);
+}
+
+static bool configure_pool(struct diag *d, struct node *n, struct val **s, const struct val *call, const char *callee, bool avg)
+{
+	if (!s[0])
+		return missing(d, call, callee, "a kernel size");
+	if (!get_pair(d, s[0], "kernel", &n->a.pool.kh, &n->a.pool.kw, 1))
+		return false;
+	n->a.pool.sh = n->a.pool.kh;
+	n->a.pool.sw = n->a.pool.kw;
+	n->a.pool.dh = n->a.pool.dw = 1;
+	n->a.pool.count_include_pad = true;
+	if (s[1] && !get_pair(d, s[1], "stride", &n->a.pool.sh, &n->a.pool.sw, 1))
+		return false;
+	if (s[2] && !get_pair(d, s[2], "padding", &n->a.pool.ph, &n->a.pool.pw, 0))
+		return false;
+	if (s[3] && !val_bool(d, s[3], "ceil_mode", &n->a.pool.ceil_mode))
+		return false;
+	if (s[4] && !avg && !get_pair(d, s[4], "dilation", &n->a.pool.dh, &n->a.pool.dw, 1))
+		return false;
+	if (s[4] && avg && !val_bool(d, s[4], "count_include_pad", &n->a.pool.count_include_pad))
+		return false;
+	if (n->a.pool.ph * 2 > n->a.pool.kh || n->a.pool.pw * 2 > n->a.pool.kw) {
+		diag_error(d, s[2]->loc, "padding must be at most half the kernel size (PyTorch's rule)");
+		return false;
+	}
+	return true;
+}
+
+bool op_configure(struct diag *d, struct node *n, const struct val *call)
+{
+	const char *callee = op_info[n->op].name;
+	int npos;
+	switch (n->op) {
+	case OP_INPUT: {
+		npos = SHAPE_MAX;
+		n->dtype = DT_F32;
+		const struct val *dt = NULL;
+		n->out.rank = 0;
+		for (int k = 0; k < call->n; k++) {
+			struct varg *g = &call->items[k];
+			if (g->key && strcmp(g->key, "dtype") == 0) {
+				dt = g->v;
+				continue;
+			}
+			if (g->key) {
+				diag_error(d, g->key_loc, "input takes sizes and dtype=, not '%s'", g->key);
+				return false;
+			}
+			if (n->out.rank == SHAPE_MAX) {
+				diag_error(d, g->v->loc, "input has more than %d dimensions", SHAPE_MAX);
+				return false;
+			}
+			if (!get_int(d, g->v, "an input size", &n->out.d[n->out.rank], 1))
+				return false;
+			n->out.rank++;
+		}
+		if (n->out.rank == 0)
+			return missing(d, call, callee, "its per-sample shape, e.g. input(1, 28, 28)");
+		if (dt) {
+			const char *t;
+			if (!val_str(d, dt, "dtype", &t))
+				return false;
+			if (strcmp(t, "long") == 0 || strcmp(t, "int64") == 0) {
+				n->dtype = DT_I64;
+			} else if (strcmp(t, "float") != 0 && strcmp(t, "float32") != 0) {
+				diag_error(d, dt->loc, "dtype must be \"float\" or \"long\"");
+				return false;
+			}
+		}
+		return true;
+	}
+	case OP_LINEAR: {
+		npos = 2;
+		BIND("in", "out", "bias");
+		n->a.linear.bias = true;
+		if (s[2] && !val_bool(d, s[2], "bias", &n->a.linear.bias))
+			return false;
+		return in_out(d, s, callee, call, &n->a.linear.in, &n->a.linear.out);
+	}
+	case OP_CONV2D: {
+		npos = 3;
+		BIND("in", "out", "kernel", "stride", "padding", "dilation", "groups", "bias");
+		struct val *pos[3] = { s[0], s[1], s[2] };
+		/* conv2d(out, kernel=k) or conv2d(in, out, kernel=k) or conv2d(in, out, k) */
+		int np = (pos[0] != NULL) + (pos[1] != NULL) + (pos[2] != NULL);
+		struct val *kernel = NULL;
+		if (np == 3)
+			kernel = pos[2];
+		for (int k = 0; k < call->n; k++)
+			if (call->items[k].key && strcmp(call->items[k].key, "kernel") == 0)
+				kernel = call->items[k].v;
+		if (!kernel)
+			return missing(d, call, callee, "a kernel size: conv2d(in, out, kernel=3)");
+		if (np == 3 || (np == 2 && kernel != pos[1])) {
+			if (!get_int(d, pos[0], "in_channels", &n->a.conv.cin, 1) || !get_int(d, pos[1], "out_channels", &n->a.conv.cout, 1))
+				return false;
+		} else if (pos[0] && pos[0] != kernel) {
+			if (!get_int(d, pos[0], "out_channels", &n->a.conv.cout, 1))
+				return false;
+		} else {
+			return missing(d, call, callee, "an output channel count");
+		}
+		if (!get_pair(d, kernel, "kernel", &n->a.conv.kh, &n->a.conv.kw, 1))
+			return false;
+		n->a.conv.sh = n->a.conv.sw = n->a.conv.dh = n->a.conv.dw = n->a.conv.groups = 1;
+		n->a.conv.bias = true;
+		if (s[3] && !get_pair(d, s[3], "stride", &n->a.conv.sh, &n->a.conv.sw, 1))
+			return false;
+		if (s[4] && s[4]->kind == V_STRING) {
+			if (strcmp(s[4]->s, "valid") != 0) {
+				diag_error(d, s[4]->loc, "padding must be an integer, a pair or \"valid\"");
+				return false;
+			}
+		} else if (s[4] && !get_pair(d, s[4], "padding", &n->a.conv.ph, &n->a.conv.pw, 0)) {
+			return false;
+		}
+		if (s[5] && !get_pair(d, s[5], "dilation", &n->a.conv.dh, &n->a.conv.dw, 1))
+			return false;
+		if (s[6] && !get_int(d, s[6], "groups", &n->a.conv.groups, 1))
+			return false;
+		if (s[7] && !val_bool(d, s[7], "bias", &n->a.conv.bias))
+			return false;
+		if (n->a.conv.cout % n->a.conv.groups != 0) {
+			diag_error(d, (s[6] ? s[6] : call)->loc, "out_channels %" PRId64 " is not divisible by groups %" PRId64,
+				   n->a.conv.cout, n->a.conv.groups);
+			return false;
+		}
+		return true;
+	}
+	case OP_MAXPOOL2D: {
+		npos = 2;
+		BIND("kernel", "stride", "padding", "ceil_mode", "dilation");
+		return configure_pool(d, n, s, call, callee, false);
+	}
+	case OP_AVGPOOL2D: {
+		npos = 2;
+		BIND("kernel", "stride", "padding", "ceil_mode", "count_include_pad");
+		return configure_pool(d, n, s, call, callee, true);
+	}
+	case OP_ADAPTIVE_AVGPOOL2D: {
+		npos = 1;
+		BIND("output");
+		if (!s[0])
+			return missing(d, call, callee, "an output size");
+		return get_pair(d, s[0], "output size", &n->a.apool.oh, &n->a.apool.ow, 1);
+	}
+	case OP_BATCHNORM2D: {
+		npos = 1;
+		BIND("channels", "eps", "momentum", "affine", "track_running_stats");
+		n->a.bn.eps = 1e-5;
+		n->a.bn.momentum = 0.1;
+		n->a.bn.affine = n->a.bn.track = true;
+		if (s[0] && !get_int(d, s[0], "channels", &n->a.bn.c, 1))
+			return false;
+		if (s[1] && !val_num(d, s[1], "eps", &n->a.bn.eps))
+			return false;
+		if (s[2] && !val_num(d, s[2], "momentum", &n->a.bn.momentum))
+			return false;
+		if (s[3] && !val_bool(d, s[3], "affine", &n->a.bn.affine))
+			return false;
+		if (s[4] && !val_bool(d, s[4], "track_running_stats", &n->a.bn.track))
+			return false;
+		if (n->a.bn.eps <= 0) {
+			diag_error(d, s[1]->loc, "eps must be positive");
+			return false;
+		}
+		return true;
+	}
+	case OP_LAYERNORM: {
+		npos = 1;
+		BIND("shape", "eps", "affine");
+		n->a.ln.eps = 1e-5;
+		n->a.ln.affine = true;
+		if (s[0]) {
+			if (s[0]->kind == V_INT) {
+				n->a.ln.nd = 1;
+				if (!get_int(d, s[0], "normalized shape", &n->a.ln.d[0], 1))
+					return false;
+			} else if ((s[0]->kind == V_LIST || s[0]->kind == V_TUPLE) && s[0]->n >= 1 && s[0]->n <= SHAPE_MAX) {
+				n->a.ln.nd = s[0]->n;
+				for (int k = 0; k < s[0]->n; k++)
+					if (!get_int(d, s[0]->items[k].v, "normalized shape", &n->a.ln.d[k], 1))
+						return false;
+			} else {
+				diag_error(d, s[0]->loc, "layernorm's shape must be an integer or a list of integers");
+				return false;
+			}
+		}
+		if (s[1] && !val_num(d, s[1], "eps", &n->a.ln.eps))
+			return false;
+		if (s[2] && !val_bool(d, s[2], "affine", &n->a.ln.affine))
+			return false;
+		return true;
+	}
+	case OP_EMBEDDING: {
+		npos = 2;
+		BIND("num", "dim", "padding_idx");
+		if (!s[0] || !s[1])
+			return missing(d, call, callee, "a vocabulary size and a dimension: embedding(num, dim)");
+		if (!get_int(d, s[0], "num_embeddings", &n->a.emb.num, 1) || !get_int(d, s[1], "embedding_dim", &n->a.emb.dim, 1))
+			return false;
+		n->a.emb.padding_idx = -1;
+		if (s[2]) {
+			int64_t p;
+			if (!val_int(d, s[2], "padding_idx", &p))
+				return false;
+			if (p < 0)
+				p += n->a.emb.num;
+			if (p < 0 || p >= n->a.emb.num) {
+				diag_error(d, s[2]->loc, "padding_idx must be within the %" PRId64 " embeddings", n->a.emb.num);
+				return false;
+			}
+			n->a.emb.padding_idx = p;
+		}
+		return true;
+	}
+	case OP_DROPOUT: {
+		npos = 1;
+		BIND("p");
+		n->a.drop.p = 0.5;
+		if (s[0] && !val_num(d, s[0], "p", &n->a.drop.p))
+			return false;
+		if (n->a.drop.p < 0 || n->a.drop.p > 1) {
+			diag_error(d, s[0]->loc, "dropout probability must be between 0 and 1, not %g", n->a.drop.p);
+			return false;
+		}
+		return true;
+	}
+	case OP_FLATTEN: {
+		npos = 2;
+		BIND("start", "end");
+		int64_t st = 1, en = -1;
+		if (s[0] && !val_int(d, s[0], "start", &st))
+			return false;
+		if (s[1] && !val_int(d, s[1], "end", &en))
+			return false;
+		if (st < -8 || st > 8 || en < -8 || en > 8) {
+			diag_error(d, call->loc, "flatten's dimensions are out of range");
+			return false;
+		}
+		n->a.flat.start = (int)st; /* batch-inclusive for now; normalised by op_infer */
+		n->a.flat.end = (int)en;
+		return true;
+	}
+	case OP_GELU: {
+		npos = 1;
+		BIND("approximate");
+		if (s[0]) {
+			const char *m;
+			if (!val_str(d, s[0], "approximate", &m))
+				return false;
+			if (strcmp(m, "tanh") == 0)
+				n->a.gelu.tanh = true;
+			else if (strcmp(m, "none") != 0) {
+				diag_error(d, s[0]->loc, "approximate must be \"none\" or \"tanh\"");
+				return false;
+			}
+		}
+		return true;
+	}
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
+		npos = 1;
+		BIND("dim");
+		int64_t dim = -1;
+		if (s[0] && !val_int(d, s[0], "dim", &dim))
+			return false;
+		if (dim < -8 || dim > 8) {
+			diag_error(d, s[0]->loc, "dim %" PRId64 " is out of range", dim);
+			return false;
+		}
+		n->a.softmax.dim = (int)dim;
+		return true;
+	}
+	case OP_RELU: case OP_TANH: case OP_SIGMOID: {
+		npos = 0;
+		static const char *const none[1] = { "" };
+		struct val *s[1];
+		return val_bind(d, callee, call->loc, call->items, call->n, none, npos, 0, s);
+	}
+	case OP_ADD: case OP_TRANSFER: case OP__COUNT:
+		break;
+	}
+	return true;
+}
+
+static bool mul(int64_t a, int64_t b, int64_t *out)
+{
+	return !__builtin_mul_overflow(a, b, out) && *out <= ((int64_t)1 << 50);
+}
+
+int64_t shape_numel(const struct shape *s)
+{
+	int64_t n = 1;
+	for (int k = 0; k < s->rank; k++)
+		n *= s->d[k];
+	return n;
+}
+
+const char *shape_str(const struct shape *s, char *buf, int n)
+{
+	int at = snprintf(buf, (size_t)n, "(");
+	for (int k = 0; k < s->rank && at < n; k++)
+		at += snprintf(buf + at, (size_t)(n - at), "%s%" PRId64, k ? ", " : "", s->d[k]);
+	if (at < n)
+		snprintf(buf + at, (size_t)(n - at), "%s)", s->rank == 1 ? "," : "");
+	return buf;
+}
+
+/* "9216 = 64x12x12" when the producer flattened a shape, else "9216". */
+static const char *size_origin(const struct node *prev, const struct node *pp, int64_t size, char *buf, int n)
+{
+	int at = snprintf(buf, (size_t)n, "%" PRId64, size);
+	if (prev && prev->op == OP_FLATTEN && pp && pp->out.rank > 1) {
+		at += snprintf(buf + at, (size_t)(n - at), " = ");
+		for (int k = 0; k < pp->out.rank && at < n; k++)
+			at += snprintf(buf + at, (size_t)(n - at), "%s%" PRId64, k ? "x" : "", pp->out.d[k]);
+	}
+	return buf;
+}
+
+static bool need_rank(struct diag *d, const struct node *n, const struct shape *in, int rank, const char *what)
+{
+	char b[96];
+	if (in->rank != rank) {
+		diag_error(d, n->loc, "%s expects %s input per sample, but the layer before it gives %s", n->path, what,
+			   shape_str(in, b, sizeof b));
+		return false;
+	}
+	return true;
+}
+
+static bool window(struct diag *d, const struct node *n, int64_t size, int64_t k, int64_t s, int64_t p, int64_t dil,
+		   bool ceil_mode, int64_t *out)
+{
+	int64_t eff = dil * (k - 1) + 1;
+	int64_t span = size + 2 * p - eff;
+	if (span < 0) {
+		diag_error(d, n->loc, "%s: kernel %" PRId64 " (dilated to %" PRId64 ") is larger than its padded input %" PRId64,
+			   n->path, k, eff, size + 2 * p);
+		return false;
+	}
+	int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+	/* PyTorch: the last window must start inside the input or left padding */
+	if (ceil_mode && (o - 1) * s >= size + p)
+		o--;
+	*out = o;
+	return true;
+}
+
+bool op_infer(struct diag *d, struct node *n, const struct node *prev, const struct node *pp)
+{
+	struct shape in = prev ? prev->out : n->out;
+	char b1[96], b2[96];
+	n->out = in;
+	switch (n->op) {
+	case OP_INPUT:
+		n->out = n->out; /* set by op_configure */
+		return true;
+	case OP_LINEAR: {
+		int64_t f = in.d[in.rank - 1];
+		if (n->a.linear.in && n->a.linear.in != f) {
+			diag_error(d, n->loc, "%s expects %" PRId64 " input features, but the layer before it gives %s", n->path,
+				   n->a.linear.in, size_origin(prev, pp, f, b1, sizeof b1));
+			return false;
+		}
+		n->a.linear.in = f;
+		n->out.d[in.rank - 1] = n->a.linear.out;
+		return true;
+	}
+	case OP_CONV2D: {
+		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
+			return false;
+		if (n->a.conv.cin && n->a.conv.cin != in.d[0]) {
+			diag_error(d, n->loc, "%s expects %" PRId64 " input channels, but the layer before it gives %" PRId64 " (shape %s)",
+				   n->path, n->a.conv.cin, in.d[0], shape_str(&in, b1, sizeof b1));
+			return false;
+		}
+		n->a.conv.cin = in.d[0];
+		if (n->a.conv.cin % n->a.conv.groups != 0) {
+			diag_error(d, n->loc, "%s: in_channels %" PRId64 " is not divisible by groups %" PRId64, n->path, n->a.conv.cin,
+				   n->a.conv.groups);
+			return false;
+		}
+		n->out.d[0] = n->a.conv.cout;
+		return window(d, n, in.d[1], n->a.conv.kh, n->a.conv.sh, n->a.conv.ph, n->a.conv.dh, false, &n->out.d[1]) &&
+		       window(d, n, in.d[2], n->a.conv.kw, n->a.conv.sw, n->a.conv.pw, n->a.conv.dw, false, &n->out.d[2]);
+	}
+	case OP_MAXPOOL2D: case OP_AVGPOOL2D:
+		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
+			return false;
+		return window(d, n, in.d[1], n->a.pool.kh, n->a.pool.sh, n->a.pool.ph, n->a.pool.dh, n->a.pool.ceil_mode, &n->out.d[1]) &&
+		       window(d, n, in.d[2], n->a.pool.kw, n->a.pool.sw, n->a.pool.pw, n->a.pool.dw, n->a.pool.ceil_mode, &n->out.d[2]);
+	case OP_ADAPTIVE_AVGPOOL2D:
+		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
+			return false;
+		n->out.d[1] = n->a.apool.oh;
+		n->out.d[2] = n->a.apool.ow;
+		return true;
+	case OP_BATCHNORM2D:
+		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
+			return false;
+		if (n->a.bn.c && n->a.bn.c != in.d[0]) {
+			diag_error(d, n->loc, "%s expects %" PRId64 " channels, but the layer before it gives %" PRId64, n->path, n->a.bn.c,
+				   in.d[0]);
+			return false;
+		}
+		n->a.bn.c = in.d[0];
+		return true;
+	case OP_LAYERNORM:
+		if (n->a.ln.nd == 0) {
+			n->a.ln.nd = 1;
+			n->a.ln.d[0] = in.d[in.rank - 1];
+		}
+		if (n->a.ln.nd > in.rank) {
+			diag_error(d, n->loc, "%s normalizes %d dimensions, but its input %s has only %d", n->path, n->a.ln.nd,
+				   shape_str(&in, b1, sizeof b1), in.rank);
+			return false;
+		}
+		for (int k = 0; k < n->a.ln.nd; k++) {
+			if (n->a.ln.d[k] != in.d[in.rank - n->a.ln.nd + k]) {
+				struct shape ns = { n->a.ln.nd, { 0 } };
+				memcpy(ns.d, n->a.ln.d, sizeof ns.d);
+				diag_error(d, n->loc, "%s normalizes over %s, but its input ends in a different shape: %s", n->path,
+					   shape_str(&ns, b1, sizeof b1), shape_str(&in, b2, sizeof b2));
+				return false;
+			}
+		}
+		return true;
+	case OP_EMBEDDING:
+		if (prev && prev->dtype != DT_I64) {
+			diag_error(d, n->loc, "%s needs integer token ids; declare the model's input as input(..., dtype=\"long\")", n->path);
+			return false;
+		}
+		if (in.rank == SHAPE_MAX) {
+			diag_error(d, n->loc, "%s: input has too many dimensions", n->path);
+			return false;
+		}
+		n->out.d[n->out.rank++] = n->a.emb.dim;
+		n->dtype = DT_F32;
+		return true;
+	case OP_FLATTEN: {
+		/* dims count the batch as 0, as torch.flatten does */
+		int full = in.rank + 1;
+		int st = n->a.flat.start < 0 ? n->a.flat.start + full : n->a.flat.start;
+		int en = n->a.flat.end < 0 ? n->a.flat.end + full : n->a.flat.end;
+		if (st < 1 || en >= full || st > en) {
+			diag_error(d, n->loc, "%s: cannot flatten dimensions %d..%d of a %d-dimensional batch (the batch is dimension 0)",
+				   n->path, n->a.flat.start, n->a.flat.end, full);
+			return false;
+		}
+		n->a.flat.start = st - 1;
+		n->a.flat.end = en - 1;
+		struct shape o = { 0, { 0 } };
+		for (int k = 0; k < st - 1; k++)
+			o.d[o.rank++] = in.d[k];
+		int64_t m = 1;
+		for (int k = st - 1; k <= en - 1; k++)
+			if (!mul(m, in.d[k], &m)) {
+				diag_error(d, n->loc, "%s: flattened size is too large", n->path);
+				return false;
+			}
+		o.d[o.rank++] = m;
+		for (int k = en; k < in.rank; k++)
+			o.d[o.rank++] = in.d[k];
+		n->out = o;
+		n->alias = n->in;
+		return true;
+	}
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
+		int full = in.rank + 1;
+		int dim = n->a.softmax.dim < 0 ? n->a.softmax.dim + full : n->a.softmax.dim;
+		if (dim < 1 || dim >= full) {
+			diag_error(d, n->loc, "%s: dim %d is %s for a %d-dimensional batch", n->path, n->a.softmax.dim,
+				   dim == 0 ? "the batch dimension, which cannot be normalized" : "out of range", full);
+			return false;
+		}
+		n->a.softmax.dim = dim - 1;
+		return true;
+	}
+	case OP_DROPOUT: case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_TRANSFER:
+		if (prev && prev->dtype != DT_F32 && n->op != OP_TRANSFER) {
+			diag_error(d, n->loc, "%s needs floating-point input; integer token ids go through an embedding first", n->path);
+			return false;
+		}
+		return true;
+	case OP_ADD:
+		if (pp && (pp->out.rank != in.rank || memcmp(pp->out.d, in.d, sizeof in.d) != 0)) {
+			diag_error(d, n->loc, "residual body changes the shape from %s to %s; the sum needs them equal",
+				   shape_str(&pp->out, b1, sizeof b1), shape_str(&in, b2, sizeof b2));
+			return false;
+		}
+		return true;
+	case OP__COUNT:
+		break;
+	}
+	return true;
+}
+
+static struct shape sh1(int64_t a)
+{
+	struct shape s = { 1, { a } };
+	return s;
+}
+
+int op_params(const struct node *n, struct param_spec out[5])
+{
+	int k = 0;
+	switch (n->op) {
+	case OP_LINEAR:
+		out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT, { 2, { n->a.linear.out, n->a.linear.in } }, DT_F32,
+						INIT_KAIMING_UNIFORM, n->a.linear.in, false };
+		if (n->a.linear.bias)
+			out[k++] = (struct param_spec){ "bias", ROLE_BIAS, sh1(n->a.linear.out), DT_F32, INIT_BIAS_UNIFORM, n->a.linear.in, false };
+		break;
+	case OP_CONV2D: {
+		int64_t fan = n->a.conv.cin / n->a.conv.groups * n->a.conv.kh * n->a.conv.kw;
+		out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT,
+						{ 4, { n->a.conv.cout, n->a.conv.cin / n->a.conv.groups, n->a.conv.kh, n->a.conv.kw } },
+						DT_F32, INIT_KAIMING_UNIFORM, fan, false };
+		if (n->a.conv.bias)
+			out[k++] = (struct param_spec){ "bias", ROLE_BIAS, sh1(n->a.conv.cout), DT_F32, INIT_BIAS_UNIFORM, fan, false };
+		break;
+	}
+	case OP_BATCHNORM2D:
+		if (n->a.bn.affine) {
+			out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT, sh1(n->a.bn.c), DT_F32, INIT_ONES, 0, false };
+			out[k++] = (struct param_spec){ "bias", ROLE_BIAS, sh1(n->a.bn.c), DT_F32, INIT_ZEROS, 0, false };
+		}
+		if (n->a.bn.track) {
+			out[k++] = (struct param_spec){ "running_mean", ROLE_RUNNING_MEAN, sh1(n->a.bn.c), DT_F32, INIT_ZEROS, 0, true };
+			out[k++] = (struct param_spec){ "running_var", ROLE_RUNNING_VAR, sh1(n->a.bn.c), DT_F32, INIT_ONES, 0, true };
+			out[k++] = (struct param_spec){ "num_batches_tracked", ROLE_NUM_BATCHES, { 0, { 0 } }, DT_I64, INIT_ZEROS, 0, true };
+		}
+		break;
+	case OP_LAYERNORM:
+		if (n->a.ln.affine) {
+			struct shape s = { n->a.ln.nd, { 0 } };
+			memcpy(s.d, n->a.ln.d, sizeof s.d);
+			out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT, s, DT_F32, INIT_ONES, 0, false };
+			out[k++] = (struct param_spec){ "bias", ROLE_BIAS, s, DT_F32, INIT_ZEROS, 0, false };
+		}
+		break;
+	case OP_EMBEDDING:
+		out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT, { 2, { n->a.emb.num, n->a.emb.dim } }, DT_F32, INIT_NORMAL, 0, false };
+		break;
+	default:
+		break;
+	}
+	return k;
+}
+
+static const char *pybool(bool b)
+{
+	return b ? "True" : "False";
+}
+
+static const char *pyfloat(double v, char *buf, int n)
+{
+	snprintf(buf, (size_t)n, "%g", v);
+	if (!strpbrk(buf, ".e"))
+		strncat(buf, ".0", (size_t)n - strlen(buf) - 1);
+	return buf;
+}
+
+void op_describe(const struct node *n, char *buf, int len)
+{
+	const char *t = op_info[n->op].torch;
+	char f1[32], f2[32];
+	size_t l = (size_t)len;
+	switch (n->op) {
+	case OP_INPUT: {
+		char b[96];
+		snprintf(buf, l, "Input(shape=%s%s)", shape_str(&n->out, b, sizeof b), n->dtype == DT_I64 ? ", dtype=long" : "");
+		return;
+	}
+	case OP_LINEAR:
+		snprintf(buf, l, "%s(in_features=%" PRId64 ", out_features=%" PRId64 ", bias=%s)", t, n->a.linear.in, n->a.linear.out,
+			 pybool(n->a.linear.bias));
+		return;
+	case OP_CONV2D: {
+		const struct node *c = n;
+		int at = snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ", kernel_size=(%" PRId64 ", %" PRId64 "), stride=(%" PRId64 ", %" PRId64 ")",
+				  t, c->a.conv.cin, c->a.conv.cout, c->a.conv.kh, c->a.conv.kw, c->a.conv.sh, c->a.conv.sw);
+		if ((c->a.conv.ph || c->a.conv.pw) && at < len)
+			at += snprintf(buf + at, l - (size_t)at, ", padding=(%" PRId64 ", %" PRId64 ")", c->a.conv.ph, c->a.conv.pw);
+		if ((c->a.conv.dh != 1 || c->a.conv.dw != 1) && at < len)
+			at += snprintf(buf + at, l - (size_t)at, ", dilation=(%" PRId64 ", %" PRId64 ")", c->a.conv.dh, c->a.conv.dw);
+		if (c->a.conv.groups != 1 && at < len)
+			at += snprintf(buf + at, l - (size_t)at, ", groups=%" PRId64, c->a.conv.groups);
+		if (!c->a.conv.bias && at < len)
+			at += snprintf(buf + at, l - (size_t)at, ", bias=False");
+		if (at < len)
+			snprintf(buf + at, l - (size_t)at, ")");
+		return;
+	}
+	case OP_MAXPOOL2D:
+		snprintf(buf, l, "%s(kernel_size=%" PRId64 ", stride=%" PRId64 ", padding=%" PRId64 ", dilation=%" PRId64 ", ceil_mode=%s)", t,
+			 n->a.pool.kh, n->a.pool.sh, n->a.pool.ph, n->a.pool.dh, pybool(n->a.pool.ceil_mode));
+		return;
+	case OP_AVGPOOL2D:
+		snprintf(buf, l, "%s(kernel_size=%" PRId64 ", stride=%" PRId64 ", padding=%" PRId64 ")", t, n->a.pool.kh, n->a.pool.sh,
+			 n->a.pool.ph);
+		return;
+	case OP_ADAPTIVE_AVGPOOL2D:
+		snprintf(buf, l, "%s(output_size=(%" PRId64 ", %" PRId64 "))", t, n->a.apool.oh, n->a.apool.ow);
+		return;
+	case OP_BATCHNORM2D:
+		snprintf(buf, l, "%s(%" PRId64 ", eps=%s, momentum=%s, affine=%s, track_running_stats=%s)", t, n->a.bn.c,
+			 pyfloat(n->a.bn.eps, f1, sizeof f1), pyfloat(n->a.bn.momentum, f2, sizeof f2), pybool(n->a.bn.affine),
+			 pybool(n->a.bn.track));
+		return;
+	case OP_LAYERNORM: {
+		struct shape s = { n->a.ln.nd, { 0 } };
+		char b[96];
+		memcpy(s.d, n->a.ln.d, sizeof s.d);
+		snprintf(buf, l, "%s(%s, eps=%s, elementwise_affine=%s)", t, shape_str(&s, b, sizeof b), pyfloat(n->a.ln.eps, f1, sizeof f1),
+			 pybool(n->a.ln.affine));
+		return;
+	}
+	case OP_EMBEDDING:
+		if (n->a.emb.padding_idx >= 0)
+			snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ", padding_idx=%" PRId64 ")", t, n->a.emb.num, n->a.emb.dim, n->a.emb.padding_idx);
+		else
+			snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ")", t, n->a.emb.num, n->a.emb.dim);
+		return;
+	case OP_DROPOUT:
+		snprintf(buf, l, "%s(p=%s, inplace=False)", t, pyfloat(n->a.drop.p, f1, sizeof f1));
+		return;
+	case OP_FLATTEN:
+		snprintf(buf, l, "%s(start_dim=%d, end_dim=%d)", t, n->a.flat.start + 1, n->a.flat.end + 1);
+		return;
+	case OP_GELU:
+		snprintf(buf, l, "%s(approximate='%s')", t, n->a.gelu.tanh ? "tanh" : "none");
+		return;
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX:
+		snprintf(buf, l, "%s(dim=%d)", t, n->a.softmax.dim + 1);
+		return;
+	case OP_TRANSFER:
+		snprintf(buf, l, "Transfer(device %d -> device %d)", n->a.xfer.from, n->a.xfer.to);
+		return;
+	default:
+		snprintf(buf, l, "%s()", t);
+		return;
+	}
+}
+
+int64_t op_saved_bytes(const struct node *n, int64_t batch)
+{
+	int64_t numel = shape_numel(&n->out) * batch;
+	switch (n->op) {
+	case OP_DROPOUT: return numel;                    /* uint8 mask */
+	case OP_MAXPOOL2D: return numel * 4;              /* int32 argmax */
+	case OP_BATCHNORM2D: return 2 * n->a.bn.c * 4;    /* mean, invstd */
+	case OP_LAYERNORM: {
+		int64_t row = 1;
+		for (int k = 0; k < n->a.ln.nd; k++)
+			row *= n->a.ln.d[k];
+		return 2 * (numel / row) * 4;                 /* mean, invstd per row */
+	}
+	default: return 0;
+	}
+}
+
+bool op_needs_input(const struct node *n)
+{
+	switch (n->op) {
+	case OP_LINEAR: case OP_CONV2D: case OP_BATCHNORM2D: case OP_LAYERNORM: case OP_EMBEDDING: case OP_GELU:
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool op_needs_output(const struct node *n)
+{
+	switch (n->op) {
+	case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SOFTMAX: case OP_LOG_SOFTMAX:
+		return true;
+	default:
+		return false;
+	}
+}

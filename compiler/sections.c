@@ -1,0 +1,256 @@
+/* sections.c: the first pass: which sections are in force.
+ * `import "file.net"` brings in another file's sections, resolved relative
+ * to the importing file; a later section of the same kind (and, for
+ * blocks, the same name) replaces an earlier one, so an experiment file
+ * can import a model and restate only its data or training settings.
+ * `--set section.key=value` then replaces or adds one statement.  Cycles
+ * and over-deep import chains are errors, not recursion.
+ */
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compile_impl.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+
+static const char *const kinds[] = { "model", "block", "data", "train", "parallel", "import" };
+
+struct gather {
+	struct arena *a;
+	struct diag *d;
+	struct sections *s;
+	const char *stack[MAX_IMPORT_DEPTH];
+	int depth;
+	struct source *last;
+};
+
+static void note_replaced(struct diag *d, const struct ast_section *old, const struct ast_section *now)
+{
+	(void)d; (void)old; (void)now; /* replacement is the documented behaviour: silent */
+}
+
+static bool add(struct gather *g, const struct ast_section *sec)
+{
+	struct sections *s = g->s;
+	const char *k = sec->kind;
+	if (strcmp(k, "model") == 0) {
+		if (!sec->name) {
+			diag_error(g->d, sec->kind_loc, "a model needs a name: model NAME { ... }");
+			return false;
+		}
+		if (!sec->has_body) {
+			diag_error(g->d, sec->name_loc, "model %s has no body; write its layers between { and }", sec->name);
+			return false;
+		}
+		if (s->model && strcmp(s->model->name, sec->name) != 0 && s->model->kind_loc.src == sec->kind_loc.src) {
+			diag_error(g->d, sec->name_loc, "a file holds one model, but this is a second one ('%s')", sec->name);
+			diag_note(g->d, s->model->name_loc, "the first model, '%s', is here", s->model->name);
+			return false;
+		}
+		if (s->model)
+			note_replaced(g->d, s->model, sec);
+		s->model = sec;
+	} else if (strcmp(k, "block") == 0) {
+		if (!sec->name) {
+			diag_error(g->d, sec->kind_loc, "a block needs a name: block NAME(params) { ... }");
+			return false;
+		}
+		if (!sec->has_body) {
+			diag_error(g->d, sec->name_loc, "block %s has no body", sec->name);
+			return false;
+		}
+		for (int i = 0; i < s->nblocks; i++) {
+			if (strcmp(s->blocks[i]->name, sec->name) == 0) {
+				if (s->blocks[i]->kind_loc.src == sec->kind_loc.src) {
+					diag_error(g->d, sec->name_loc, "block %s is defined twice in this file", sec->name);
+					diag_note(g->d, s->blocks[i]->name_loc, "first defined here");
+					return false;
+				}
+				s->blocks[i] = sec;
+				return true;
+			}
+		}
+		if (s->nblocks == MAX_BLOCKS) {
+			diag_error(g->d, sec->name_loc, "more than %d blocks", MAX_BLOCKS);
+			return false;
+		}
+		s->blocks[s->nblocks++] = sec;
+	} else {
+		const struct ast_section **slot = strcmp(k, "data") == 0 ? &s->data : strcmp(k, "train") == 0 ? &s->train : &s->parallel;
+		if (*slot && (*slot)->kind_loc.src == sec->kind_loc.src) {
+			diag_error(g->d, sec->kind_loc, "a second '%s' section in this file", k);
+			diag_note(g->d, (*slot)->kind_loc, "the first one is here; merge them");
+			return false;
+		}
+		if (strcmp(k, "parallel") != 0 && sec->name) {
+			diag_error(g->d, sec->name_loc, "a %s section has no name; write %s { ... }", k, k);
+			return false;
+		}
+		if (strcmp(k, "parallel") != 0 && !sec->has_body) {
+			diag_error(g->d, sec->kind_loc, "%s section has no body; write %s { key = value ... }", k, k);
+			return false;
+		}
+		*slot = sec;
+	}
+	return true;
+}
+
+static bool gather_file(struct gather *g, const char *path, const struct loc *from);
+
+static bool take(struct gather *g, const struct ast_file *f)
+{
+	bool ok = true;
+	for (const struct ast_section *sec = f->sections; sec; sec = sec->next) {
+		const char *k = sec->kind;
+		int known = 0;
+		while (known < 6 && strcmp(kinds[known], k) != 0)
+			known++;
+		if (known == 6) {
+			const char *near = diag_nearest(k, kinds, 6);
+			if (near)
+				diag_error(g->d, sec->kind_loc, "unknown section '%s'; did you mean '%s'?", k, near);
+			else
+				diag_error(g->d, sec->kind_loc, "unknown section '%s'; a file holds model, block, data, train, parallel and import sections", k);
+			ok = false;
+			continue;
+		}
+		if (strcmp(k, "import") == 0) {
+			if (!sec->name || !sec->name_is_string || sec->has_body || sec->has_params) {
+				diag_error(g->d, sec->kind_loc, "write an import as: import \"other.net\"");
+				ok = false;
+				continue;
+			}
+			char *dir = arena_strdup(g->a, f->src->path);
+			const char *resolved = sec->name[0] == '/' ? sec->name : arena_printf(g->a, "%s/%s", dirname(dir), sec->name);
+			if (!gather_file(g, resolved, &sec->name_loc))
+				ok = false;
+			continue;
+		}
+		if (sec->has_params && strcmp(k, "block") != 0) {
+			diag_error(g->d, sec->kind_loc, "only blocks take parameters");
+			ok = false;
+			continue;
+		}
+		if (strcmp(k, "block") == 0 && !sec->has_params && sec->name) {
+			/* a block without parameters is fine: block Stem { ... } */
+		}
+		if (!add(g, sec))
+			ok = false;
+	}
+	return ok;
+}
+
+static bool gather_file(struct gather *g, const char *path, const struct loc *from)
+{
+	char real[PATH_MAX];
+	const char *key = realpath(path, real) ? real : path;
+	for (int i = 0; i < g->depth; i++) {
+		if (strcmp(g->stack[i], key) == 0) {
+			diag_error(g->d, *from, "import cycle: '%s' imports itself through this chain", path);
+			return false;
+		}
+	}
+	if (g->depth == MAX_IMPORT_DEPTH) {
+		diag_error(g->d, *from, "imports nested more than %d deep", MAX_IMPORT_DEPTH);
+		return false;
+	}
+	struct source *src = source_load(g->a, g->d, path, from);
+	if (!src)
+		return false;
+	src->next = g->s->sources;
+	g->s->sources = src;
+	int before = g->d->errors;
+	struct ast_file *f = ast_parse(g->a, g->d, src);
+	if (g->d->errors > before)
+		return false;
+	g->stack[g->depth++] = arena_strdup(g->a, key);
+	bool ok = take(g, f);
+	g->depth--;
+	return ok;
+}
+
+/* "train.epochs=1" → a parsed `train { epochs = 1 }` whose one statement
+ * replaces or joins the section's own. */
+static bool apply_set(struct gather *g, const char *set)
+{
+	const char *dot = strchr(set, '.'), *eq = strchr(set, '=');
+	struct loc nowhere = { 0 };
+	if (!dot || !eq || dot > eq || dot == set || eq == dot + 1) {
+		diag_error(g->d, nowhere, "--set takes section.key=value, e.g. --set train.epochs=1; got '%s'", set);
+		return false;
+	}
+	char *sec_name = arena_strndup(g->a, set, (size_t)(dot - set));
+	char *key = arena_strndup(g->a, dot + 1, (size_t)(eq - dot - 1));
+	const struct ast_section **slot = strcmp(sec_name, "data") == 0 ? &g->s->data : strcmp(sec_name, "train") == 0 ? &g->s->train
+		: strcmp(sec_name, "parallel") == 0 ? &g->s->parallel : NULL;
+	if (!slot) {
+		diag_error(g->d, nowhere, "--set %s: only data, train and parallel settings can be overridden", set);
+		return false;
+	}
+	const char *text = arena_printf(g->a, "%s { %s = %s }\n", sec_name, key, eq + 1);
+	struct source *src = source_from_string(g->a, "--set", text);
+	int before = g->d->errors;
+	struct ast_file *f = ast_parse(g->a, g->d, src);
+	if (g->d->errors > before || !f->sections || !f->sections->body || f->sections->body->next) {
+		if (g->d->errors == before)
+			diag_error(g->d, nowhere, "--set %s: the value is not a single expression", set);
+		return false;
+	}
+	const struct ast_stmt *repl = f->sections->body;
+	struct ast_section *sec = arena_alloc(g->a, sizeof *sec);
+	if (*slot) {
+		*sec = **slot;
+	} else {
+		*sec = *f->sections;
+		sec->body = NULL;
+		if (strcmp(sec_name, "parallel") == 0) {
+			sec->name = "ddp";
+		}
+	}
+	/* copy the statement list, replacing the one with this key */
+	struct ast_stmt *head = NULL, *tail = NULL;
+	bool replaced = false;
+	for (const struct ast_stmt *st = sec->body; st; st = st->next) {
+		struct ast_stmt *c = arena_alloc(g->a, sizeof *c);
+		*c = (st->name && strcmp(st->name, key) == 0) ? *repl : *st;
+		replaced |= st->name && strcmp(st->name, key) == 0;
+		c->next = NULL;
+		if (tail)
+			tail->next = c;
+		else
+			head = c;
+		tail = c;
+	}
+	if (!replaced) {
+		struct ast_stmt *c = arena_alloc(g->a, sizeof *c);
+		*c = *repl;
+		c->next = NULL;
+		if (tail)
+			tail->next = c;
+		else
+			head = c;
+	}
+	sec->body = head;
+	sec->has_body = true;
+	*slot = sec;
+	return true;
+}
+
+bool sections_gather(struct arena *a, struct diag *d, const char *path, const char *const *sets, int nsets, struct sections *out)
+{
+	struct gather g = { a, d, out, { 0 }, 0, NULL };
+	memset(out, 0, sizeof *out);
+	if (!gather_file(&g, path, NULL))
+		return false;
+	if (!out->model) {
+		struct loc at = { out->sources, 1, 1, 1 };
+		diag_error(d, at, "no model section; a .net file needs model NAME { ... }");
+		return false;
+	}
+	bool ok = true;
+	for (int i = 0; i < nsets; i++)
+		ok &= apply_set(&g, sets[i]);
+	return ok;
+}

@@ -1,0 +1,602 @@
+/* settings.c: the data, train and parallel sections as typed settings.
+ * Each section has a fixed list of keys; each value is checked for its
+ * type and range where it is written.  Defaults are PyTorch's (and the
+ * seed programs'): optimizers' own defaults, test batch 1000, log every 10
+ * batches, seed 1, DDP buckets of 25 MiB.  A file without data or train
+ * sections still compiles (a model library); training then says what is
+ * missing.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "compiler/compile_impl.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+
+struct reader {
+	struct arena *a;
+	struct diag *d;
+	struct evalctx ec;
+};
+
+/* The statements of a section as (key, value) after evaluation; reports
+ * unknown keys with suggestions and repeated keys. */
+static bool read_keys(struct reader *r, const struct ast_section *sec, const char *const *keys, int nkeys, struct val **out)
+{
+	bool ok = true;
+	for (int k = 0; k < nkeys; k++)
+		out[k] = NULL;
+	for (const struct ast_stmt *st = sec ? sec->body : NULL; st; st = st->next) {
+		if (!st->value)
+			continue;
+		if (!st->name) {
+			diag_error(r->d, st->loc, "a %s section holds settings: write key = value", sec->kind);
+			ok = false;
+			continue;
+		}
+		if (st->annots || st->has_body) {
+			diag_error(r->d, st->loc, "a setting takes no annotation or body");
+			ok = false;
+			continue;
+		}
+		int k = 0;
+		while (k < nkeys && strcmp(keys[k], st->name) != 0)
+			k++;
+		struct loc kl = st->name_loc;
+		if (k == nkeys) {
+			const char *near = diag_nearest(st->name, keys, nkeys);
+			if (near)
+				diag_error(r->d, kl, "unknown %s setting '%s'; did you mean '%s'?", sec->kind, st->name, near);
+			else
+				diag_error(r->d, kl, "unknown %s setting '%s'", sec->kind, st->name);
+			ok = false;
+			continue;
+		}
+		if (out[k]) {
+			diag_error(r->d, kl, "'%s' is set twice", st->name);
+			diag_note(r->d, out[k]->loc, "first set here");
+			ok = false;
+			continue;
+		}
+		out[k] = val_eval(&r->ec, st->value, NULL);
+		if (!out[k])
+			ok = false;
+	}
+	return ok;
+}
+
+static bool int_at_least(struct reader *r, const struct val *v, const char *what, int64_t min, int64_t *out)
+{
+	if (!v)
+		return true;
+	if (!val_int(r->d, v, what, out))
+		return false;
+	if (*out < min || *out > ((int64_t)1 << 40)) {
+		diag_error(r->d, v->loc, "%s must be %s%" PRId64 ", not %" PRId64, what, *out < min ? "at least " : "at most ",
+			   *out < min ? min : ((int64_t)1 << 40), *out);
+		return false;
+	}
+	return true;
+}
+
+static bool num_range(struct reader *r, const struct val *v, const char *what, double lo, double hi, double *out)
+{
+	if (!v)
+		return true;
+	if (!val_num(r->d, v, what, out))
+		return false;
+	if (!(*out >= lo && *out <= hi)) {
+		diag_error(r->d, v->loc, "%s must be between %g and %g, not %g", what, lo, hi, *out);
+		return false;
+	}
+	return true;
+}
+
+/* Bind a call's (or bare name's) arguments. */
+static bool bind(struct reader *r, const struct val *v, const char *const *names, int npos, int n, struct val **slot)
+{
+	return val_bind(r->d, v->s, v->loc, v->kind == V_CALL ? v->items : NULL, v->kind == V_CALL ? v->n : 0, names, npos, n, slot);
+}
+
+static bool choose(struct reader *r, const struct val *v, const char *what, const char *const *names, int n, int *out)
+{
+	const char *callee = val_callee(v);
+	if (!callee) {
+		diag_error(r->d, v->loc, "%s must be one of its names, e.g. %s", what, names[0]);
+		return false;
+	}
+	for (int k = 0; k < n; k++) {
+		if (strcmp(names[k], callee) == 0) {
+			*out = k;
+			return true;
+		}
+	}
+	const char *near = diag_nearest(callee, names, n);
+	char list[256] = "";
+	for (int k = 0; k < n; k++) {
+		strcat(list, k ? (k == n - 1 ? " or " : ", ") : "");
+		strcat(list, names[k]);
+	}
+	if (near)
+		diag_error(r->d, v->name_loc, "unknown %s '%s'; did you mean '%s'?", what, callee, near);
+	else
+		diag_error(r->d, v->name_loc, "unknown %s '%s'; choose %s", what, callee, list);
+	return false;
+}
+
+static bool read_loss(struct reader *r, const struct val *v, struct plan_train *t)
+{
+	static const char *const losses[] = { "mse", "nll", "cross_entropy" };
+	int k;
+	if (!choose(r, v, "loss", losses, 3, &k))
+		return false;
+	t->loss = (enum loss_kind)k;
+	static const char *const names[] = { "reduction" };
+	struct val *s[1];
+	if (!bind(r, v, names, 0, 1, s))
+		return false;
+	t->reduction = RED_MEAN;
+	if (s[0]) {
+		const char *red;
+		if (!val_str(r->d, s[0], "reduction", &red))
+			return false;
+		if (strcmp(red, "sum") == 0)
+			t->reduction = RED_SUM;
+		else if (strcmp(red, "mean") != 0) {
+			diag_error(r->d, s[0]->loc, "reduction must be \"mean\" or \"sum\"");
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool betas(struct reader *r, const struct val *v, double *b1, double *b2)
+{
+	if (!v)
+		return true;
+	if ((v->kind != V_TUPLE && v->kind != V_LIST) || v->n != 2) {
+		diag_error(r->d, v->loc, "betas must be a pair like (0.9, 0.999)");
+		return false;
+	}
+	return num_range(r, v->items[0].v, "beta1", 0, 0.999999999, b1) && num_range(r, v->items[1].v, "beta2", 0, 0.999999999, b2);
+}
+
+static bool read_optim(struct reader *r, const struct val *v, struct plan_optim *o)
+{
+	static const char *const kinds[] = { "sgd", "adam", "adamw", "adadelta", "adagrad", "rmsprop" };
+	int k;
+	if (!choose(r, v, "optimizer", kinds, 6, &k))
+		return false;
+	memset(o, 0, sizeof *o);
+	o->kind = (enum optim_kind)k;
+	struct val *s[8];
+	bool ok = true;
+	double inf = HUGE_VAL;
+	switch (o->kind) {
+	case OPT_SGD: {
+		static const char *const names[] = { "lr", "momentum", "dampening", "nesterov", "weight_decay" };
+		if (!bind(r, v, names, 1, 5, s))
+			return false;
+		if (!s[0]) {
+			diag_error(r->d, v->loc, "sgd needs a learning rate: sgd(lr=0.01)");
+			return false;
+		}
+		ok = num_range(r, s[0], "lr", 0, inf, &o->lr) && num_range(r, s[1], "momentum", 0, inf, &o->momentum) &&
+		     num_range(r, s[2], "dampening", -inf, inf, &o->dampening) && num_range(r, s[4], "weight_decay", 0, inf, &o->weight_decay) &&
+		     (!s[3] || val_bool(r->d, s[3], "nesterov", &o->nesterov));
+		if (ok && o->nesterov && (o->momentum <= 0 || o->dampening != 0)) {
+			diag_error(r->d, s[3]->loc, "Nesterov momentum needs momentum > 0 and dampening = 0");
+			return false;
+		}
+		o->state_per_param = o->momentum != 0 ? 1 : 0;
+		break;
+	}
+	case OPT_ADAM: case OPT_ADAMW: {
+		static const char *const names[] = { "lr", "betas", "eps", "weight_decay", "amsgrad" };
+		if (!bind(r, v, names, 1, 5, s))
+			return false;
+		o->lr = 1e-3;
+		o->beta1 = 0.9;
+		o->beta2 = 0.999;
+		o->eps = 1e-8;
+		o->weight_decay = o->kind == OPT_ADAMW ? 1e-2 : 0;
+		ok = num_range(r, s[0], "lr", 0, inf, &o->lr) && betas(r, s[1], &o->beta1, &o->beta2) &&
+		     num_range(r, s[2], "eps", 0, inf, &o->eps) && num_range(r, s[3], "weight_decay", 0, inf, &o->weight_decay) &&
+		     (!s[4] || val_bool(r->d, s[4], "amsgrad", &o->amsgrad));
+		o->state_per_param = o->amsgrad ? 3 : 2;
+		break;
+	}
+	case OPT_ADADELTA: {
+		static const char *const names[] = { "lr", "rho", "eps", "weight_decay" };
+		if (!bind(r, v, names, 1, 4, s))
+			return false;
+		o->lr = 1.0;
+		o->rho = 0.9;
+		o->eps = 1e-6;
+		ok = num_range(r, s[0], "lr", 0, inf, &o->lr) && num_range(r, s[1], "rho", 0, 1, &o->rho) &&
+		     num_range(r, s[2], "eps", 0, inf, &o->eps) && num_range(r, s[3], "weight_decay", 0, inf, &o->weight_decay);
+		o->state_per_param = 2;
+		break;
+	}
+	case OPT_ADAGRAD: {
+		static const char *const names[] = { "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps" };
+		if (!bind(r, v, names, 1, 5, s))
+			return false;
+		o->lr = 1e-2;
+		o->eps = 1e-10;
+		ok = num_range(r, s[0], "lr", 0, inf, &o->lr) && num_range(r, s[1], "lr_decay", 0, inf, &o->lr_decay) &&
+		     num_range(r, s[2], "weight_decay", 0, inf, &o->weight_decay) &&
+		     num_range(r, s[3], "initial_accumulator_value", 0, inf, &o->initial_accumulator) &&
+		     num_range(r, s[4], "eps", 0, inf, &o->eps);
+		o->state_per_param = 1;
+		break;
+	}
+	case OPT_RMSPROP: {
+		static const char *const names[] = { "lr", "alpha", "eps", "weight_decay", "momentum", "centered" };
+		if (!bind(r, v, names, 1, 6, s))
+			return false;
+		o->lr = 1e-2;
+		o->alpha = 0.99;
+		o->eps = 1e-8;
+		ok = num_range(r, s[0], "lr", 0, inf, &o->lr) && num_range(r, s[1], "alpha", 0, inf, &o->alpha) &&
+		     num_range(r, s[2], "eps", 0, inf, &o->eps) && num_range(r, s[3], "weight_decay", 0, inf, &o->weight_decay) &&
+		     num_range(r, s[4], "momentum", 0, inf, &o->momentum) && (!s[5] || val_bool(r->d, s[5], "centered", &o->centered));
+		o->state_per_param = 1 + (o->momentum > 0) + o->centered;
+		break;
+	}
+	}
+	return ok;
+}
+
+static bool read_sched(struct reader *r, const struct val *v, struct plan_sched *sc)
+{
+	static const char *const kinds[] = { "constant", "step_lr", "multistep_lr", "exponential_lr", "cosine" };
+	int k;
+	if (!choose(r, v, "scheduler", kinds, 5, &k))
+		return false;
+	memset(sc, 0, sizeof *sc);
+	sc->kind = (enum sched_kind)k;
+	sc->gamma = 0.1;
+	static const char *const names[] = { "step", "gamma", "milestones", "t_max", "eta_min", "warmup", "every" };
+	struct val *s[7];
+	if (!bind(r, v, names, 0, 7, s))
+		return false;
+	/* which arguments each scheduler takes */
+	static const bool takes[5][6] = {
+		{ 0, 0, 0, 0, 0, 0 }, { 1, 1, 0, 0, 0, 0 }, { 0, 1, 1, 0, 0, 0 }, { 0, 1, 0, 0, 0, 0 }, { 0, 0, 0, 1, 1, 1 },
+	};
+	for (int i = 0; i < 6; i++) {
+		if (s[i] && !takes[k][i]) {
+			diag_error(r->d, s[i]->loc, "%s takes no '%s' argument", kinds[k], names[i]);
+			return false;
+		}
+	}
+	bool ok = num_range(r, s[1], "gamma", 0, HUGE_VAL, &sc->gamma) && int_at_least(r, s[0], "step", 1, &sc->step_size) &&
+		  int_at_least(r, s[3], "t_max", 1, &sc->t_max) && num_range(r, s[4], "eta_min", 0, HUGE_VAL, &sc->eta_min) &&
+		  int_at_least(r, s[5], "warmup", 0, &sc->warmup);
+	if (!ok)
+		return false;
+	if (sc->kind == SCHED_STEP && !s[0]) {
+		diag_error(r->d, v->loc, "step_lr needs a step size: step_lr(step=1, gamma=0.7)");
+		return false;
+	}
+	if (sc->kind == SCHED_EXPONENTIAL && !s[1]) {
+		diag_error(r->d, v->loc, "exponential_lr needs gamma: exponential_lr(gamma=0.95)");
+		return false;
+	}
+	if (sc->kind == SCHED_COSINE && !s[3]) {
+		diag_error(r->d, v->loc, "cosine needs t_max, the length of the schedule: cosine(t_max=10)");
+		return false;
+	}
+	if (sc->kind == SCHED_COSINE && sc->warmup >= sc->t_max) {
+		diag_error(r->d, s[5]->loc, "warmup must be shorter than t_max");
+		return false;
+	}
+	if (sc->kind == SCHED_MULTISTEP) {
+		if (!s[2] || s[2]->kind != V_LIST || s[2]->n < 1 || s[2]->n > PLAN_MAX_MILESTONES) {
+			diag_error(r->d, s[2] ? s[2]->loc : v->loc, "multistep_lr needs milestones=[...], a list of 1 to %d epochs",
+				   PLAN_MAX_MILESTONES);
+			return false;
+		}
+		for (int i = 0; i < s[2]->n; i++) {
+			if (!int_at_least(r, s[2]->items[i].v, "a milestone", 1, &sc->milestones[i]))
+				return false;
+			if (i && sc->milestones[i] <= sc->milestones[i - 1]) {
+				diag_error(r->d, s[2]->items[i].v->loc, "milestones must increase");
+				return false;
+			}
+		}
+		sc->nmilestones = s[2]->n;
+	}
+	if (s[6]) {
+		const char *e;
+		if (!val_str(r->d, s[6], "every", &e))
+			return false;
+		if (strcmp(e, "step") == 0)
+			sc->per_step = true;
+		else if (strcmp(e, "epoch") != 0) {
+			diag_error(r->d, s[6]->loc, "every must be \"epoch\" or \"step\"");
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool random_shape(struct reader *r, const struct val *v, const char *what, struct shape *out)
+{
+	if (!v || v->kind != V_CALL || strcmp(v->s, "randn") != 0 || v->n < 1 || v->n > SHAPE_MAX) {
+		diag_error(r->d, v ? v->loc : (struct loc){ 0 }, "%s must be randn(sizes...), e.g. randn(10)", what);
+		return false;
+	}
+	out->rank = v->n;
+	for (int k = 0; k < v->n; k++) {
+		if (v->items[k].key) {
+			diag_error(r->d, v->items[k].key_loc, "randn takes only sizes");
+			return false;
+		}
+		if (!int_at_least(r, v->items[k].v, "a size", 1, &out->d[k]))
+			return false;
+	}
+	return true;
+}
+
+static bool read_dataset(struct reader *r, const struct val *v, const char *which, struct plan_dataset *ds)
+{
+	static const char *const kinds[] = { "mnist", "synthetic" };
+	int k;
+	if (!choose(r, v, "dataset", kinds, 2, &k))
+		return false;
+	memset(ds, 0, sizeof *ds);
+	ds->loc = v->loc;
+	ds->std = 1;
+	if (k == 0) {
+		static const char *const names[] = { "root", "split", "normalize" };
+		struct val *s[3];
+		if (!bind(r, v, names, 1, 3, s))
+			return false;
+		ds->kind = DATA_MNIST;
+		if (!s[0]) {
+			diag_error(r->d, v->loc, "mnist needs the folder of its IDX files: mnist(\"data/mnist\", split=\"%s\")", which);
+			return false;
+		}
+		if (!val_str(r->d, s[0], "the dataset folder", &ds->root))
+			return false;
+		ds->split = which;
+		if (s[1]) {
+			if (!val_str(r->d, s[1], "split", &ds->split))
+				return false;
+			if (strcmp(ds->split, "train") != 0 && strcmp(ds->split, "test") != 0) {
+				diag_error(r->d, s[1]->loc, "split must be \"train\" or \"test\"");
+				return false;
+			}
+		}
+		if (s[2]) {
+			if (s[2]->kind != V_TUPLE || s[2]->n != 2) {
+				diag_error(r->d, s[2]->loc, "normalize must be (mean, std), e.g. (0.1307, 0.3081)");
+				return false;
+			}
+			if (!num_range(r, s[2]->items[0].v, "the mean", -1e6, 1e6, &ds->mean) ||
+			    !num_range(r, s[2]->items[1].v, "the std", 1e-12, 1e6, &ds->std))
+				return false;
+		}
+		ds->sample = (struct shape){ 3, { 1, 28, 28 } };
+		ds->target = TARGET_CLASS;
+		ds->classes = 10;
+		return true;
+	}
+	static const char *const names[] = { "input", "target", "samples" };
+	struct val *s[3];
+	if (!bind(r, v, names, 0, 3, s))
+		return false;
+	ds->kind = DATA_SYNTHETIC;
+	if (!random_shape(r, s[0], "input", &ds->sample))
+		return false;
+	if (s[1] && s[1]->kind == V_CALL && strcmp(s[1]->s, "classes") == 0) {
+		ds->target = TARGET_CLASS;
+		if (s[1]->n != 1 || !int_at_least(r, s[1]->items[0].v, "the class count", 2, &ds->classes))
+			return false;
+	} else {
+		ds->target = TARGET_VECTOR;
+		if (!random_shape(r, s[1], "target (randn(sizes...) or classes(N))", &ds->target_shape))
+			return false;
+	}
+	if (!s[2]) {
+		diag_error(r->d, v->loc, "synthetic needs a sample count: samples=N");
+		return false;
+	}
+	return int_at_least(r, s[2], "samples", 1, &ds->samples);
+}
+
+static bool read_data(struct reader *r, const struct ast_section *sec, struct plan *p)
+{
+	static const char *const keys[] = { "train", "test" };
+	struct val *v[2];
+	if (!read_keys(r, sec, keys, 2, v))
+		return false;
+	if (sec && !v[0]) {
+		diag_error(r->d, sec->kind_loc, "the data section needs a training set: train = mnist(...) or synthetic(...)");
+		return false;
+	}
+	bool ok = true;
+	if (v[0])
+		ok &= read_dataset(r, v[0], "train", &p->train_data);
+	if (v[1])
+		ok &= read_dataset(r, v[1], "test", &p->test_data);
+	return ok;
+}
+
+static bool read_train(struct reader *r, const struct ast_section *sec, struct plan *p)
+{
+	static const char *const keys[] = { "loss", "optimizer", "scheduler", "batch", "global_batch", "test_batch", "epochs",
+					    "steps", "seed", "log_interval", "clip_grad_norm", "checkpoint_every", "shuffle", "drop_last" };
+	enum { NK = sizeof keys / sizeof keys[0] };
+	struct val *v[NK];
+	struct plan_train *t = &p->train;
+	memset(t, 0, sizeof *t);
+	t->batch = 1;
+	t->test_batch = 1000;
+	t->epochs = 1;
+	t->seed = 1;
+	t->log_interval = 10;
+	t->shuffle = true;
+	t->loss = LOSS_MSE;
+	t->optim.kind = OPT_SGD;
+	t->optim.lr = 0.01;
+	t->sched.kind = SCHED_CONSTANT;
+	if (!read_keys(r, sec, keys, NK, v))
+		return false;
+	if (!sec)
+		return true;
+	int64_t seed = 1;
+	bool ok = true;
+	if (!v[0]) {
+		diag_error(r->d, sec->kind_loc, "the train section needs a loss: loss = cross_entropy (or mse, nll)");
+		ok = false;
+	} else {
+		ok &= read_loss(r, v[0], t);
+	}
+	if (!v[1]) {
+		diag_error(r->d, sec->kind_loc, "the train section needs an optimizer, e.g. optimizer = sgd(lr=0.01)");
+		ok = false;
+	} else {
+		ok &= read_optim(r, v[1], &t->optim);
+	}
+	if (v[2])
+		ok &= read_sched(r, v[2], &t->sched);
+	if (!v[3] && !v[4]) {
+		diag_error(r->d, sec->kind_loc, "the train section needs a batch size: batch = 64 (per rank) or global_batch = N");
+		ok = false;
+	}
+	if (v[3] && v[4]) {
+		diag_error(r->d, v[4]->loc, "set batch (per rank) or global_batch (fixed over ranks), not both");
+		ok = false;
+	}
+	ok &= int_at_least(r, v[3], "batch", 1, &t->batch) && int_at_least(r, v[4], "global_batch", 1, &t->global_batch) &&
+	      int_at_least(r, v[5], "test_batch", 1, &t->test_batch) && int_at_least(r, v[6], "epochs", 1, &t->epochs) &&
+	      int_at_least(r, v[7], "steps", 1, &t->steps) && int_at_least(r, v[8], "seed", 0, &seed) &&
+	      int_at_least(r, v[9], "log_interval", 1, &t->log_interval) &&
+	      num_range(r, v[10], "clip_grad_norm", 1e-12, HUGE_VAL, &t->clip_grad_norm) &&
+	      int_at_least(r, v[11], "checkpoint_every", 1, &t->checkpoint_every) &&
+	      (!v[12] || val_bool(r->d, v[12], "shuffle", &t->shuffle)) && (!v[13] || val_bool(r->d, v[13], "drop_last", &t->drop_last));
+	t->seed = (uint64_t)seed;
+	if (t->global_batch)
+		t->batch = t->global_batch; /* per rank: divided by the world size when the plan is made */
+	return ok;
+}
+
+static bool read_parallel(struct reader *r, const struct ast_section *sec, struct plan *p)
+{
+	struct plan_parallel *pp = &p->parallel;
+	memset(pp, 0, sizeof *pp);
+	pp->mode = PAR_DDP;
+	pp->bucket_mb = 25;
+	pp->microbatches = 1;
+	pp->timeout_s = 1800;
+	pp->wrap = WRAP_NONE;
+	if (!sec)
+		return true;
+	pp->loc = sec->kind_loc;
+	if (!sec->name) {
+		diag_error(r->d, sec->kind_loc, "name the parallel mode: parallel ddp or parallel fsdp");
+		return false;
+	}
+	static const char *const modes[] = { "ddp", "fsdp" };
+	if (strcmp(sec->name, "ddp") == 0) {
+		pp->mode = PAR_DDP;
+	} else if (strcmp(sec->name, "fsdp") == 0) {
+		pp->mode = PAR_FSDP;
+	} else {
+		const char *near = diag_nearest(sec->name, modes, 2);
+		diag_error(r->d, sec->name_loc, "unknown parallel mode '%s'; %s%s%s", sec->name, near ? "did you mean '" : "choose ddp or fsdp",
+			   near ? near : "", near ? "'?" : "");
+		return false;
+	}
+	static const char *const keys[] = { "wrap", "shard", "bucket_mb", "microbatches", "timeout" };
+	struct val *v[5];
+	if (!read_keys(r, sec, keys, 5, v))
+		return false;
+	if (pp->mode == PAR_DDP) {
+		for (int k = 0; k < 2; k++) {
+			if (v[k]) {
+				diag_error(r->d, v[k]->loc, "'%s' is an FSDP setting; this section is parallel ddp", keys[k]);
+				return false;
+			}
+		}
+	} else if (v[2]) {
+		diag_error(r->d, v[2]->loc, "bucket_mb is a DDP setting; FSDP communicates per unit");
+		return false;
+	}
+	if (v[0]) {
+		static const char *const policies[] = { "none", "size", "blocks" };
+		int k;
+		if (!choose(r, v[0], "wrap policy", policies, 3, &k))
+			return false;
+		pp->wrap = (enum wrap_kind)k;
+		if (k == WRAP_SIZE) {
+			static const char *const names[] = { "min_params" };
+			struct val *s[1];
+			if (!bind(r, v[0], names, 1, 1, s))
+				return false;
+			if (!s[0]) {
+				diag_error(r->d, v[0]->loc, "size needs min_params: size(min_params=20000)");
+				return false;
+			}
+			if (!int_at_least(r, s[0], "min_params", 1, &pp->min_params))
+				return false;
+		} else if (k == WRAP_BLOCKS) {
+			if (v[0]->kind != V_CALL || v[0]->n < 1 || v[0]->n > PLAN_MAX_WRAP_BLOCKS) {
+				diag_error(r->d, v[0]->loc, "blocks needs the block names to wrap: blocks(ResBlock)");
+				return false;
+			}
+			for (int i = 0; i < v[0]->n; i++) {
+				const struct val *b = v[0]->items[i].v;
+				if (b->kind != V_NAME || v[0]->items[i].key) {
+					diag_error(r->d, b->loc, "blocks takes block names");
+					return false;
+				}
+				pp->wrap_blocks[pp->nwrap_blocks++] = b->s;
+			}
+		} else if (v[0]->kind == V_CALL && v[0]->n) {
+			diag_error(r->d, v[0]->loc, "none takes no arguments");
+			return false;
+		}
+	}
+	if (v[1]) {
+		static const char *const shards[] = { "full", "grad_op", "none" };
+		const char *sname;
+		if (!val_str(r->d, v[1], "shard", &sname))
+			return false;
+		int k = 0;
+		while (k < 3 && strcmp(shards[k], sname) != 0)
+			k++;
+		if (k == 3) {
+			diag_error(r->d, v[1]->loc, "shard must be \"full\" (FULL_SHARD), \"grad_op\" (SHARD_GRAD_OP) or \"none\" (NO_SHARD)");
+			return false;
+		}
+		pp->shard = (enum shard_kind)k;
+	}
+	return num_range(r, v[2], "bucket_mb", 0.001, 65536, &pp->bucket_mb) &&
+	       int_at_least(r, v[3], "microbatches", 1, &pp->microbatches) && num_range(r, v[4], "timeout", 1, 1e7, &pp->timeout_s);
+}
+
+bool settings_read(struct arena *a, struct diag *d, const struct sections *s, struct plan *p)
+{
+	struct reader r = { a, d, { a, d } };
+	bool ok = read_data(&r, s->data, p);
+	ok &= read_train(&r, s->train, p);
+	ok &= read_parallel(&r, s->parallel, p);
+	if (ok && p->parallel.wrap == WRAP_BLOCKS) {
+		for (int i = 0; i < p->parallel.nwrap_blocks; i++) {
+			bool found = false;
+			for (int b = 0; b < s->nblocks; b++)
+				found |= strcmp(s->blocks[b]->name, p->parallel.wrap_blocks[i]) == 0;
+			if (!found) {
+				diag_error(d, s->parallel->kind_loc, "wrap = blocks(%s): there is no block named %s", p->parallel.wrap_blocks[i],
+					   p->parallel.wrap_blocks[i]);
+				ok = false;
+			}
+		}
+	}
+	return ok;
+}

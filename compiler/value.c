@@ -1,0 +1,348 @@
+/* value.c: evaluation of expressions and binding of arguments.
+ * Integer arithmetic is exact or an error: overflow, division by zero and
+ * negative modulus are reported where they happen.  Division of integers
+ * floors, as Python's // does, since block parameters come from Python
+ * habits ("c // 2").  Expressions deeper than AST_MAX_DEPTH are refused
+ * before any recursion, so hostile input cannot exhaust the stack.
+ */
+#include "compiler/value.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+
+static struct val *mk(struct evalctx *c, enum val_kind k, struct loc at)
+{
+	struct val *v = arena_alloc(c->a, sizeof *v);
+	v->kind = k;
+	v->loc = at;
+	return v;
+}
+
+static const char *kind_name(enum val_kind k)
+{
+	switch (k) {
+	case V_INT: return "an integer";
+	case V_FLOAT: return "a number";
+	case V_STRING: return "a string";
+	case V_BOOL: return "a boolean";
+	case V_NAME: return "a name";
+	case V_CALL: return "a call";
+	case V_TUPLE: return "a tuple";
+	case V_LIST: return "a list";
+	}
+	return "a value";
+}
+
+static struct val *arith(struct evalctx *c, const struct ast *e, struct val *l, struct val *r)
+{
+	char op = e->u.bin.op;
+	bool lnum = l->kind == V_INT || l->kind == V_FLOAT, rnum = r->kind == V_INT || r->kind == V_FLOAT;
+	if (!lnum || !rnum) {
+		struct val *bad = lnum ? r : l;
+		diag_error(c->d, bad->loc, "arithmetic needs numbers, but this is %s", kind_name(bad->kind));
+		return NULL;
+	}
+	if (l->kind == V_INT && r->kind == V_INT) {
+		int64_t a = l->i, b = r->i, out = 0;
+		bool ovf = false;
+		switch (op) {
+		case '+': ovf = __builtin_add_overflow(a, b, &out); break;
+		case '-': ovf = __builtin_sub_overflow(a, b, &out); break;
+		case '*': ovf = __builtin_mul_overflow(a, b, &out); break;
+		case '/': case '%':
+			if (b == 0) {
+				diag_error(c->d, r->loc, "division by zero");
+				return NULL;
+			}
+			if (a == INT64_MIN && b == -1) { ovf = true; break; }
+			out = op == '/' ? a / b : a % b;
+			if (op == '/' && (a % b != 0) && ((a < 0) != (b < 0)))
+				out--;
+			if (op == '%' && out != 0 && ((out < 0) != (b < 0)))
+				out += b;
+			break;
+		}
+		if (ovf) {
+			diag_error(c->d, e->loc, "integer overflow in %" PRId64 " %c %" PRId64, a, op, b);
+			return NULL;
+		}
+		struct val *v = mk(c, V_INT, loc_span(l->loc, r->loc));
+		v->i = out;
+		return v;
+	}
+	double a = l->kind == V_INT ? (double)l->i : l->f, b = r->kind == V_INT ? (double)r->i : r->f, out;
+	switch (op) {
+	case '+': out = a + b; break;
+	case '-': out = a - b; break;
+	case '*': out = a * b; break;
+	case '/':
+		if (b == 0) {
+			diag_error(c->d, r->loc, "division by zero");
+			return NULL;
+		}
+		out = a / b;
+		break;
+	default: out = fmod(a, b); break;
+	}
+	if (!isfinite(out)) {
+		diag_error(c->d, e->loc, "result is not a finite number");
+		return NULL;
+	}
+	struct val *v = mk(c, V_FLOAT, loc_span(l->loc, r->loc));
+	v->f = out;
+	return v;
+}
+
+static struct val *eval(struct evalctx *c, const struct ast *e, const struct env *env);
+
+bool val_eval_args(struct evalctx *c, const struct ast_arg *args, const struct env *env, struct varg **out, int *n)
+{
+	int cnt = ast_args_count(args);
+	struct varg *items = arena_array(c->a, (size_t)(cnt ? cnt : 1), sizeof *items);
+	bool ok = true;
+	int k = 0;
+	for (const struct ast_arg *g = args; g; g = g->next, k++) {
+		items[k].key = g->key;
+		items[k].key_loc = g->key_loc;
+		items[k].v = eval(c, g->value, env);
+		if (!items[k].v)
+			ok = false;
+	}
+	*out = items;
+	*n = cnt;
+	return ok;
+}
+
+static struct val *eval(struct evalctx *c, const struct ast *e, const struct env *env)
+{
+	struct val *v, *l, *r;
+	switch (e->kind) {
+	case AST_INT: v = mk(c, V_INT, e->loc); v->i = e->u.i; return v;
+	case AST_FLOAT: v = mk(c, V_FLOAT, e->loc); v->f = e->u.f; return v;
+	case AST_STRING: v = mk(c, V_STRING, e->loc); v->s = e->u.s; return v;
+	case AST_BOOL: v = mk(c, V_BOOL, e->loc); v->b = e->u.b; return v;
+	case AST_NAME:
+		for (int k = 0; env && k < env->n; k++) {
+			if (strcmp(env->names[k], e->u.s) == 0) {
+				v = arena_alloc(c->a, sizeof *v);
+				*v = *env->vals[k];
+				v->loc = e->loc;
+				return v;
+			}
+		}
+		v = mk(c, V_NAME, e->loc);
+		v->s = e->u.s;
+		v->name_loc = e->loc;
+		return v;
+	case AST_CALL:
+		v = mk(c, V_CALL, e->loc);
+		v->s = e->u.call.name;
+		v->name_loc = e->u.call.name_loc;
+		if (!val_eval_args(c, e->u.call.args, env, &v->items, &v->n))
+			return NULL;
+		return v;
+	case AST_TUPLE: case AST_LIST:
+		v = mk(c, e->kind == AST_TUPLE ? V_TUPLE : V_LIST, e->loc);
+		if (!val_eval_args(c, e->u.seq.items, env, &v->items, &v->n))
+			return NULL;
+		return v;
+	case AST_NEG:
+		l = eval(c, e->u.neg, env);
+		if (!l)
+			return NULL;
+		if (l->kind == V_INT && l->i != INT64_MIN) { v = mk(c, V_INT, e->loc); v->i = -l->i; return v; }
+		if (l->kind == V_FLOAT) { v = mk(c, V_FLOAT, e->loc); v->f = -l->f; return v; }
+		diag_error(c->d, l->loc, "cannot negate %s", kind_name(l->kind));
+		return NULL;
+	case AST_BINOP:
+		l = eval(c, e->u.bin.l, env);
+		r = eval(c, e->u.bin.r, env);
+		if (!l || !r)
+			return NULL;
+		return arith(c, e, l, r);
+	}
+	return NULL;
+}
+
+struct val *val_eval(struct evalctx *c, const struct ast *e, const struct env *env)
+{
+	if (e->depth > AST_MAX_DEPTH) {
+		diag_error(c->d, e->loc, "expression nested more than %d deep", AST_MAX_DEPTH);
+		return NULL;
+	}
+	return eval(c, e, env);
+}
+
+bool val_bind(struct diag *d, const char *callee, struct loc at, const struct varg *args, int nargs,
+	      const char *const *names, int npos, int nnames, struct val **slot)
+{
+	bool ok = true;
+	for (int k = 0; k < nnames; k++)
+		slot[k] = NULL;
+	int pos = 0;
+	for (int i = 0; i < nargs; i++) {
+		const struct varg *g = &args[i];
+		if (!g->key) {
+			if (pos >= npos) {
+				if (npos == 0)
+					diag_error(d, g->v->loc, "%s takes no positional arguments", callee);
+				else
+					diag_error(d, g->v->loc, "%s takes at most %d positional argument%s", callee, npos, npos == 1 ? "" : "s");
+				ok = false;
+				continue;
+			}
+			slot[pos++] = g->v;
+			continue;
+		}
+		int k = 0;
+		while (k < nnames && strcmp(names[k], g->key) != 0)
+			k++;
+		if (k == nnames) {
+			const char *near = diag_nearest(g->key, names, nnames);
+			struct loc kl = g->key_loc;
+			kl.len = (int)strlen(g->key);
+			if (near)
+				diag_error(d, kl, "%s has no argument '%s'; did you mean '%s'?", callee, g->key, near);
+			else if (nnames == 0)
+				diag_error(d, kl, "%s takes no arguments", callee);
+			else
+				diag_error(d, kl, "%s has no argument '%s'", callee, g->key);
+			ok = false;
+			continue;
+		}
+		if (slot[k]) {
+			struct loc kl = g->key_loc;
+			kl.len = (int)strlen(g->key);
+			diag_error(d, kl, "argument '%s' of %s given twice", g->key, callee);
+			ok = false;
+			continue;
+		}
+		slot[k] = g->v;
+	}
+	(void)at;
+	return ok;
+}
+
+static bool mismatch(struct diag *d, const struct val *v, const char *what, const char *want)
+{
+	diag_error(d, v->loc, "%s must be %s, not %s", what, want, kind_name(v->kind));
+	return false;
+}
+
+bool val_int(struct diag *d, const struct val *v, const char *what, int64_t *out)
+{
+	if (v->kind != V_INT)
+		return mismatch(d, v, what, "an integer");
+	*out = v->i;
+	return true;
+}
+
+bool val_num(struct diag *d, const struct val *v, const char *what, double *out)
+{
+	if (v->kind == V_INT)
+		*out = (double)v->i;
+	else if (v->kind == V_FLOAT)
+		*out = v->f;
+	else
+		return mismatch(d, v, what, "a number");
+	return true;
+}
+
+bool val_bool(struct diag *d, const struct val *v, const char *what, bool *out)
+{
+	if (v->kind != V_BOOL)
+		return mismatch(d, v, what, "true or false");
+	*out = v->b;
+	return true;
+}
+
+bool val_str(struct diag *d, const struct val *v, const char *what, const char **out)
+{
+	if (v->kind != V_STRING)
+		return mismatch(d, v, what, "a string");
+	*out = v->s;
+	return true;
+}
+
+bool val_pair(struct diag *d, const struct val *v, const char *what, int64_t out[2])
+{
+	if (v->kind == V_INT) {
+		out[0] = out[1] = v->i;
+		return true;
+	}
+	if ((v->kind == V_TUPLE || v->kind == V_LIST) && v->n == 2 && v->items[0].v->kind == V_INT && v->items[1].v->kind == V_INT) {
+		out[0] = v->items[0].v->i;
+		out[1] = v->items[1].v->i;
+		return true;
+	}
+	return mismatch(d, v, what, "an integer or a pair of integers");
+}
+
+const char *val_callee(const struct val *v)
+{
+	return v && (v->kind == V_NAME || v->kind == V_CALL) ? v->s : NULL;
+}
+
+static int put(char *buf, int n, int at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int put(char *buf, int n, int at, const char *fmt, ...)
+{
+	if (at >= n)
+		return at;
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(buf + at, (size_t)(n - at), fmt, ap);
+	va_end(ap);
+	return k < 0 ? at : at + k;
+}
+
+static int print(const struct val *v, char *buf, int n, int at)
+{
+	switch (v->kind) {
+	case V_INT: return put(buf, n, at, "%" PRId64, v->i);
+	case V_FLOAT: {
+		char tmp[40];
+		snprintf(tmp, sizeof tmp, "%.17g", v->f);
+		for (int p = 1; p < 17; p++) {
+			snprintf(tmp, sizeof tmp, "%.*g", p, v->f);
+			if (strtod(tmp, NULL) == v->f)
+				break;
+		}
+		if (!strpbrk(tmp, ".en"))
+			strcat(tmp, ".0");
+		return put(buf, n, at, "%s", tmp);
+	}
+	case V_STRING: return put(buf, n, at, "\"%s\"", v->s);
+	case V_BOOL: return put(buf, n, at, "%s", v->b ? "true" : "false");
+	case V_NAME: return put(buf, n, at, "%s", v->s);
+	case V_CALL: case V_TUPLE: case V_LIST:
+		if (v->kind == V_CALL)
+			at = put(buf, n, at, "%s", v->s);
+		at = put(buf, n, at, "%c", v->kind == V_LIST ? '[' : '(');
+		for (int k = 0; k < v->n; k++) {
+			if (k)
+				at = put(buf, n, at, ", ");
+			if (v->items[k].key)
+				at = put(buf, n, at, "%s=", v->items[k].key);
+			at = print(v->items[k].v, buf, n, at);
+		}
+		if (v->kind == V_TUPLE && v->n == 1)
+			at = put(buf, n, at, ",");
+		return put(buf, n, at, "%c", v->kind == V_LIST ? ']' : ')');
+	}
+	return at;
+}
+
+void val_print(const struct val *v, char *buf, int n)
+{
+	if (n > 0)
+		buf[0] = 0;
+	print(v, buf, n, 0);
+}

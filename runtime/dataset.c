@@ -1,0 +1,289 @@
+/* dataset.c: IDX image/label datasets and synthetic data (see dataset.h).
+ * An IDX dataset is one allocation: labels as int32 first (so they are
+ * aligned), then the images as uint8; the labels are read as bytes into the
+ * start of their own region and widened in place from the back.  Pixels
+ * become floats through a 256-entry table computed with the same float32
+ * operations as torchvision's ToTensor + Normalize, so the values are equal
+ * bit for bit.
+ * Does not: look at file names to decide compression (idx.c does that), or
+ * download anything.
+ * Invariant: every size product is checked for overflow before it is used.
+ */
+#include "runtime/dataset.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/idx.h"
+#include "runtime/philox.h"
+
+/* the rank field of the Philox key picks the substream of a synthetic set */
+enum { SYNTH_INPUT = 0, SYNTH_TARGET = 1 };
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+static int mul_ok(int64_t a, int64_t b, int64_t *out)
+{
+	if (a < 0 || b < 0 || (a != 0 && b > INT64_MAX / a))
+		return 0;
+	*out = a * b;
+	return 1;
+}
+
+int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_path, int num_classes,
+		float mean, float std, char *err, size_t errlen)
+{
+	memset(ds, 0, sizeof *ds);
+	if (!isfinite(mean) || !isfinite(std) || std == 0.0f)
+		return fail(err, errlen, "normalize: mean %g and std %g must be finite and std nonzero",
+			    (double)mean, (double)std);
+	if (num_classes < 1)
+		return fail(err, errlen, "%s: num_classes %d must be at least 1", labels_path, num_classes);
+
+	struct idx_file im, lb;
+	if (idx_open(&im, images_path, 3, err, errlen) != 0)
+		return -1;
+	if (idx_open(&lb, labels_path, 1, err, errlen) != 0) {
+		idx_close(&im);
+		return -1;
+	}
+	int64_t n = im.dims[0], h = im.dims[1], w = im.dims[2], pixels, label_bytes, total;
+	if (h < 1 || w < 1) {
+		fail(err, errlen, "%s: byte 8: images of %lld x %lld pixels; the file is corrupt; re-download the dataset",
+		     images_path, (long long)h, (long long)w);
+		goto bad;
+	}
+	if (lb.dims[0] != n) {
+		fail(err, errlen, "%s: byte 4: image count %lld disagrees with label count %lld in %s; "
+		     "re-download the dataset", images_path, (long long)n, (long long)lb.dims[0], labels_path);
+		goto bad;
+	}
+	/* im.count = n*h*w was checked by idx_open; the labels need 4n more bytes */
+	pixels = im.count;
+	if (!mul_ok(n, 4, &label_bytes) || label_bytes > INT64_MAX - pixels ||
+	    (uint64_t)(total = label_bytes + pixels) > SIZE_MAX) {
+		fail(err, errlen, "%s: byte 4: %lld images of %lld x %lld do not fit in memory",
+		     images_path, (long long)n, (long long)h, (long long)w);
+		goto bad;
+	}
+	void *block = malloc(total ? (size_t)total : 1);
+	if (!block) {
+		fail(err, errlen, "%s: out of memory allocating %lld bytes for %lld images and labels",
+		     images_path, (long long)total, (long long)n);
+		goto bad;
+	}
+	ds->labels = block;                       /* (n) */
+	ds->images = (uint8_t *)block + label_bytes; /* (n, h, w) */
+	if (idx_read(&im, ds->images, err, errlen) != 0 || idx_read(&lb, (uint8_t *)ds->labels, err, errlen) != 0) {
+		free(block);
+		goto bad;
+	}
+	idx_close(&im);
+	idx_close(&lb);
+	const uint8_t *raw = (const uint8_t *)ds->labels;
+	for (int64_t i = n - 1; i >= 0; i--) {
+		uint8_t v = raw[i];
+		if (v >= num_classes) {
+			free(block);
+			memset(ds, 0, sizeof *ds);
+			return fail(err, errlen, "%s: byte %lld: label %u of sample %lld is not below the %d classes; "
+				    "the file is corrupt or not this dataset's", labels_path,
+				    (long long)(lb.header_len + i), v, (long long)i, num_classes);
+		}
+		ds->labels[i] = v;
+	}
+	ds->kind = DATASET_IDX;
+	ds->n = n;
+	ds->ndim = 3;
+	ds->shape[0] = 1;
+	ds->shape[1] = h;
+	ds->shape[2] = w;
+	ds->sample_numel = h * w;
+	ds->target = TARGET_CLASS;
+	ds->num_classes = num_classes;
+	ds->target_numel = 1;
+	for (int p = 0; p < 256; p++)
+		ds->lut[p] = ((float)p / 255.0f - mean) / std;
+	return 0;
+bad:
+	idx_close(&im);
+	idx_close(&lb);
+	memset(ds, 0, sizeof *ds);
+	return -1;
+}
+
+/* path of dir/name[suffix] into buf if it exists; 1 found, 0 not, -1 too long */
+static int find_file(char *buf, size_t len, const char *dir, const char *name)
+{
+	static const char *const suffix[] = { "", ".gz" };
+	for (int i = 0; i < 2; i++) {
+		int w = snprintf(buf, len, "%s/%s%s", dir, name, suffix[i]);
+		if (w < 0 || (size_t)w >= len)
+			return -1;
+		if (access(buf, F_OK) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int dataset_mnist(struct dataset *ds, const char *root, const char *split, float mean, float std,
+		  char *err, size_t errlen)
+{
+	memset(ds, 0, sizeof *ds);
+	const char *prefix;
+	if (strcmp(split, "train") == 0)
+		prefix = "train";
+	else if (strcmp(split, "test") == 0)
+		prefix = "t10k";
+	else
+		return fail(err, errlen, "%s: unknown split '%s'; use \"train\" or \"test\"", root, split);
+	/* torchvision keeps the files under root/<class name>/raw/ */
+	static const char *const layouts[] = { "", "/MNIST/raw", "/FashionMNIST/raw" };
+	char images_name[64], labels_name[64], dir[4096], images[4200], labels[4200];
+	snprintf(images_name, sizeof images_name, "%s-images-idx3-ubyte", prefix);
+	snprintf(labels_name, sizeof labels_name, "%s-labels-idx1-ubyte", prefix);
+	for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+		int w = snprintf(dir, sizeof dir, "%s%s", root, layouts[i]);
+		if (w < 0 || (size_t)w >= sizeof dir)
+			return fail(err, errlen, "%.200s...: dataset root path too long", root);
+		int fi = find_file(images, sizeof images, dir, images_name);
+		int fl = find_file(labels, sizeof labels, dir, labels_name);
+		if (fi < 0 || fl < 0)
+			return fail(err, errlen, "%.200s...: dataset root path too long", root);
+		if (fi && fl)
+			return dataset_idx(ds, images, labels, 10, mean, std, err, errlen);
+		if (fi || fl)
+			return fail(err, errlen, "%s: found %s but not %s/%s[.gz]; re-download the dataset",
+				    dir, fi ? images : labels, dir, fi ? labels_name : images_name);
+	}
+	return fail(err, errlen, "%s: no %s split of MNIST found; tried %s/%s[.gz], %s/MNIST/raw/%s[.gz] and "
+		    "%s/FashionMNIST/raw/%s[.gz] (and the same for the labels); download the dataset there "
+		    "or point root at it", root, split, root, images_name, root, images_name, root, images_name);
+}
+
+static int check_shape(const char *what, int ndim, const int64_t *shape, int64_t *numel, char *err, size_t errlen)
+{
+	if (ndim < 1 || ndim > DATASET_MAX_DIMS)
+		return fail(err, errlen, "synthetic data: %s has %d dimensions; use 1 to %d", what, ndim, DATASET_MAX_DIMS);
+	int64_t p = 1;
+	for (int i = 0; i < ndim; i++) {
+		if (shape[i] < 1)
+			return fail(err, errlen, "synthetic data: %s dimension %d is %lld; sizes must be positive",
+				    what, i, (long long)shape[i]);
+		if (!mul_ok(p, shape[i], &p))
+			return fail(err, errlen, "synthetic data: %s shape overflows a 64-bit element count", what);
+	}
+	*numel = p;
+	return 0;
+}
+
+int dataset_synthetic(struct dataset *ds, const struct synthetic_spec *spec, char *err, size_t errlen)
+{
+	memset(ds, 0, sizeof *ds);
+	int64_t total;
+	if (spec->samples < 0)
+		return fail(err, errlen, "synthetic data: samples %lld must not be negative", (long long)spec->samples);
+	if (check_shape("input", spec->ndim, spec->shape, &ds->sample_numel, err, errlen) != 0)
+		return -1;
+	if (!mul_ok(spec->samples, ds->sample_numel, &total))
+		return fail(err, errlen, "synthetic data: %lld samples of %lld values overflow the stream counter",
+			    (long long)spec->samples, (long long)ds->sample_numel);
+	if (spec->target == TARGET_CLASS) {
+		if (spec->num_classes < 1)
+			return fail(err, errlen, "synthetic data: classes(%d) must be at least 1", spec->num_classes);
+		ds->num_classes = spec->num_classes;
+		ds->target_numel = 1;
+	} else if (spec->target == TARGET_VECTOR) {
+		if (check_shape("target", spec->target_ndim, spec->target_shape, &ds->target_numel, err, errlen) != 0)
+			return -1;
+		if (!mul_ok(spec->samples, ds->target_numel, &total))
+			return fail(err, errlen, "synthetic data: %lld targets of %lld values overflow the stream counter",
+				    (long long)spec->samples, (long long)ds->target_numel);
+		ds->target_ndim = spec->target_ndim;
+		memcpy(ds->target_shape, spec->target_shape, sizeof ds->target_shape);
+	} else {
+		return fail(err, errlen, "synthetic data: unknown target kind %d", (int)spec->target);
+	}
+	ds->kind = DATASET_SYNTHETIC;
+	ds->target = spec->target;
+	ds->n = spec->samples;
+	ds->ndim = spec->ndim;
+	memcpy(ds->shape, spec->shape, sizeof ds->shape);
+	ds->seed = spec->seed;
+	return 0;
+}
+
+size_t dataset_target_bytes(const struct dataset *ds, int b)
+{
+	return (size_t)b * (size_t)ds->target_numel * (ds->target == TARGET_CLASS ? sizeof(int32_t) : sizeof(float));
+}
+
+static void fill_idx(const struct dataset *ds, const int64_t *idx, int b, float *x, int32_t *y)
+{
+	int64_t m = ds->sample_numel;
+	for (int s = 0; s < b; s++) {
+		const uint8_t *src = ds->images + idx[s] * m; /* (h, w) */
+		float *dst = x + (int64_t)s * m;              /* (1, h, w) */
+		for (int64_t j = 0; j < m; j++)
+			dst[j] = ds->lut[src[j]];
+		y[s] = ds->labels[idx[s]];
+	}
+}
+
+static void fill_synthetic(const struct dataset *ds, const int64_t *idx, int b, float *x, void *y)
+{
+	struct rng in = rng_stream(ds->seed, RNG_DATA, SYNTH_INPUT, 0);
+	struct rng tg = rng_stream(ds->seed, RNG_DATA, SYNTH_TARGET, 0);
+	int64_t m = ds->sample_numel, k = ds->target_numel;
+	for (int s = 0; s < b; s++) {
+		uint64_t base = (uint64_t)idx[s] * (uint64_t)m;
+		for (int64_t j = 0; j < m; j++)
+			x[(int64_t)s * m + j] = rng_normal(&in, base + (uint64_t)j);
+		if (ds->target == TARGET_CLASS) {
+			/* multiply-shift maps 32 random bits onto 0..C-1 without a division */
+			uint64_t u = rng_u32(&tg, (uint64_t)idx[s]);
+			((int32_t *)y)[s] = (int32_t)((u * (uint64_t)ds->num_classes) >> 32);
+		} else {
+			float *t = (float *)y + (int64_t)s * k;
+			for (int64_t j = 0; j < k; j++)
+				t[j] = rng_normal(&tg, (uint64_t)idx[s] * (uint64_t)k + (uint64_t)j);
+		}
+	}
+}
+
+int dataset_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, void *y)
+{
+	for (int s = 0; s < b; s++)
+		if (idx[s] < 0 || idx[s] >= ds->n)
+			return -1;
+	switch (ds->kind) {
+	case DATASET_IDX:
+		fill_idx(ds, idx, b, x, y);
+		return 0;
+	case DATASET_SYNTHETIC:
+		fill_synthetic(ds, idx, b, x, y);
+		return 0;
+	}
+	return -1;
+}
+
+void dataset_close(struct dataset *ds)
+{
+	/* labels start the one allocation; images point inside it */
+	free(ds->labels);
+	memset(ds, 0, sizeof *ds);
+}

@@ -1,0 +1,87 @@
+/* dataset.h: the data a training run reads, as indexable samples.
+ * Two kinds: IDX image/label pairs (MNIST, Fashion-MNIST: torchvision's
+ * MNIST with ToTensor + Normalize) kept as uint8 in memory, and synthetic
+ * data drawn from Philox streams.  dataset_fill turns sample indices into one
+ * batch of float inputs and targets.
+ * Does not: choose indices (sampler.h), prefetch (loader.h), augment.
+ * Invariant: a dataset is read-only after it is made, so any number of
+ * threads may call dataset_fill at once; sample i's values depend only on the
+ * dataset (for synthetic data: on the seed and i), never on batch or order.
+ */
+#ifndef DATASET_H
+#define DATASET_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define DATASET_MAX_DIMS 4
+
+enum dataset_kind { DATASET_IDX, DATASET_SYNTHETIC };
+enum dataset_target {
+	TARGET_CLASS,  /* y is int32 (b): a class index below num_classes */
+	TARGET_VECTOR, /* y is float (b, target_shape...) */
+};
+
+struct dataset {
+	enum dataset_kind kind;
+	int64_t n;                              /* number of samples */
+	int ndim;                               /* rank of one sample, 1..DATASET_MAX_DIMS */
+	int64_t shape[DATASET_MAX_DIMS];        /* one sample: (1, 28, 28) for MNIST */
+	int64_t sample_numel;                   /* floats per sample in x */
+	enum dataset_target target;
+	int num_classes;                        /* TARGET_CLASS */
+	int target_ndim;                        /* TARGET_VECTOR: rank of one target, 1..DATASET_MAX_DIMS */
+	int64_t target_shape[DATASET_MAX_DIMS];
+	int64_t target_numel;                   /* values per sample in y: 1 for TARGET_CLASS */
+
+	/* DATASET_IDX */
+	uint8_t *images;                        /* (n, shape[1], shape[2]), the one allocation */
+	int32_t *labels;                        /* (n), inside the same allocation */
+	float lut[256];                         /* pixel value -> (p/255 - mean)/std */
+	/* DATASET_SYNTHETIC */
+	uint64_t seed;
+};
+
+/* torchvision.datasets.MNIST(root, train=split=="train") followed by
+ * ToTensor() and Normalize((mean,), (std,)); pass mean 0, std 1 for ToTensor
+ * alone.  split is "train" or "test".  Looks for train-images-idx3-ubyte,
+ * train-labels-idx1-ubyte (t10k-... for "test"), raw or with .gz added, in
+ * root/, root/MNIST/raw/ and root/FashionMNIST/raw/; an error lists the
+ * paths tried.  Returns 0, or -1 with a message in err. */
+int dataset_mnist(struct dataset *ds, const char *root, const char *split, float mean, float std,
+		  char *err, size_t errlen);
+
+/* The same from explicit paths: images (N, H, W) and labels (N), each label
+ * below num_classes. */
+int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_path, int num_classes,
+		float mean, float std, char *err, size_t errlen);
+
+/* What dataset_synthetic makes: `samples` samples with inputs randn(shape)
+ * and targets randn(target_shape) (TARGET_VECTOR) or a uniform class below
+ * num_classes (TARGET_CLASS), all keyed by seed. */
+struct synthetic_spec {
+	int64_t samples;
+	int ndim;
+	int64_t shape[DATASET_MAX_DIMS];
+	enum dataset_target target;
+	int num_classes;
+	int target_ndim;
+	int64_t target_shape[DATASET_MAX_DIMS];
+	uint64_t seed;
+};
+
+/* Make a synthetic dataset; allocates nothing.  Returns 0, or -1 with a
+ * message in err when the spec is invalid or its sizes overflow. */
+int dataset_synthetic(struct dataset *ds, const struct synthetic_spec *spec, char *err, size_t errlen);
+
+/* Fill one batch: x (b, shape...) floats and y (b) int32 or (b, target_shape...)
+ * floats, for the samples idx[0..b).  Returns 0, or -1 without writing
+ * anything when an index is outside 0..n-1. */
+int dataset_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, void *y);
+
+/* Bytes of y for a batch of b samples. */
+size_t dataset_target_bytes(const struct dataset *ds, int b);
+
+/* Release what the dataset holds; safe on a zeroed or closed dataset. */
+void dataset_close(struct dataset *ds);
+
+#endif

@@ -1,0 +1,180 @@
+/* kern.h: the CPU compute kernels, forward and backward, one call per layer.
+ * Plain functions over contiguous float32 arrays, batch first, NCHW, with
+ * PyTorch's numerics and defaults.  No call allocates (conv2d takes its
+ * buffers from a caller-sized workspace at setup) and no result depends on the
+ * thread count: every reduction runs over fixed chunks summed in a fixed order.
+ * Gradients: backward calls WRITE dx and ACCUMULATE (+=) into parameter
+ * gradients, as PyTorch's .grad does; the caller zeroes those.  Any gradient
+ * pointer may be NULL to skip it (dx of the first layer, frozen parameters).
+ * This header is past ~150 lines because it is the whole kernel contract.
+ */
+#ifndef KERN_H
+#define KERN_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/philox.h"
+
+enum kern_status { KERN_OK = 0, KERN_ERR_INDEX = -1, KERN_ERR_SHAPE = -2, KERN_ERR_UNSUPPORTED = -3 };
+enum kern_reduction { KERN_REDUCE_MEAN, KERN_REDUCE_SUM };
+enum kern_gelu { KERN_GELU_NONE, KERN_GELU_TANH }; /* PyTorch's approximate= */
+
+/* Threads for OpenMP, OpenBLAS and oneDNN alike; results do not change with n. */
+void kern_set_threads(int n);
+
+/* Output length of a sliding window (conv, pools): PyTorch's formula, with
+ * ceil_mode's rule that the last window must start inside input or left pad. */
+int kern_window_out(int in, int k, int s, int p, int d, bool ceil_mode);
+
+/* Row-major C = alpha op(A) op(B) + beta C, op(X) = Xᵀ when tX; C (M, N).
+ * OpenBLAS on a fixed split of C, so results do not change with threads. */
+void kern_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
+	       const float *b, int ldb, float beta, float *c, int ldc);
+
+/* ---- linear: y = x wᵀ + b, through sgemm ---- */
+void kern_linear_fwd(const float *x, // (N, K)
+		     const float *w, // (M, K)
+		     const float *b, // (M) or NULL
+		     float *y,       // (N, M)
+		     int n, int k, int m);
+void kern_linear_bwd(const float *x, const float *w, const float *dy, // dy (N, M)
+		     float *dx, float *dw, float *db, int n, int k, int m);
+
+/* ---- conv2d: prepared once per exact shape, then run every step ---- */
+/* AUTO: oneDNN where it measured faster and accepts the shape, else im2col. */
+enum kern_conv_path { KERN_CONV_AUTO, KERN_CONV_IM2COL, KERN_CONV_DNNL };
+struct conv2d_desc {
+	int n, c_in, h, w;   /* input (n, c_in, h, w); n is the batch */
+	int c_out, kh, kw;   /* weight (c_out, c_in / groups, kh, kw) */
+	int sh, sw, ph, pw, dh, dw, groups;
+	bool bias;           /* bias (c_out) */
+	enum kern_conv_path path;
+};
+struct conv2d_dnnl;
+struct kern_conv2d {
+	struct conv2d_desc d;
+	int oh, ow;          /* output (n, c_out, oh, ow) */
+	float *col;          /* (c_in * kh * kw, oh * ow) im2col buffer, or NULL if unused */
+	bool direct;         /* 1x1, stride 1, no padding: the input is its own unfolding */
+	struct conv2d_dnnl *dnnl; /* oneDNN primitives and staging, or NULL */
+};
+/* Bytes of workspace kern_conv2d_prepare needs for d; 0 if d is invalid.
+ * The workspace is scratch during a call only: layers may share one. */
+size_t kern_conv2d_workspace(const struct conv2d_desc *d);
+/* Check d, create the primitives and set k up over workspace (64-byte
+ * aligned).  KERN_ERR_SHAPE if d is not a valid conv, KERN_ERR_UNSUPPORTED if
+ * path is KERN_CONV_DNNL and oneDNN refuses it. */
+int kern_conv2d_prepare(struct kern_conv2d *k, const struct conv2d_desc *d, void *workspace);
+void kern_conv2d_fwd(const struct kern_conv2d *k,
+		     const float *x, // (N, C_in, H, W)
+		     const float *w, // (C_out, C_in/groups, KH, KW)
+		     const float *b, // (C_out) or NULL
+		     float *y);      // (N, C_out, OH, OW)
+void kern_conv2d_bwd(const struct kern_conv2d *k, const float *x, const float *w,
+		     const float *dy, // (N, C_out, OH, OW)
+		     float *dx, float *dw, float *db);
+void kern_conv2d_release(struct kern_conv2d *k);
+
+/* ---- pooling ---- */
+struct pool2d_desc {
+	int n, c, h, w;      /* input (n, c, h, w) */
+	int kh, kw, sh, sw, ph, pw, dh, dw; /* dilation is max pooling's only */
+	bool ceil_mode;
+	bool count_include_pad; /* avg pooling's divisor counts padding (PyTorch default true) */
+};
+/* Output height and width of a pool. */
+void kern_pool2d_out(const struct pool2d_desc *d, int *oh, int *ow);
+/* Max over each window, padding as -inf; NaN wins as in PyTorch.  idx holds
+ * the winner's offset h * W + w within its plane. */
+void kern_maxpool2d_fwd(const struct pool2d_desc *d, const float *x, // (N, C, H, W)
+			float *y, int32_t *idx);                      // (N, C, OH, OW) each
+void kern_maxpool2d_bwd(const struct pool2d_desc *d, const int32_t *idx, const float *dy, float *dx);
+void kern_avgpool2d_fwd(const struct pool2d_desc *d, const float *x, float *y);
+void kern_avgpool2d_bwd(const struct pool2d_desc *d, const float *dy, float *dx);
+/* Window i covers [floor(i*H/OH), ceil((i+1)*H/OH)), as PyTorch. */
+void kern_adaptive_avgpool2d_fwd(const float *x, // (N, C, H, W)
+				 float *y,       // (N, C, OH, OW)
+				 int n, int c, int h, int w, int oh, int ow);
+void kern_adaptive_avgpool2d_bwd(const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow);
+
+/* ---- normalisation; gamma/beta NULL means no affine part ---- */
+/* Training: batch mean and biased variance normalise; the running stats (NULL
+ * if not tracked) move by momentum towards mean and the unbiased variance.
+ * Needs n * hw > 1, as PyTorch does. */
+void kern_batchnorm2d_fwd_train(const float *x, // (N, C, HW)
+				const float *gamma, const float *beta, // (C) each
+				float *y,                              // (N, C, HW)
+				float *running_mean, float *running_var, // (C) each
+				float *save_mean, float *save_invstd,    // (C) each, for bwd
+				int n, int c, int hw, float eps, float momentum);
+void kern_batchnorm2d_fwd_eval(const float *x, const float *gamma, const float *beta,
+			       const float *running_mean, const float *running_var, float *y,
+			       int n, int c, int hw, float eps);
+/* Backward of the training forward. */
+void kern_batchnorm2d_bwd(const float *x, const float *gamma, const float *save_mean,
+			  const float *save_invstd, const float *dy,
+			  float *dx, float *dgamma, float *dbeta, int n, int c, int hw);
+/* Normalise each row of d elements; biased variance, as PyTorch. */
+void kern_layernorm_fwd(const float *x, // (ROWS, D)
+			const float *gamma, const float *beta, // (D) each
+			float *y,                              // (ROWS, D)
+			float *save_mean, float *save_invstd,  // (ROWS) each
+			int rows, int d, float eps);
+void kern_layernorm_bwd(const float *x, const float *gamma, const float *save_mean,
+			const float *save_invstd, const float *dy,
+			float *dx, float *dgamma, float *dbeta, int rows, int d);
+
+/* ---- embedding: KERN_ERR_INDEX if an index is outside [0, vocab); then
+ * nothing is written ---- */
+int kern_embedding_fwd(const int32_t *idx, // (N)
+		       const float *w,     // (VOCAB, DIM)
+		       float *y,           // (N, DIM)
+		       int n, int vocab, int dim);
+/* dw += dy scattered by idx; rows equal to padding_idx (-1: none) get nothing. */
+int kern_embedding_bwd(const int32_t *idx, const float *dy, float *dw,
+		       int n, int vocab, int dim, int padding_idx);
+
+/* ---- dropout (training; evaluation is the identity) ---- */
+/* Element i is kept iff rng_uniform(r, i) >= p, and scaled by 1/(1-p). */
+void kern_dropout_fwd(const float *x, float *y, uint8_t *mask, // (n) each
+		      size_t n, float p, const struct rng *r);
+void kern_dropout_bwd(const float *dy, const uint8_t *mask, float *dx, size_t n, float p);
+
+/* ---- activations, elementwise over n; y may be x and dx may be dy ---- */
+void kern_relu_fwd(const float *x, float *y, size_t n);
+void kern_relu_bwd(const float *y, const float *dy, float *dx, size_t n); /* from output y */
+void kern_gelu_fwd(const float *x, float *y, size_t n, enum kern_gelu approx);
+void kern_gelu_bwd(const float *x, const float *dy, float *dx, size_t n, enum kern_gelu approx); /* from input x */
+void kern_tanh_fwd(const float *x, float *y, size_t n);
+void kern_tanh_bwd(const float *y, const float *dy, float *dx, size_t n); /* from output y */
+void kern_sigmoid_fwd(const float *x, float *y, size_t n);
+void kern_sigmoid_bwd(const float *y, const float *dy, float *dx, size_t n); /* from output y */
+
+/* ---- softmax over the middle axis of (OUTER, DIM, INNER); bwd from output y ---- */
+void kern_softmax_fwd(const float *x, float *y, int outer, int dim, int inner);
+void kern_softmax_bwd(const float *y, const float *dy, float *dx, int outer, int dim, int inner);
+void kern_log_softmax_fwd(const float *x, float *y, int outer, int dim, int inner);
+void kern_log_softmax_bwd(const float *y, const float *dy, float *dx, int outer, int dim, int inner);
+
+/* ---- residuals and gradient sums ---- */
+void kern_add(const float *a, const float *b, float *y, size_t n); /* y may be a or b */
+void kern_accumulate(float *dst, const float *src, size_t n);      /* dst += src */
+
+/* ---- losses: return the loss; dx (NULL: skip) = scale * dloss/dx ---- */
+double kern_mse(const float *x, const float *target, float *dx, size_t n,
+		enum kern_reduction red, float scale);
+/* Rows whose target is ignore_index (PyTorch: -100) add nothing and do not
+ * count in the mean.  KERN_ERR_INDEX, nothing written, if another target is
+ * outside [0, c). */
+int kern_nll(const float *logp,      // (N, C)
+	     const int32_t *target,  // (N)
+	     float *dlogp,           // (N, C)
+	     int n, int c, int ignore_index, enum kern_reduction red, float scale, double *loss);
+/* log_softmax and nll in one pass over logits (N, C). */
+int kern_cross_entropy(const float *logits, const int32_t *target, float *dlogits,
+		       int n, int c, int ignore_index, enum kern_reduction red, float scale,
+		       double *loss);
+/* Rows whose first maximal logit is at the target class. */
+long kern_argmax_correct(const float *logits, const int32_t *target, int n, int c);
+#endif

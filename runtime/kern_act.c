@@ -1,0 +1,93 @@
+/* kern_act.c: elementwise activations relu, gelu (exact erf or tanh
+ * approximation), tanh and sigmoid, forward and backward.
+ * Backward of relu, tanh and sigmoid reads the saved output y (so relu may run
+ * in place); gelu's reads the saved input x.  Outputs may alias inputs
+ * element for element.  Each element is independent: no thread dependence.
+ */
+#include "runtime/kern.h"
+
+#include <math.h>
+
+#define PAR_MIN 65536
+#define SQRT_2_OVER_PI 0.7978845608028654f
+#define INV_SQRT_2 0.7071067811865476f
+#define INV_SQRT_2PI 0.3989422804014327f
+#define GELU_C 0.044715f
+
+void kern_relu_fwd(const float *x, float *y, size_t n)
+{
+	#pragma omp parallel for simd schedule(static) if (n > PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN passes, as torch.relu */
+}
+
+void kern_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
+{
+	#pragma omp parallel for simd schedule(static) if (n > PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
+}
+
+void kern_gelu_fwd(const float *x, float *y, size_t n, enum kern_gelu approx)
+{
+	if (approx == KERN_GELU_TANH) {
+		#pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
+		for (size_t i = 0; i < n; i++) {
+			float v = x[i];
+			y[i] = 0.5f * v * (1.0f + tanhf(SQRT_2_OVER_PI * (v + GELU_C * v * v * v)));
+		}
+	} else {
+		#pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
+		for (size_t i = 0; i < n; i++) {
+			float v = x[i];
+			y[i] = 0.5f * v * (1.0f + erff(v * INV_SQRT_2));
+		}
+	}
+}
+
+void kern_gelu_bwd(const float *x, const float *dy, float *dx, size_t n, enum kern_gelu approx)
+{
+	if (approx == KERN_GELU_TANH) {
+		#pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
+		for (size_t i = 0; i < n; i++) {
+			float v = x[i], t = tanhf(SQRT_2_OVER_PI * (v + GELU_C * v * v * v));
+			float dt = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_C * v * v);
+			dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
+		}
+	} else {
+		#pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
+		for (size_t i = 0; i < n; i++) {
+			float v = x[i];
+			float cdf = 0.5f * (1.0f + erff(v * INV_SQRT_2)), pdf = INV_SQRT_2PI * expf(-0.5f * v * v);
+			dx[i] = dy[i] * (cdf + v * pdf);
+		}
+	}
+}
+
+void kern_tanh_fwd(const float *x, float *y, size_t n)
+{
+	#pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
+	for (size_t i = 0; i < n; i++)
+		y[i] = tanhf(x[i]);
+}
+
+void kern_tanh_bwd(const float *y, const float *dy, float *dx, size_t n)
+{
+	#pragma omp parallel for simd schedule(static) if (n > PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+
+void kern_sigmoid_fwd(const float *x, float *y, size_t n)
+{
+	#pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
+	for (size_t i = 0; i < n; i++)
+		y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+void kern_sigmoid_bwd(const float *y, const float *dy, float *dx, size_t n)
+{
+	#pragma omp parallel for simd schedule(static) if (n > PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+}

@@ -1,0 +1,86 @@
+/* kern_layernorm.c: layer normalisation over the last d elements of each
+ * row, with optional elementwise affine, forward and backward.
+ * Rows are independent and split across threads; dgamma and dbeta sum over
+ * rows in row order within fixed column blocks, so no sum depends on the
+ * thread count.
+ */
+#include "runtime/kern.h"
+
+#include <math.h>
+
+#define PAR_MIN 32768
+#define COLS 64 /* columns of dgamma/dbeta per block */
+
+void kern_layernorm_fwd(const float *x, const float *gamma, const float *beta, float *y,
+			float *save_mean, float *save_invstd, int rows, int d, float eps)
+{
+	#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+	for (int r = 0; r < rows; r++) {
+		const float *restrict in = x + (size_t)r * d;
+		float *restrict out = y + (size_t)r * d;
+		float s = 0, ss = 0;
+		#pragma omp simd reduction(+:s)
+		for (int j = 0; j < d; j++)
+			s += in[j];
+		float mean = s / (float)d;
+		#pragma omp simd reduction(+:ss)
+		for (int j = 0; j < d; j++)
+			ss += (in[j] - mean) * (in[j] - mean);
+		float invstd = 1.0f / sqrtf(ss / (float)d + eps);
+		for (int j = 0; j < d; j++) {
+			float g = gamma ? gamma[j] : 1.0f, b = beta ? beta[j] : 0.0f;
+			out[j] = (in[j] - mean) * invstd * g + b;
+		}
+		save_mean[r] = mean;
+		save_invstd[r] = invstd;
+	}
+}
+
+void kern_layernorm_bwd(const float *x, const float *gamma, const float *save_mean,
+			const float *save_invstd, const float *dy,
+			float *dx, float *dgamma, float *dbeta, int rows, int d)
+{
+	if (dx) {
+		#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+		for (int r = 0; r < rows; r++) {
+			const float *restrict in = x + (size_t)r * d, *restrict g = dy + (size_t)r * d;
+			float *restrict out = dx + (size_t)r * d;
+			float mean = save_mean[r], invstd = save_invstd[r], a = 0, b = 0;
+			/* a = Σ gamma dy, b = Σ gamma dy xhat */
+			#pragma omp simd reduction(+:a, b)
+			for (int j = 0; j < d; j++) {
+				float gd = gamma ? gamma[j] * g[j] : g[j];
+				a += gd;
+				b += gd * (in[j] - mean) * invstd;
+			}
+			a /= (float)d;
+			b /= (float)d;
+			for (int j = 0; j < d; j++) {
+				float gd = gamma ? gamma[j] * g[j] : g[j];
+				out[j] = invstd * (gd - a - (in[j] - mean) * invstd * b);
+			}
+		}
+	}
+	if (!dgamma && !dbeta)
+		return;
+	int blocks = (d + COLS - 1) / COLS;
+	#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
+	for (int bi = 0; bi < blocks; bi++) {
+		int j0 = bi * COLS, len = d - j0 < COLS ? d - j0 : COLS;
+		double sg[COLS] = { 0 }, sb[COLS] = { 0 };
+		for (int r = 0; r < rows; r++) {
+			const float *in = x + (size_t)r * d + j0, *g = dy + (size_t)r * d + j0;
+			float mean = save_mean[r], invstd = save_invstd[r];
+			for (int j = 0; j < len; j++) {
+				sg[j] += g[j] * (in[j] - mean) * invstd;
+				sb[j] += g[j];
+			}
+		}
+		for (int j = 0; j < len; j++) {
+			if (dgamma)
+				dgamma[j0 + j] += (float)sg[j];
+			if (dbeta)
+				dbeta[j0 + j] += (float)sb[j];
+		}
+	}
+}

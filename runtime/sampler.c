@@ -1,0 +1,124 @@
+/* sampler.c: DistributedSampler's index order and DataLoader's batching.
+ * PyTorch pads by appending the list to itself until total_size, so padded
+ * position g (g >= n) holds the same index as position g mod n; and with
+ * drop_last it keeps only positions below total_size <= n.  Either way rank
+ * r's i-th index is perm[(r + i*world) mod n], computed on the fly, so no
+ * per-rank list is ever built.
+ * Does not: allocate after sampler_init.
+ * Invariant: perm, when present, is a permutation of 0..n-1 for s->epoch.
+ */
+#include "runtime/sampler.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "runtime/philox.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+int sampler_init(struct sampler *s, int64_t n, int world, int rank, int batch, int shuffle, int drop_last,
+		 int drop_last_batch, uint64_t seed, char *err, size_t errlen)
+{
+	*s = (struct sampler){ 0 };
+	if (n < 0)
+		return fail(err, errlen, "sampler: dataset size %lld is negative", (long long)n);
+	if (world < 1 || rank < 0 || rank >= world)
+		return fail(err, errlen, "sampler: rank %d is outside a world of %d", rank, world);
+	if (batch < 1)
+		return fail(err, errlen, "sampler: batch size %d must be at least 1", batch);
+	if ((uint64_t)n > SIZE_MAX / sizeof(int64_t))
+		return fail(err, errlen, "sampler: %lld samples do not fit in memory", (long long)n);
+	s->n = n;
+	s->world = world;
+	s->rank = rank;
+	s->batch = batch;
+	s->shuffle = shuffle != 0;
+	s->drop_last = drop_last != 0;
+	s->drop_last_batch = drop_last_batch != 0;
+	s->seed = seed;
+	/* n + world - 1 cannot overflow: n < 2^60 from the check above, world < 2^31 */
+	s->num_samples = s->drop_last ? n / world : (n + world - 1) / world;
+	s->total_size = s->num_samples * world;
+	s->num_batches = s->drop_last_batch ? s->num_samples / batch : (s->num_samples + batch - 1) / batch;
+	s->epoch = -1;
+	if (s->shuffle) {
+		s->perm = malloc(n ? (size_t)n * sizeof *s->perm : 1);
+		if (!s->perm)
+			return fail(err, errlen, "sampler: out of memory for a permutation of %lld samples", (long long)n);
+	}
+	return 0;
+}
+
+void sampler_set_epoch(struct sampler *s, int64_t epoch)
+{
+	if (s->epoch == epoch)
+		return;
+	s->epoch = epoch;
+	if (!s->shuffle)
+		return;
+	/* rank 0 in the key: every rank must draw the same permutation */
+	struct rng r = rng_stream(s->seed, RNG_SHUFFLE, 0, (uint32_t)epoch);
+	int64_t *p = s->perm; /* (n) */
+	for (int64_t i = 0; i < s->n; i++)
+		p[i] = i;
+	for (int64_t i = s->n - 1; i > 0; i--) {
+		uint32_t w[4];
+		philox_block(&r, (uint64_t)i, w);
+		/* 64 random bits: the modulo bias is below n / 2^64 */
+		uint64_t u = (uint64_t)w[0] | (uint64_t)w[1] << 32;
+		int64_t j = (int64_t)(u % (uint64_t)(i + 1));
+		int64_t t = p[i];
+		p[i] = p[j];
+		p[j] = t;
+	}
+}
+
+int64_t sampler_index(const struct sampler *s, int64_t i)
+{
+	int64_t g = (s->rank + i * s->world) % s->n;
+	return s->perm ? s->perm[g] : g;
+}
+
+int sampler_batch(const struct sampler *s, int64_t k, int64_t *idx)
+{
+	int64_t first = k * s->batch;
+	int64_t b = s->num_samples - first < s->batch ? s->num_samples - first : s->batch;
+	for (int64_t j = 0; j < b; j++)
+		idx[j] = sampler_index(s, first + j);
+	return (int)b;
+}
+
+int sampler_next(struct sampler *s, struct sampler_pos *pos, int64_t *idx)
+{
+	if (s->num_batches == 0)
+		return 0;
+	if (pos->batch >= s->num_batches) {
+		pos->epoch += pos->batch / s->num_batches;
+		pos->batch %= s->num_batches;
+	}
+	sampler_set_epoch(s, pos->epoch);
+	int b = sampler_batch(s, pos->batch, idx);
+	pos->batch++;
+	if (pos->batch == s->num_batches) {
+		pos->batch = 0;
+		pos->epoch++;
+	}
+	return b;
+}
+
+void sampler_free(struct sampler *s)
+{
+	free(s->perm);
+	s->perm = NULL;
+}

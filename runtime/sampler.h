@@ -1,0 +1,65 @@
+/* sampler.h: which samples each rank reads, in which order, in which batches.
+ * The algorithm is PyTorch's DistributedSampler: one permutation of 0..n-1
+ * per epoch, the same on every rank (identity without shuffle); padded by
+ * repeating its head up to a multiple of world (or truncated to one with
+ * drop_last); rank r takes every world-th index starting at r.  The
+ * DataLoader then cuts the rank's list into batches, the last one smaller
+ * unless drop_last_batch.
+ * The permutation comes from a Philox stream keyed (seed, RNG_SHUFFLE, 0,
+ * epoch) and a Fisher-Yates shuffle, so it is reproducible and independent of
+ * the rank, but not the permutation torch.randperm would give.
+ * Does not: touch the data (dataset.h) or prefetch (loader.h).
+ * Invariant: after sampler_set_epoch(e) every index handed out is in 0..n-1
+ * and the sequence is a pure function of (n, world, rank, seed, e, flags).
+ */
+#ifndef SAMPLER_H
+#define SAMPLER_H
+#include <stddef.h>
+#include <stdint.h>
+
+struct sampler {
+	int64_t n;             /* dataset size */
+	int world, rank;
+	int batch;             /* samples per batch */
+	int shuffle;           /* DistributedSampler(shuffle=) */
+	int drop_last;         /* DistributedSampler(drop_last=): truncate instead of pad */
+	int drop_last_batch;   /* DataLoader(drop_last=): no smaller final batch */
+	uint64_t seed;
+	int64_t num_samples;   /* indices per rank per epoch */
+	int64_t total_size;    /* num_samples * world */
+	int64_t num_batches;   /* batches per rank per epoch */
+	int64_t epoch;         /* the epoch perm belongs to; -1 before sampler_set_epoch */
+	int64_t *perm;         /* (n) this epoch's permutation; NULL without shuffle */
+};
+
+/* A place in the stream of batches, for resuming: batch `batch` of `epoch`. */
+struct sampler_pos {
+	int64_t epoch;
+	int64_t batch;
+};
+
+/* Set up the sampler; with shuffle allocates the permutation (n int64) once.
+ * Returns 0, or -1 with a message in err for invalid arguments. */
+int sampler_init(struct sampler *s, int64_t n, int world, int rank, int batch, int shuffle, int drop_last,
+		 int drop_last_batch, uint64_t seed, char *err, size_t errlen);
+
+/* Make epoch's order current (DistributedSampler.set_epoch); cheap when
+ * the epoch is already current or there is no shuffle. */
+void sampler_set_epoch(struct sampler *s, int64_t epoch);
+
+/* The i-th index (0 <= i < num_samples) of this rank in the current epoch. */
+int64_t sampler_index(const struct sampler *s, int64_t i);
+
+/* Write the indices of batch k (0 <= k < num_batches) of the current epoch
+ * into idx (batch); returns how many (batch, or fewer for the last one). */
+int sampler_batch(const struct sampler *s, int64_t k, int64_t *idx);
+
+/* The batch at *pos (switching the epoch if needed) into idx; advances *pos,
+ * into the next epoch after its last batch.  Returns the batch size, or 0 if
+ * epochs have no batches at all (then *pos is left as it was). */
+int sampler_next(struct sampler *s, struct sampler_pos *pos, int64_t *idx);
+
+/* Release the permutation; safe on a zeroed sampler. */
+void sampler_free(struct sampler *s);
+
+#endif

@@ -1,0 +1,62 @@
+/* sched.h: learning-rate schedules as pure functions of a tick count.
+ * A tick is an epoch or an optimizer step, as the config says; the lr for
+ * tick t is what torch.optim.lr_scheduler gives after t calls to
+ * scheduler.step(), computed by the schedulers' closed forms
+ * (_get_closed_form_lr) rather than their chained updates, so any tick can be
+ * asked for in any order (resuming, several ranks) in O(milestones).
+ * The chained form multiplies lr by gamma at each boundary instead of taking
+ * a power; the two agree to a few ulps of a double, far below float.
+ * Does not: keep state, read metrics (no ReduceLROnPlateau), or restart.
+ */
+#ifndef SCHED_H
+#define SCHED_H
+#include <stdint.h>
+
+/* Tables indexed by this enum are tagged sched_kind_table. */
+enum sched_kind { SCHED_CONSTANT, SCHED_STEP, SCHED_MULTISTEP, SCHED_EXPONENTIAL, SCHED_COSINE, SCHED_KIND_COUNT };
+
+/* What a tick counts: PyTorch's usual loop calls scheduler.step() once per
+ * epoch; per-step schedules call it after every optimizer step. */
+enum sched_unit { SCHED_PER_EPOCH, SCHED_PER_STEP };
+
+#define SCHED_MAX_MILESTONES 16
+
+struct sched_cfg {
+	enum sched_kind kind;
+	enum sched_unit unit;
+	int64_t step_size;  /* STEP: ticks between decays */
+	double gamma;       /* STEP, MULTISTEP, EXPONENTIAL: factor per decay */
+	int n_milestones;   /* MULTISTEP */
+	int64_t milestones[SCHED_MAX_MILESTONES]; /* (n_milestones,) ticks at which lr decays; repeats decay twice */
+	int64_t t_max;      /* COSINE: ticks from base lr to eta_min, warmup included */
+	double eta_min;     /* COSINE: floor */
+	int64_t warmup;     /* COSINE: lr = base * (t + 1) / warmup for t < warmup; 0 for none */
+};
+
+/* kind with torch's defaults (gamma 0.1 for STEP and MULTISTEP, eta_min 0),
+ * per epoch; the fields torch requires (step_size, milestones, gamma of
+ * EXPONENTIAL, t_max) are left invalid until set. */
+struct sched_cfg sched_cfg_default(enum sched_kind kind);
+
+/* NULL if cfg is acceptable, else a message naming the bad field. */
+const char *sched_cfg_check(const struct sched_cfg *cfg);
+
+/* Lower-case name of kind: "constant", "step", "multistep", "exponential",
+ * "cosine". */
+const char *sched_kind_name(enum sched_kind kind);
+
+/* lr after t >= 0 ticks, starting from base_lr:
+ *   CONSTANT     base
+ *   STEP         base * gamma^(t / step_size)                 (StepLR)
+ *   MULTISTEP    base * gamma^(number of milestones <= t)     (MultiStepLR)
+ *   EXPONENTIAL  base * gamma^t                               (ExponentialLR)
+ *   COSINE       base * (t + 1) / warmup while t < warmup, then, with
+ *                u = t - warmup and T = t_max - warmup,
+ *                eta_min + (base - eta_min) * (1 + cos(pi * u / T)) / 2
+ *                (CosineAnnealingLR; like it, rises again past t_max). */
+double sched_lr_at(const struct sched_cfg *cfg, double base_lr, int64_t t);
+
+/* lr for the optimizer step taken in epoch `epoch` after `step` earlier
+ * optimizer steps (both from 0): sched_lr_at at the tick cfg->unit counts. */
+double sched_lr(const struct sched_cfg *cfg, double base_lr, int64_t epoch, int64_t step);
+#endif

@@ -1,0 +1,159 @@
+/* trainc.c: the command line.
+ *   trainc FILE.net [--gpus N | --cpus N] [--set k=v]...   train
+ *   trainc check FILE.net                                  compile only
+ *   trainc print FILE.net [--gpus N | --cpus N]            module tree and memory plan
+ *   trainc graph FILE.net                                  Graphviz dot
+ * Exit status: 0 success, 2 for mistakes in the command or the .net file,
+ * 1 for failures while running.  Every command compiles first, so every
+ * error in a file is reported before anything else happens.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compile.h"
+#include "compiler/print.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+
+#define TRAINC_VERSION "0.1.0"
+
+enum { MAX_SETS = 64 };
+
+static void usage(FILE *out)
+{
+	fputs("usage: trainc FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
+	      "       trainc check FILE.net [--set section.key=value]...\n"
+	      "       trainc print FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
+	      "       trainc graph FILE.net [--set section.key=value]...\n"
+	      "       trainc --help | --version\n"
+	      "\n"
+	      "Compiles a .net model description into a static training plan and runs it.\n"
+	      "  check   report errors in the file, or nothing; exit 0 or 2\n"
+	      "  print   the module tree (as PyTorch prints the wrapped model) and the\n"
+	      "          memory each rank needs, for N GPUs or N CPU workers\n"
+	      "  graph   the layer graph as Graphviz dot (devices as colours, FSDP units\n"
+	      "          as clusters): trainc graph m.net | dot -Tsvg > m.svg\n"
+	      "options:\n"
+	      "  --gpus N     N GPUs: N/D ranks when each rank owns D devices (@device)\n"
+	      "  --cpus N     N CPU worker processes\n"
+	      "  --set k=v    override a data, train or parallel setting, e.g. --set train.epochs=1\n",
+	      out);
+}
+
+static int usage_error(const char *fmt, const char *arg) __attribute__((format(printf, 1, 0)));
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "trainc: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n(run 'trainc --help' for usage)\n");
+	return 2;
+}
+
+static bool parse_count(const char *s, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < INT_MIN || v > INT_MAX)
+		return false;
+	*out = (int)v;
+	return true;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = "train", *file = NULL;
+	const char *sets[MAX_SETS];
+	int nsets = 0, gpus = -1, cpus = -1;
+	int i = 1;
+	if (argc > 1 && (!strcmp(argv[1], "check") || !strcmp(argv[1], "print") || !strcmp(argv[1], "graph"))) {
+		cmd = argv[1];
+		i = 2;
+	}
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return 0;
+		}
+		if (!strcmp(a, "--version")) {
+			printf("trainc %s\n", TRAINC_VERSION);
+			return 0;
+		}
+		if (!strcmp(a, "--gpus") || !strcmp(a, "--cpus")) {
+			if (i + 1 >= argc)
+				return usage_error("%s needs a number", a);
+			int n;
+			if (!parse_count(argv[i + 1], &n))
+				return usage_error("--gpus/--cpus takes a number, not '%s'", argv[i + 1]);
+			if (n < 1)
+				return usage_error("%s must be at least 1", a);
+			if (a[2] == 'g')
+				gpus = n;
+			else
+				cpus = n;
+			i++;
+			continue;
+		}
+		if (!strcmp(a, "--set")) {
+			if (i + 1 >= argc)
+				return usage_error("%s needs section.key=value", a);
+			if (nsets == MAX_SETS)
+				return usage_error("more than 64 --set options%s", "");
+			sets[nsets++] = argv[++i];
+			continue;
+		}
+		if (a[0] == '-' && a[1]) {
+			return usage_error("unknown option '%s'", a);
+		}
+		if (file)
+			return usage_error("one .net file at a time; '%s' is a second one", a);
+		file = a;
+	}
+	if (!file) {
+		if (argc == 1) {
+			usage(stderr);
+			return 2;
+		}
+		return usage_error("no .net file given%s", "");
+	}
+	if (gpus > 0 && cpus > 0)
+		return usage_error("give --gpus or --cpus, not both%s", "");
+
+	struct arena arena = { 0 };
+	struct diag d;
+	diag_init(&d, stderr);
+	struct compile_opts o = { file, 1, sets, nsets };
+	struct plan *p = compile_file(&arena, &d, &o);
+	if (p && (gpus > 0 || cpus > 0)) {
+		int n = gpus > 0 ? gpus : cpus;
+		if (n % p->ndevices != 0) {
+			fprintf(stderr, "trainc: %s: each rank owns %d devices (@device(0) .. @device(%d)), so %s must be a multiple of %d, not %d\n",
+				file, p->ndevices, p->ndevices - 1, gpus > 0 ? "--gpus" : "--cpus", p->ndevices, n);
+			arena_release(&arena);
+			return 2;
+		}
+		o.world = n / p->ndevices;
+		p = compile_file(&arena, &d, &o);
+	}
+	if (!p || d.errors) {
+		if (d.errors)
+			fprintf(stderr, "%d error%s\n", d.errors, d.errors == 1 ? "" : "s");
+		arena_release(&arena);
+		return 2;
+	}
+	int rc = 0;
+	if (!strcmp(cmd, "print")) {
+		print_plan(stdout, p);
+	} else if (!strcmp(cmd, "graph")) {
+		print_graph(stdout, p);
+	} else if (!strcmp(cmd, "train")) {
+		fprintf(stderr, "trainc: %s compiles, but training is not built yet; use 'trainc print %s' to inspect the plan\n", file, file);
+		rc = 1;
+	}
+	arena_release(&arena);
+	return rc;
+}

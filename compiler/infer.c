@@ -38,7 +38,7 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 	}
 	enum loss_kind loss = p->train.loss;
 	if (loss == LOSS_MSE) {
-		if (ds->target != TARGET_VECTOR) {
+		if (ds->target != TGT_VECTOR) {
 			diag_error(d, ds->loc, "mse needs real-valued targets, but this dataset gives class labels; use cross_entropy or nll");
 			return false;
 		}
@@ -50,7 +50,7 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 		}
 		return true;
 	}
-	if (ds->target != TARGET_CLASS) {
+	if (ds->target != TGT_CLASS) {
 		diag_error(d, ds->loc, "%s needs class labels as targets; write target=classes(N)", loss == LOSS_NLL ? "nll" : "cross_entropy");
 		return false;
 	}

@@ -133,9 +133,9 @@ struct nodemem {
 enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY };
 enum reduction { RED_MEAN, RED_SUM };
 enum optim_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
-enum sched_kind { SCHED_CONSTANT, SCHED_STEP, SCHED_MULTISTEP, SCHED_EXPONENTIAL, SCHED_COSINE };
+enum lrs_kind { LRS_CONSTANT, LRS_STEP, LRS_MULTISTEP, LRS_EXPONENTIAL, LRS_COSINE };
 enum data_kind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC };
-enum target_kind { TARGET_CLASS, TARGET_VECTOR };
+enum tgt_kind { TGT_CLASS, TGT_VECTOR };
 enum parallel_mode { PAR_DDP, PAR_FSDP };
 enum shard_kind { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE };
 enum wrap_kind { WRAP_NONE, WRAP_SIZE, WRAP_BLOCKS };
@@ -146,9 +146,9 @@ struct plan_dataset {
 	const char *root, *split;   /* mnist */
 	double mean, std;           /* normalisation; std 1, mean 0 when absent */
 	struct shape sample;        /* per-sample input shape */
-	enum target_kind target;
-	struct shape target_shape;  /* TARGET_VECTOR */
-	int64_t classes;            /* TARGET_CLASS */
+	enum tgt_kind target;
+	struct shape target_shape;  /* TGT_VECTOR */
+	int64_t classes;            /* TGT_CLASS */
 	int64_t samples;            /* synthetic; mnist: known after loading */
 };
 
@@ -160,7 +160,7 @@ struct plan_optim {
 };
 
 struct plan_sched {
-	enum sched_kind kind;
+	enum lrs_kind kind;
 	int64_t step_size;
 	double gamma, eta_min;
 	int64_t milestones[PLAN_MAX_MILESTONES];

@@ -256,7 +256,7 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 	if (!choose(r, v, "scheduler", kinds, 5, &k))
 		return false;
 	memset(sc, 0, sizeof *sc);
-	sc->kind = (enum sched_kind)k;
+	sc->kind = (enum lrs_kind)k;
 	sc->gamma = 0.1;
 	static const char *const names[] = { "step", "gamma", "milestones", "t_max", "eta_min", "warmup", "every" };
 	struct val *s[7];
@@ -277,23 +277,23 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 		  int_at_least(r, s[5], "warmup", 0, &sc->warmup);
 	if (!ok)
 		return false;
-	if (sc->kind == SCHED_STEP && !s[0]) {
+	if (sc->kind == LRS_STEP && !s[0]) {
 		diag_error(r->d, v->loc, "step_lr needs a step size: step_lr(step=1, gamma=0.7)");
 		return false;
 	}
-	if (sc->kind == SCHED_EXPONENTIAL && !s[1]) {
+	if (sc->kind == LRS_EXPONENTIAL && !s[1]) {
 		diag_error(r->d, v->loc, "exponential_lr needs gamma: exponential_lr(gamma=0.95)");
 		return false;
 	}
-	if (sc->kind == SCHED_COSINE && !s[3]) {
+	if (sc->kind == LRS_COSINE && !s[3]) {
 		diag_error(r->d, v->loc, "cosine needs t_max, the length of the schedule: cosine(t_max=10)");
 		return false;
 	}
-	if (sc->kind == SCHED_COSINE && sc->warmup >= sc->t_max) {
+	if (sc->kind == LRS_COSINE && sc->warmup >= sc->t_max) {
 		diag_error(r->d, s[5]->loc, "warmup must be shorter than t_max");
 		return false;
 	}
-	if (sc->kind == SCHED_MULTISTEP) {
+	if (sc->kind == LRS_MULTISTEP) {
 		if (!s[2] || s[2]->kind != V_LIST || s[2]->n < 1 || s[2]->n > PLAN_MAX_MILESTONES) {
 			diag_error(r->d, s[2] ? s[2]->loc : v->loc, "multistep_lr needs milestones=[...], a list of 1 to %d epochs",
 				   PLAN_MAX_MILESTONES);
@@ -381,7 +381,7 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 				return false;
 		}
 		ds->sample = (struct shape){ 3, { 1, 28, 28 } };
-		ds->target = TARGET_CLASS;
+		ds->target = TGT_CLASS;
 		ds->classes = 10;
 		return true;
 	}
@@ -393,11 +393,11 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 	if (!random_shape(r, s[0], "input", &ds->sample))
 		return false;
 	if (s[1] && s[1]->kind == V_CALL && strcmp(s[1]->s, "classes") == 0) {
-		ds->target = TARGET_CLASS;
+		ds->target = TGT_CLASS;
 		if (s[1]->n != 1 || !int_at_least(r, s[1]->items[0].v, "the class count", 2, &ds->classes))
 			return false;
 	} else {
-		ds->target = TARGET_VECTOR;
+		ds->target = TGT_VECTOR;
 		if (!random_shape(r, s[1], "target (randn(sizes...) or classes(N))", &ds->target_shape))
 			return false;
 	}
@@ -443,7 +443,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	t->loss = LOSS_MSE;
 	t->optim.kind = OPT_SGD;
 	t->optim.lr = 0.01;
-	t->sched.kind = SCHED_CONSTANT;
+	t->sched.kind = LRS_CONSTANT;
 	if (!read_keys(r, sec, keys, NK, v))
 		return false;
 	if (!sec)

@@ -66,6 +66,10 @@ bool wrap_units(struct arena *a, struct diag *d, struct plan *p)
 		unit_of[i] = -1;
 	p->units = arena_array(a, (size_t)p->nscopes * (size_t)p->ndevices, sizeof *p->units);
 	p->nunits = 0;
+	/* the root unit comes first, even when every parameter is claimed below it */
+	p->units[0].scope = 0;
+	p->units[0].device = 0;
+	unit_of[0] = p->nunits++;
 	/* owner scope of each param: innermost wrapped ancestor */
 	for (int k = 0; k < p->nparams; k++) {
 		struct param *pr = &p->params[k];
@@ -82,14 +86,6 @@ bool wrap_units(struct arena *a, struct diag *d, struct plan *p)
 			unit_of[key] = p->nunits++;
 		}
 		pr->unit = unit_of[key];
-	}
-	/* the root unit exists even when every parameter is claimed below it */
-	if (unit_of[0 * PLAN_MAX_DEVICES + 0] < 0) {
-		struct unit *u = &p->units[p->nunits];
-		u->scope = 0;
-		u->device = 0;
-		u->first_node = 0;
-		unit_of[0] = p->nunits++;
 	}
 	/* parents, spans, sizes */
 	for (int u = 0; u < p->nunits; u++) {

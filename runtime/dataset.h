@@ -45,8 +45,10 @@ struct dataset {
  * ToTensor() and Normalize((mean,), (std,)); pass mean 0, std 1 for ToTensor
  * alone.  split is "train" or "test".  Looks for train-images-idx3-ubyte,
  * train-labels-idx1-ubyte (t10k-... for "test"), raw or with .gz added, in
- * root/, root/MNIST/raw/ and root/FashionMNIST/raw/; an error lists the
- * paths tried.  Returns 0, or -1 with a message in err. */
+ * root/, root/MNIST/raw/ and root/FashionMNIST/raw/, in that order; the
+ * first folder holding both files wins, and one holding only one of them is
+ * an error.  When none is found the message lists the paths tried.
+ * Returns 0, or -1 with a message in err. */
 int dataset_mnist(struct dataset *ds, const char *root, const char *split, float mean, float std,
 		  char *err, size_t errlen);
 

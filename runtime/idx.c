@@ -78,6 +78,17 @@ static const char *src_error(struct idx_file *f)
 	return strerror(errno);
 }
 
+/* A failed read.  zlib cannot say where in the stream it found the damage
+ * (a bad checksum is only known at the end), so gzip errors carry no offset. */
+static int read_failed(struct idx_file *f, int64_t at, char *err, size_t errlen)
+{
+	if (f->gzip)
+		return fail(err, errlen, "%s: corrupt gzip data: %s; the file is damaged; re-download the dataset",
+			    f->path, src_error(f));
+	return fail(err, errlen, "%s: byte %lld: read failed: %s; check the disk and the file",
+		    f->path, (long long)at, src_error(f));
+}
+
 static void format_dims(const struct idx_file *f, char *buf, size_t len)
 {
 	size_t at = 0;
@@ -129,11 +140,10 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 		f->raw = fp;
 	}
 
-	unsigned char head[4 + 4 * IDX_MAX_DIMS];
+	unsigned char head[4 + 4 * IDX_MAX_DIMS] = { 0 };
 	int64_t got = src_read(f, head, 4);
 	if (got < 0) {
-		fail(err, errlen, "%s: byte 0: read failed: %s; the file is damaged; re-download the dataset",
-		     path, src_error(f));
+		read_failed(f, 0, err, errlen);
 		goto bad;
 	}
 	if (got < 4) {
@@ -158,8 +168,7 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 	f->header_len = 4 + 4 * (int64_t)ndim;
 	got = src_read(f, head + 4, 4 * (int64_t)ndim);
 	if (got < 0) {
-		fail(err, errlen, "%s: byte 4: read failed: %s; the file is damaged; re-download the dataset",
-		     path, src_error(f));
+		read_failed(f, 4, err, errlen);
 		goto bad;
 	}
 	if (got < 4 * ndim) {
@@ -222,8 +231,7 @@ int idx_read(struct idx_file *f, uint8_t *dst, char *err, size_t errlen)
 		return fail(err, errlen, "%s: idx_read on a closed file", f->path);
 	int64_t got = src_read(f, dst, f->count);
 	if (got < 0)
-		return fail(err, errlen, "%s: byte %lld: read failed: %s; re-download the dataset",
-			    f->path, (long long)f->header_len, src_error(f));
+		return read_failed(f, f->header_len, err, errlen);
 	if (got < f->count) {
 		char dims[128];
 		format_dims(f, dims, sizeof dims);
@@ -239,9 +247,7 @@ int idx_read(struct idx_file *f, uint8_t *dst, char *err, size_t errlen)
 	int64_t more = src_read(f, &extra, 1);
 	int64_t end = f->header_len + f->count;
 	if (more < 0)
-		return fail(err, errlen, "%s: byte %lld%s: %s after the last data byte; the file is corrupt; "
-			    "re-download the dataset", f->path, (long long)end, f->gzip ? " (decompressed)" : "",
-			    src_error(f));
+		return read_failed(f, end, err, errlen);
 	if (more > 0)
 		return fail(err, errlen, "%s: byte %lld%s: trailing data after the %lld bytes the header "
 			    "describes; the file is corrupt; re-download the dataset",

@@ -101,12 +101,12 @@ static void bwd_tile(const float *y, const float *dy, float *dx, int dim, int in
 
 static void bwd(const float *y, const float *dy, float *dx, int outer, int dim, int inner, bool log_out)
 {
-	int tiles = (inner + TILE - 1) / TILE, len1 = inner < TILE ? inner : TILE;
+	int tiles = (inner + TILE - 1) / TILE;
 	#pragma omp parallel for collapse(2) schedule(static) if ((size_t)outer * dim * inner > PAR_MIN)
 	for (int o = 0; o < outer; o++)
 		for (int t = 0; t < tiles; t++) {
 			size_t at = (size_t)o * dim * inner + (size_t)t * TILE;
-			int len = inner - t * TILE < TILE ? inner - t * TILE : len1;
+			int len = inner - t * TILE < TILE ? inner - t * TILE : TILE;
 			bwd_tile(y + at, dy + at, dx + at, dim, inner, len, log_out);
 		}
 }

@@ -5,7 +5,8 @@
  * and no queue is needed.  The consumer counts batches itself from the
  * sampler's num_batches, so it only ever waits for a batch that is coming;
  * the wait is bounded anyway, on the monotonic clock.
- * Does not: fill outside the lock with anything but the slot it owns.
+ * Does not: fill with more than one thread; filling runs outside the lock,
+ * on the one slot the loader thread owns at that moment.
  * Invariant: a slot's buffers are written only while it is FREE and owned by
  * the loader thread, and read only while it is HELD.
  */
@@ -81,7 +82,7 @@ static void *produce(void *arg)
 }
 
 int loader_start(struct loader *l, const struct dataset *ds, struct sampler *s, float *x[2], void *y[2],
-		 struct sampler_pos start, int64_t end_epoch, int timeout_s, char *err, size_t errlen)
+		 struct sampler_pos start, int64_t end_epoch, int timeout_ms, char *err, size_t errlen)
 {
 	memset(l, 0, sizeof *l);
 	if (!x[0] || !x[1] || !y[0] || !y[1] || x[0] == x[1] || y[0] == y[1])
@@ -104,7 +105,7 @@ int loader_start(struct loader *l, const struct dataset *ds, struct sampler *s, 
 	l->fill_pos = start;
 	l->take_pos = start;
 	l->end_epoch = end_epoch;
-	l->timeout_s = timeout_s > 0 ? timeout_s : LOADER_DEFAULT_TIMEOUT_S;
+	l->timeout_ms = timeout_ms > 0 ? timeout_ms : LOADER_DEFAULT_TIMEOUT_MS;
 	l->epoch = -1;
 	l->batch = -1;
 	l->idx = malloc((size_t)s->batch * sizeof *l->idx);
@@ -167,7 +168,12 @@ int loader_next(struct loader *l, float **x, void **y, int *b)
 	int slot = l->take_slot;
 	struct timespec deadline;
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += l->timeout_s;
+	deadline.tv_sec += l->timeout_ms / 1000;
+	deadline.tv_nsec += (long)(l->timeout_ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
 	pthread_mutex_lock(&l->mu);
 	int rc = 0;
 	while (!l->failed && l->state[slot] != SLOT_READY && rc != ETIMEDOUT)
@@ -177,9 +183,9 @@ int loader_next(struct loader *l, float **x, void **y, int *b)
 		l->state[slot] = SLOT_HELD;
 	else if (!l->failed)
 		/* under the lock: the loader thread may yet fail and write err too */
-		fail(l->err, sizeof l->err, "data loader: no batch for epoch %lld batch %lld within %d s; "
+		fail(l->err, sizeof l->err, "data loader: no batch for epoch %lld batch %lld within %d ms; "
 		     "the loader thread is stuck (slow storage or an overloaded machine?)",
-		     (long long)l->take_pos.epoch, (long long)l->take_pos.batch, l->timeout_s);
+		     (long long)l->take_pos.epoch, (long long)l->take_pos.batch, l->timeout_ms);
 	pthread_mutex_unlock(&l->mu);
 	if (!ready)
 		return -1;

@@ -18,7 +18,7 @@
 #include "runtime/dataset.h"
 #include "runtime/sampler.h"
 
-#define LOADER_DEFAULT_TIMEOUT_S 60
+#define LOADER_DEFAULT_TIMEOUT_MS 60000
 
 enum loader_slot_state { SLOT_FREE, SLOT_READY, SLOT_HELD };
 
@@ -34,7 +34,7 @@ struct loader {
 	int fill_slot, take_slot; /* next slot each side uses; both alternate 0, 1, 0, ... */
 	struct sampler_pos fill_pos, take_pos;
 	int64_t end_epoch;
-	int timeout_s;
+	int timeout_ms;
 	int stop, failed, running, holding;
 	pthread_t thread;
 	pthread_mutex_t mu;
@@ -46,10 +46,10 @@ struct loader {
 /* Start the loader thread over epochs start.epoch .. end_epoch-1, beginning
  * at batch start.batch.  x[i] must hold batch * ds->sample_numel floats and
  * y[i] dataset_target_bytes(ds, batch) bytes; the loader owns s until
- * loader_stop.  timeout_s bounds each wait for a batch (0: the default).
+ * loader_stop.  timeout_ms bounds each wait for a batch (0: the default).
  * Returns 0, or -1 with a message in err. */
 int loader_start(struct loader *l, const struct dataset *ds, struct sampler *s, float *x[2], void *y[2],
-		 struct sampler_pos start, int64_t end_epoch, int timeout_s, char *err, size_t errlen);
+		 struct sampler_pos start, int64_t end_epoch, int timeout_ms, char *err, size_t errlen);
 
 /* Take the next batch: 1 with *x, *y, *b set and l->epoch, l->batch telling
  * which; 0 at the end of an epoch (once per epoch, no batch; the next call

@@ -522,7 +522,8 @@ static int by_offset(const void *a, const void *b)
 /* unique names, and the data section covered exactly once */
 static int check_layout(struct safetensors_file *f, uint64_t header_len, uint64_t data_len, char *err, size_t errlen)
 {
-	qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_name);
+	if (f->n > 1)
+		qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_name);
 	for (int i = 1; i < f->n; i++)
 		if (!strcmp(f->tensors[i].name, f->tensors[i - 1].name)) {
 			const struct safetensors_entry *a = &f->tensors[i - 1], *b = &f->tensors[i];

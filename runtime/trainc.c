@@ -9,6 +9,8 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,12 +45,15 @@ static void usage(FILE *out)
 	      out);
 }
 
-static int usage_error(const char *fmt, const char *arg) __attribute__((format(printf, 1, 0)));
-static int usage_error(const char *fmt, const char *arg)
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
 {
+	va_list ap;
+	va_start(ap, fmt);
 	fprintf(stderr, "trainc: ");
-	fprintf(stderr, fmt, arg);
+	vfprintf(stderr, fmt, ap);
 	fprintf(stderr, "\n(run 'trainc --help' for usage)\n");
+	va_end(ap);
 	return 2;
 }
 
@@ -102,7 +107,7 @@ int main(int argc, char **argv)
 			if (i + 1 >= argc)
 				return usage_error("%s needs section.key=value", a);
 			if (nsets == MAX_SETS)
-				return usage_error("more than 64 --set options%s", "");
+				return usage_error("more than 64 --set options");
 			sets[nsets++] = argv[++i];
 			continue;
 		}
@@ -118,10 +123,10 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
-		return usage_error("no .net file given%s", "");
+		return usage_error("no .net file given");
 	}
 	if (gpus > 0 && cpus > 0)
-		return usage_error("give --gpus or --cpus, not both%s", "");
+		return usage_error("give --gpus or --cpus, not both");
 
 	struct arena arena = { 0 };
 	struct diag d;

@@ -75,11 +75,16 @@ static int contains(const char *s, const char *sub)
 	return 1;
 }
 
-/* idx_open + idx_read of path; returns 0 or -1 with err set */
-static int load(const char *path, int ndim, uint8_t *dst, struct idx_file *f)
+/* idx_open + idx_read of path into dst (cap bytes); returns 0 or -1 with err set */
+static int load(const char *path, int ndim, uint8_t *dst, size_t cap, struct idx_file *f)
 {
 	if (idx_open(f, path, ndim, err, sizeof err) != 0)
 		return -1;
+	if ((uint64_t)f->count > cap) {
+		snprintf(err, sizeof err, "test fixture %s holds more than %zu bytes", path, cap);
+		idx_close(f);
+		return -2;
+	}
 	int rc = idx_read(f, dst, err, sizeof err);
 	idx_close(f);
 	return rc;
@@ -94,33 +99,33 @@ static void test_idx_raw_and_gzip(void)
 	struct idx_file f;
 	size_t n = make_idx(buf, 1, (uint32_t[]){ 5 }, labels, 5);
 	write_bytes(at("l-raw"), buf, n, 0);
-	CHECK(load(at("l-raw"), 1, got, &f) == 0);
+	CHECK(load(at("l-raw"), 1, got, sizeof got, &f) == 0);
 	CHECK(f.ndim == 1 && f.dims[0] == 5 && f.count == 5 && f.header_len == 8 && !f.gzip);
 	CHECK(memcmp(got, labels, 5) == 0);
 
 	n = make_idx(buf, 3, (uint32_t[]){ 3, 2, 2 }, pixels, 12);
 	write_bytes(at("i.gz"), buf, n, 1);
 	memset(got, 0, sizeof got);
-	CHECK(load(at("i.gz"), 3, got, &f) == 0);
+	CHECK(load(at("i.gz"), 3, got, sizeof got, &f) == 0);
 	CHECK(f.gzip && f.ndim == 3 && f.dims[0] == 3 && f.dims[1] == 2 && f.dims[2] == 2 && f.count == 12);
 	CHECK(memcmp(got, pixels, 12) == 0);
 
 	/* compression is told by the bytes, not the name */
 	write_bytes(at("gz-named-plain"), buf, n, 1);
-	CHECK(load(at("gz-named-plain"), 3, got, &f) == 0 && f.gzip);
+	CHECK(load(at("gz-named-plain"), 3, got, sizeof got, &f) == 0 && f.gzip);
 	write_bytes(at("plain-named.gz"), buf, n, 0);
-	CHECK(load(at("plain-named.gz"), 3, got, &f) == 0 && !f.gzip);
+	CHECK(load(at("plain-named.gz"), 3, got, sizeof got, &f) == 0 && !f.gzip);
 	CHECK(memcmp(got, pixels, 12) == 0);
 	/* rank 0 asks for any rank */
-	CHECK(load(at("plain-named.gz"), 0, got, &f) == 0 && f.ndim == 3);
+	CHECK(load(at("plain-named.gz"), 0, got, sizeof got, &f) == 0 && f.ndim == 3);
 }
 
 static void expect_fail(const char *path, int ndim, const char *sub)
 {
-	uint8_t got[4096];
+	static uint8_t got[1 << 20];
 	struct idx_file f;
 	err[0] = 0;
-	CHECK(load(path, ndim, got, &f) == -1);
+	CHECK(load(path, ndim, got, sizeof got, &f) == -1);
 	CHECK(contains(err, path));
 	CHECK(contains(err, sub));
 }
@@ -167,15 +172,38 @@ static void test_idx_errors(void)
 	CHECK(mkdir(at("a-dir"), 0700) == 0);
 	expect_fail(at("a-dir"), 1, "not a regular file");
 
-	/* a flipped CRC in the gzip trailer is caught: for a small file zlib
-	 * inflates all of it on the first read */
+	/* a flipped CRC in the gzip trailer is caught, whether zlib meets it
+	 * reading the header (small file) or the data (large file) */
 	n = make_idx(buf, 1, (uint32_t[]){ 5 }, data, 5);
 	write_bytes(at("crc.gz"), buf, n, 1);
 	FILE *f = fopen(at("crc.gz"), "r+b");
 	CHECK(f && fseek(f, -8, SEEK_END) == 0);
 	int c = fgetc(f);
 	CHECK(fseek(f, -8, SEEK_END) == 0 && fputc(c ^ 0xff, f) != EOF && fclose(f) == 0);
-	expect_fail(at("crc.gz"), 1, "read failed: incorrect data check; the file is damaged; re-download the dataset");
+	expect_fail(at("crc.gz"), 1, "crc.gz: corrupt gzip data: incorrect data check; the file is damaged; "
+		    "re-download the dataset");
+
+	/* the same where the data does not fit zlib's buffer */
+	enum { BIG = 300000 };
+	static uint8_t big[BIG + 16];
+	uint32_t lcg = 1;
+	for (int i = 0; i < BIG; i++)
+		lcg = lcg * 1664525u + 1013904223u, big[i] = (uint8_t)(lcg >> 24);
+	static uint8_t file[BIG + 32];
+	n = make_idx(file, 1, (uint32_t[]){ BIG }, big, BIG);
+	write_bytes(at("big-crc.gz"), file, n, 1);
+	f = fopen(at("big-crc.gz"), "r+b");
+	CHECK(f && fseek(f, -8, SEEK_END) == 0);
+	c = fgetc(f);
+	CHECK(fseek(f, -8, SEEK_END) == 0 && fputc(c ^ 0xff, f) != EOF && fclose(f) == 0);
+	expect_fail(at("big-crc.gz"), 1, "big-crc.gz: corrupt gzip data: incorrect data check");
+
+	/* a gzip file cut in the middle */
+	write_bytes(at("cut.gz"), file, n, 1);
+	CHECK(truncate(at("cut.gz"), 150000) == 0);
+	expect_fail(at("cut.gz"), 1, "(decompressed): data ends after ");
+	CHECK(contains(err, "of the 300000 bytes its header (300000) promises: unexpected end of file; "
+		       "the file is truncated; re-download the dataset"));
 }
 
 /* a tiny MNIST-like pair: n images of 28 x 28, pixel (i, j) = (i + j + s) % 256 */
@@ -621,6 +649,33 @@ static void test_loader(void)
 	sampler_free(&s);
 }
 
+/* a wait is bounded, and stopping joins a thread that is still filling */
+static void test_loader_timeout(void)
+{
+	/* 4 samples of 2^20 normals: filling one takes tens of milliseconds */
+	struct synthetic_spec spec = { .samples = 4, .ndim = 1, .shape = { 1 << 20 }, .target = TARGET_CLASS,
+				       .num_classes = 2, .seed = 5 };
+	struct dataset ds;
+	struct sampler s;
+	struct loader l;
+	CHECK(dataset_synthetic(&ds, &spec, err, sizeof err) == 0);
+	CHECK(sampler_init(&s, 4, 1, 0, 1, 0, 0, 0, 0, err, sizeof err) == 0);
+	float *xs[2] = { malloc(4 << 20), malloc(4 << 20) };
+	int32_t ya[1], yb[1];
+	void *ys[2] = { ya, yb };
+	CHECK(loader_start(&l, &ds, &s, xs, ys, (struct sampler_pos){ 0, 0 }, 1, 1, err, sizeof err) == 0);
+	float *x;
+	void *y;
+	int b;
+	CHECK(loader_next(&l, &x, &y, &b) == -1);
+	CHECK(contains(l.err, "data loader: no batch for epoch 0 batch 0 within 1 ms; the loader thread is stuck"));
+	loader_stop(&l);
+	CHECK(loader_next(&l, &x, &y, &b) == -1 && contains(l.err, "not running"));
+	sampler_free(&s);
+	free(xs[0]);
+	free(xs[1]);
+}
+
 int main(void)
 {
 	snprintf(tmp, sizeof tmp, "%s/trainc-data-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -639,6 +694,7 @@ int main(void)
 	RUN(test_sampler_shuffle);
 	RUN(test_sampler_resume);
 	RUN(test_loader);
+	RUN(test_loader_timeout);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)

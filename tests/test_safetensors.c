@@ -322,19 +322,27 @@ static void test_hostile_headers(void)
 	hostile("{\"__metadata__\":{},\"__metadata__\":{}}", 0, "__metadata__ given twice");
 }
 
+static void write_file(const char *path, const void *p, size_t n)
+{
+	FILE *fp = fopen(path, "wb");
+	CHECK(fp != NULL);
+	if (!fp)
+		return;
+	CHECK(fwrite(p, 1, n, fp) == n);
+	CHECK(fclose(fp) == 0);
+}
+
 static void test_open_errors(void)
 {
 	struct safetensors_file f;
 	CHECK(safetensors_open(&f, at("missing.safetensors"), err, sizeof err) == -1);
 	CHECK(contains(err, "missing.safetensors: cannot open: No such file or directory"));
 	CHECK(safetensors_open(&f, tmp, err, sizeof err) == -1 && contains(err, "not a regular file"));
-	FILE *fp = fopen(at("short.safetensors"), "wb");
-	CHECK(fp && fwrite("abc", 1, 3, fp) == 3 && fclose(fp) == 0);
+	write_file(at("short.safetensors"), "abc", 3);
 	CHECK(safetensors_open(&f, at("short.safetensors"), err, sizeof err) == -1);
 	CHECK(contains(err, "short.safetensors: byte 0: file is 3 bytes, too short"));
 	/* a file cut short: the last tensor runs past the data */
-	fp = fopen(at("cut.safetensors"), "wb");
-	CHECK(fp && fwrite(reference_f32, 1, sizeof reference_f32 - 2, fp) == sizeof reference_f32 - 2 && fclose(fp) == 0);
+	write_file(at("cut.safetensors"), reference_f32, sizeof reference_f32 - 2);
 	CHECK(safetensors_open(&f, at("cut.safetensors"), err, sizeof err) == -1);
 	CHECK(contains(err, "tensor 'w': data_offsets [8, 12] run past the end of the 10-byte data section"));
 }

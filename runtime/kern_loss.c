@@ -1,0 +1,157 @@
+/* kern_loss.c: the losses (mean squared error, negative log-likelihood,
+ * cross-entropy over logits) with their input gradients, and the count of
+ * correct argmax predictions.
+ * A loss comes back as a double; the gradient is written scaled by the
+ * caller's `scale`, so averaging over accumulation steps or ranks folds in for
+ * free.  Sums run over PARTS fixed slices of the input, each summed in order,
+ * then the slices in order: the same result for any thread count.  Class
+ * targets are all checked before anything is written.
+ */
+#include "runtime/kern.h"
+
+#include <math.h>
+#include <string.h>
+
+#define PARTS 64       /* slices of a loss sum; a function of nothing but the input size */
+#define PAR_MIN 16384
+
+/* [*lo, *hi) of slice p of n items. */
+static void slice(size_t n, int p, size_t *lo, size_t *hi)
+{
+	size_t step = (n + PARTS - 1) / PARTS;
+	*lo = (size_t)p * step < n ? (size_t)p * step : n;
+	*hi = *lo + step < n ? *lo + step : n;
+}
+
+static double sum_parts(const double *part)
+{
+	double s = 0;
+	for (int p = 0; p < PARTS; p++)
+		s += part[p];
+	return s;
+}
+
+double kern_mse(const float *x, const float *target, float *dx, size_t n, enum kern_reduction red, float scale)
+{
+	double part[PARTS];
+	float g = (red == KERN_REDUCE_MEAN ? 2.0f / (float)n : 2.0f) * scale;
+	#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+	for (int p = 0; p < PARTS; p++) {
+		size_t lo, hi;
+		slice(n, p, &lo, &hi);
+		double s = 0;
+		for (size_t i = lo; i < hi; i++) {
+			float e = x[i] - target[i];
+			s += (double)e * e;
+			if (dx)
+				dx[i] = g * e;
+		}
+		part[p] = s;
+	}
+	double loss = sum_parts(part);
+	return red == KERN_REDUCE_MEAN ? loss / (double)n : loss;
+}
+
+/* Rows that count, or -1 if a target is neither ignore_index nor a class. */
+static long count_targets(const int32_t *target, int n, int c, int ignore_index)
+{
+	long count = 0;
+	for (int i = 0; i < n; i++) {
+		if (target[i] == ignore_index)
+			continue;
+		if (target[i] < 0 || target[i] >= c)
+			return -1;
+		count++;
+	}
+	return count;
+}
+
+/* PyTorch's mean over zero counted rows is 0/0: NaN loss, zero gradient. */
+static double reduce(double sum, long count, enum kern_reduction red)
+{
+	return red == KERN_REDUCE_MEAN ? (count ? sum / (double)count : NAN) : sum;
+}
+
+int kern_nll(const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
+	     enum kern_reduction red, float scale, double *loss)
+{
+	long count = count_targets(target, n, c, ignore_index);
+	if (count < 0)
+		return KERN_ERR_INDEX;
+	float g = red == KERN_REDUCE_MEAN ? (count ? -scale / (float)count : 0.0f) : -scale;
+	double part[PARTS];
+	#pragma omp parallel for schedule(static) if ((size_t)n * c > PAR_MIN)
+	for (int p = 0; p < PARTS; p++) {
+		size_t lo, hi;
+		slice((size_t)n, p, &lo, &hi);
+		double s = 0;
+		for (size_t i = lo; i < hi; i++) {
+			bool on = target[i] != ignore_index;
+			if (on)
+				s -= logp[i * c + target[i]];
+			if (dlogp) {
+				memset(dlogp + i * c, 0, sizeof(float) * c);
+				if (on)
+					dlogp[i * c + target[i]] = g;
+			}
+		}
+		part[p] = s;
+	}
+	*loss = reduce(sum_parts(part), count, red);
+	return KERN_OK;
+}
+
+int kern_cross_entropy(const float *logits, const int32_t *target, float *dlogits, int n, int c,
+		       int ignore_index, enum kern_reduction red, float scale, double *loss)
+{
+	long count = count_targets(target, n, c, ignore_index);
+	if (count < 0)
+		return KERN_ERR_INDEX;
+	float g = red == KERN_REDUCE_MEAN ? (count ? scale / (float)count : 0.0f) : scale;
+	double part[PARTS];
+	#pragma omp parallel for schedule(static) if ((size_t)n * c > PAR_MIN)
+	for (int p = 0; p < PARTS; p++) {
+		size_t lo, hi;
+		slice((size_t)n, p, &lo, &hi);
+		double s = 0;
+		for (size_t i = lo; i < hi; i++) {
+			const float *z = logits + i * c;
+			bool on = target[i] != ignore_index;
+			float mx = -INFINITY;
+			for (int k = 0; k < c; k++)
+				mx = fmaxf(mx, z[k]);
+			double se = 0;
+			for (int k = 0; k < c; k++)
+				se += expf(z[k] - mx);
+			float lse = mx + (float)log(se);
+			if (on)
+				s += lse - z[target[i]];
+			if (!dlogits)
+				continue;
+			/* d/dz of lse - z[t] is softmax(z) - onehot(t) */
+			float *d = dlogits + i * c, gi = on ? g : 0.0f;
+			for (int k = 0; k < c; k++)
+				d[k] = gi * expf(z[k] - lse);
+			if (on)
+				d[target[i]] -= gi;
+		}
+		part[p] = s;
+	}
+	*loss = reduce(sum_parts(part), count, red);
+	return KERN_OK;
+}
+
+long kern_argmax_correct(const float *logits, const int32_t *target, int n, int c)
+{
+	long correct = 0;
+	#pragma omp parallel for schedule(static) reduction(+:correct) if ((size_t)n * c > PAR_MIN)
+	for (int i = 0; i < n; i++) {
+		const float *z = logits + (size_t)i * c;
+		int best = 0;
+		for (int k = 1; k < c; k++)
+			if (z[k] > z[best])
+				best = k;
+		correct += best == target[i];
+	}
+	return correct;
+}

@@ -1,0 +1,241 @@
+/* test_compiler.c: unit tests of the front end and the compiler passes:
+ * the arena, suggestions, parsing, arithmetic, the seed CNN's state_dict
+ * names and counts against PyTorch's, FSDP units under both of the seed's
+ * wrap policies, placement, and the memory plan's invariants.
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "compiler/compile.h"
+#include "compiler/compile_impl.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+
+static struct arena A;
+static struct diag D;
+
+static struct plan *compile_text(const char *text, int world)
+{
+	char path[] = "/tmp/trainc-test-XXXXXX.net";
+	int fd = mkstemps(path, 4);
+	if (fd < 0)
+		return NULL;
+	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+		close(fd);
+		return NULL;
+	}
+	close(fd);
+	struct compile_opts o = { path, world, NULL, 0 };
+	struct plan *p = compile_file(&A, &D, &o);
+	unlink(path);
+	return p;
+}
+
+static struct plan *compile_path(const char *path, int world, const char *set)
+{
+	const char *sets[1] = { set };
+	struct compile_opts o = { path, world, sets, set ? 1 : 0 };
+	return compile_file(&A, &D, &o);
+}
+
+static void test_arena(void)
+{
+	struct arena a = { 0 };
+	char *p = arena_alloc(&a, 10);
+	CHECK(p[0] == 0 && p[9] == 0);
+	char *big = arena_alloc(&a, 1 << 20);
+	big[(1 << 20) - 1] = 1;
+	CHECK(((uintptr_t)big % _Alignof(max_align_t)) == 0);
+	CHECK_STR(arena_printf(&a, "%s-%d", "x", 42), "x-42");
+	char *g = arena_realloc(&a, p, 10, 20);
+	CHECK(g != p);
+	arena_release(&a);
+	CHECK(a.head == NULL);
+}
+
+static void test_nearest(void)
+{
+	static const char *const c[] = { "linear", "conv2d", "relu", "dropout" };
+	CHECK_STR(diag_nearest("lineer", c, 4), "linear");
+	CHECK_STR(diag_nearest("conv2", c, 4), "conv2d");
+	CHECK(diag_nearest("transformer", c, 4) == NULL);
+}
+
+static void test_parse(void)
+{
+	struct source *s = source_from_string(&A, "t.net", "model M {\n  input(3)\n  a = linear(4) @device(1) @wrap\n  b = residual {\n relu\n }\n}\n");
+	int before = D.errors;
+	struct ast_file *f = ast_parse(&A, &D, s);
+	CHECK(D.errors == before);
+	CHECK(f->sections && strcmp(f->sections->kind, "model") == 0);
+	const struct ast_stmt *st = f->sections->body->next;
+	CHECK_STR(st->name, "a");
+	CHECK(st->annots && st->annots->next && strcmp(st->annots->next->name, "wrap") == 0);
+	CHECK(st->next->has_body);
+	CHECK(st->value->loc.line == 3 && st->value->loc.col == 7);
+}
+
+static void test_arithmetic(void)
+{
+	struct plan *p = compile_text("block B(d) {\n l = linear(d, 4*d - d/2 + 7 % 3)\n}\nmodel M {\n input(6)\n b = B(6)\n}\n", 1);
+	CHECK(p != NULL);
+	if (p)
+		CHECK(p->nodes[1].a.linear.out == 4 * 6 - 3 + 1);
+	/* floor division as Python's // */
+	p = compile_text("block B(d) {\n l = linear(d, 10 + (0 - 7) / 2)\n}\nmodel M {\n input(6)\n b = B(6)\n}\n", 1);
+	CHECK(p && p->nodes[1].a.linear.out == 6);
+}
+
+static void test_seed_cnn_names(void)
+{
+	struct plan *p = compile_path("models/mnist_cnn.net", 1, NULL);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	static const char *const names[] = { "conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+					      "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias" };
+	static const int64_t numel[] = { 288, 32, 18432, 64, 1179648, 128, 1280, 10 };
+	CHECK(p->nparams == 8);
+	for (int k = 0; k < 8 && k < p->nparams; k++) {
+		CHECK_STR(p->params[k].name, names[k]);
+		CHECK(p->params[k].numel == numel[k]);
+	}
+	CHECK(p->total_params == 1199882);
+	CHECK(p->train.optim.kind == OPT_ADADELTA && p->train.optim.lr == 1.0 && p->train.optim.rho == 0.9);
+	CHECK(p->train.sched.kind == LRS_STEP && p->train.sched.gamma == 0.7 && p->train.sched.step_size == 1);
+	CHECK(p->train.batch == 64 && p->train.test_batch == 1000 && p->train.reduction == RED_SUM);
+}
+
+static void test_wrap_policies(void)
+{
+	struct plan *p = compile_path("models/mnist_cnn.net", 2, NULL);
+	CHECK(p && p->nunits == 2);
+	if (p && p->nunits == 2) {
+		CHECK(p->units[0].scope == 0 && p->units[0].numel == 20106 && p->units[0].parent == -1);
+		CHECK(p->units[1].numel == 1179776 && p->units[1].parent == 0);
+		CHECK_STR(p->scopes[p->units[1].scope].path, "fc1");
+		CHECK(p->units[0].padded % 2 == 0 && p->units[0].shard == 10053);
+	}
+	p = compile_path("models/mnist_cnn_100.net", 4, NULL);
+	CHECK(p && p->nunits == 5);
+	if (p && p->nunits == 5) {
+		CHECK(p->units[0].numel == 0);
+		int64_t want[] = { 0, 320, 18496, 1179776, 1290 };
+		for (int u = 1; u < 5; u++)
+			CHECK(p->units[u].numel == want[u] && p->units[u].padded % 4 == 0);
+	}
+	p = compile_path("models/mnist_cnn_ddp.net", 2, NULL);
+	CHECK(p && p->nunits == 0 && p->nbuckets == 1);
+}
+
+static void test_placement(void)
+{
+	struct plan *p = compile_path("models/toy_mp.net", 2, NULL);
+	CHECK(p && p->ndevices == 2);
+	if (!p)
+		return;
+	int transfers = 0;
+	for (int i = 0; i < p->nnodes; i++)
+		if (p->nodes[i].op == OP_TRANSFER) {
+			transfers++;
+			CHECK(p->nodes[i].a.xfer.from == 0 && p->nodes[i].a.xfer.to == 1);
+			CHECK(p->nodes[i + 1].device == 1);
+		}
+	CHECK(transfers == 1);
+	CHECK(p->params[2].device == 1 && p->params[0].device == 0);
+}
+
+/* Parameters and gradients share offsets, trainables are contiguous in
+ * reverse order and buckets tile the gradient region. */
+static void test_memplan_layout(void)
+{
+	struct plan *p = compile_path("models/mnist_cnn_ddp.net", 1, "parallel.bucket_mb=0.05");
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	int64_t next = 0;
+	for (int k = p->nparams - 1; k >= 0; k--) {
+		if (!p->params[k].trainable)
+			continue;
+		CHECK(p->params[k].offset == next);
+		next += p->params[k].numel;
+	}
+	CHECK(next == p->trainable_params);
+	CHECK(p->dev[0].bytes[REG_GRADS] == next * 4);
+	CHECK(p->nbuckets > 1);
+	int64_t covered = 0;
+	for (int b = 0; b < p->nbuckets; b++) {
+		CHECK(p->buckets[b].offset == covered);
+		covered += p->buckets[b].numel;
+	}
+	CHECK(covered == next);
+	/* every buffer lies inside the activation region */
+	for (int i = 0; i < p->nnodes; i++) {
+		const struct nodemem *m = &p->mem[i];
+		CHECK(m->out_off + m->out_bytes <= p->dev[0].act_train);
+		CHECK(m->grad_off + m->grad_bytes <= p->dev[0].act_train);
+		CHECK(m->save_off + m->save_bytes <= p->dev[0].act_train);
+	}
+}
+
+/* Liveness reuse: a deep chain of same-size layers needs far less than the
+ * sum of its buffers, and the FSDP per-rank state shrinks with the world. */
+static void test_memplan_sizes(void)
+{
+	const char *src = "model M {\n input(1024)\n layers = repeat 16 { linear(1024) }\n}\n"
+			  "train { loss = mse; optimizer = adam(lr=1e-3); batch = 8 }\nparallel fsdp { wrap = size(min_params=1000) }\n";
+	struct plan *p1 = compile_text(src, 1), *p4 = compile_text(src, 4);
+	CHECK(p1 && p4);
+	if (!p1 || !p4)
+		return;
+	CHECK(p1->nunits == 17);
+	int64_t per1 = p1->dev[0].bytes[REG_PARAMS] + p1->dev[0].bytes[REG_GRADS] + p1->dev[0].bytes[REG_OPTIM];
+	int64_t per4 = p4->dev[0].bytes[REG_PARAMS] + p4->dev[0].bytes[REG_GRADS] + p4->dev[0].bytes[REG_OPTIM];
+	CHECK(per4 * 4 >= per1 && per4 * 4 <= per1 + 17 * 4 * 4 * 4);
+	CHECK(p1->dev[0].bytes[REG_OPTIM] == 2 * p1->dev[0].bytes[REG_GRADS]);
+	/* eval: only two 1000x1024 buffers live at a time */
+	CHECK(p1->dev[0].act_eval <= 3 * 1000 * 1024 * 4);
+}
+
+static void test_hash(void)
+{
+	struct plan *a = compile_path("models/toy.net", 1, NULL), *b = compile_path("models/toy.net", 1, NULL);
+	struct plan *c = compile_path("models/toy.net", 1, "train.steps=2"), *d = compile_path("models/toy.net", 2, NULL);
+	CHECK(a && b && c && d);
+	if (a && b && c && d) {
+		CHECK(a->hash == b->hash);
+		CHECK(a->hash != c->hash);
+		CHECK(a->hash != d->hash);
+		CHECK(c->train.steps == 2);
+	}
+}
+
+static void test_errors_counted(void)
+{
+	FILE *devnull = fopen("/dev/null", "w");
+	struct diag quiet;
+	diag_init(&quiet, devnull);
+	struct source *s = source_from_string(&A, "e.net", "model M {\n input(3\n relu)\n lineer\n}\n)\n");
+	ast_parse(&A, &quiet, s);
+	CHECK(quiet.errors >= 1);
+	fclose(devnull);
+}
+
+int main(void)
+{
+	diag_init(&D, stderr);
+	RUN(test_arena);
+	RUN(test_nearest);
+	RUN(test_parse);
+	RUN(test_arithmetic);
+	RUN(test_seed_cnn_names);
+	RUN(test_wrap_policies);
+	RUN(test_placement);
+	RUN(test_memplan_layout);
+	RUN(test_memplan_sizes);
+	RUN(test_hash);
+	RUN(test_errors_counted);
+	arena_release(&A);
+	return check_done();
+}

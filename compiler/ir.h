@@ -120,6 +120,7 @@ enum region { REG_PARAMS, REG_GRADS, REG_OPTIM, REG_ACTS, REG_COMM, REG__COUNT }
 struct devplan {
 	int64_t bytes[REG__COUNT];   /* per region, what one rank allocates on this device */
 	int64_t act_train, act_eval; /* activation peaks of the two modes, bytes */
+	int64_t scratch_off, scratch_bytes; /* summing gradients with several producers; eval-only statistics */
 };
 
 /* Where a node's buffers sit in the activation region (bytes). */
@@ -132,7 +133,7 @@ struct nodemem {
 
 enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY };
 enum reduction { RED_MEAN, RED_SUM };
-enum optim_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
+enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
 enum lrs_kind { LRS_CONSTANT, LRS_STEP, LRS_MULTISTEP, LRS_EXPONENTIAL, LRS_COSINE };
 enum data_kind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC };
 enum tgt_kind { TGT_CLASS, TGT_VECTOR };
@@ -153,7 +154,7 @@ struct plan_dataset {
 };
 
 struct plan_optim {
-	enum optim_kind kind;
+	enum opt_kind kind;
 	double lr, momentum, dampening, weight_decay, beta1, beta2, eps, rho, alpha, lr_decay, initial_accumulator;
 	bool nesterov, amsgrad, centered;
 	int state_per_param;        /* floats of optimizer state per trainable element */

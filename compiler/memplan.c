@@ -167,7 +167,22 @@ static void plan_acts(struct arena *a, struct plan *p, int dev, int64_t batch, i
 		p->mem[i].grad_off = p->mem[r].grad_off;
 	}
 	int64_t acts = p->dev[dev].act_train > p->dev[dev].act_eval ? p->dev[dev].act_train : p->dev[dev].act_eval;
-	p->dev[dev].bytes[REG_ACTS] = acts;
+	/* a scratch buffer after the packed ones: a gradient's second producer
+	 * writes here before summing, and evaluation puts statistics it does
+	 * not keep (pool indices, norm statistics) here */
+	int64_t scratch = 0;
+	for (int i = 0; i < N; i++) {
+		if (p->nodes[i].device != dev)
+			continue;
+		if (p->mem[i].grad_bytes > scratch)
+			scratch = p->mem[i].grad_bytes;
+		int64_t ev = op_saved_bytes(&p->nodes[i], test_batch);
+		if (p->nodes[i].op != OP_DROPOUT && ev > scratch)
+			scratch = ev;
+	}
+	p->dev[dev].scratch_off = round_up(acts);
+	p->dev[dev].scratch_bytes = round_up(scratch);
+	p->dev[dev].bytes[REG_ACTS] = round_up(acts) + round_up(scratch);
 }
 
 static bool is_buffer(const struct param *pr)

@@ -169,7 +169,7 @@ static bool read_optim(struct reader *r, const struct val *v, struct plan_optim 
 	if (!choose(r, v, "optimizer", kinds, 6, &k))
 		return false;
 	memset(o, 0, sizeof *o);
-	o->kind = (enum optim_kind)k;
+	o->kind = (enum opt_kind)k;
 	struct val *s[8];
 	bool ok = true;
 	double inf = HUGE_VAL;

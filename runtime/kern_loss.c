@@ -123,15 +123,15 @@ int kern_cross_entropy(const float *logits, const int32_t *target, float *dlogit
 			double se = 0;
 			for (int k = 0; k < c; k++)
 				se += expf(z[k] - mx);
-			float lse = mx + (float)log(se);
+			float ls = (float)log(se); /* log Σ exp(z - max), so lse = max + ls */
 			if (on)
-				s += lse - z[target[i]];
+				s += ls - (z[target[i]] - mx);
 			if (!dlogits)
 				continue;
 			/* d/dz of lse - z[t] is softmax(z) - onehot(t) */
 			float *d = dlogits + i * c, gi = on ? g : 0.0f;
 			for (int k = 0; k < c; k++)
-				d[k] = gi * expf(z[k] - lse);
+				d[k] = gi * expf((z[k] - mx) - ls);
 			if (on)
 				d[target[i]] -= gi;
 		}

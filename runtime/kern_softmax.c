@@ -30,12 +30,14 @@ static void fwd_tile(const float *x, float *y, int dim, int inner, int len, bool
 			if (!log_out)
 				y[(size_t)k * inner + i] = e;
 		}
+	/* log-softmax as (x - max) - log Σ, as PyTorch: x - (max + log Σ) loses
+	 * the low bits of x when |x| is large */
 	for (int i = 0; i < len; i++)
-		sum[i] = log_out ? mx[i] + logf(sum[i]) : 1.0f / sum[i];
+		sum[i] = log_out ? logf(sum[i]) : 1.0f / sum[i];
 	for (int k = 0; k < dim; k++)
 		for (int i = 0; i < len; i++) {
 			size_t at = (size_t)k * inner + i;
-			y[at] = log_out ? x[at] - sum[i] : y[at] * sum[i];
+			y[at] = log_out ? (x[at] - mx[i]) - sum[i] : y[at] * sum[i];
 		}
 }
 
@@ -53,9 +55,9 @@ static void fwd_row(const float *restrict x, float *restrict y, int dim, bool lo
 			y[k] = e;
 	}
 	if (log_out) {
-		float lse = mx + (float)log(s);
+		float ls = (float)log(s);
 		for (int k = 0; k < dim; k++)
-			y[k] = x[k] - lse;
+			y[k] = (x[k] - mx) - ls;
 	} else {
 		float r = (float)(1.0 / s);
 		for (int k = 0; k < dim; k++)

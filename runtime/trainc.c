@@ -19,6 +19,7 @@
 #include "compiler/print.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
+#include "runtime/train.h"
 
 #define TRAINC_VERSION "0.1.0"
 
@@ -26,7 +27,7 @@ enum { MAX_SETS = 64 };
 
 static void usage(FILE *out)
 {
-	fputs("usage: trainc FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
+	fputs("usage: trainc FILE.net [--cpus N] [--set section.key=value]... [--save PATH] [--threads N]\n"
 	      "       trainc check FILE.net [--set section.key=value]...\n"
 	      "       trainc print FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
 	      "       trainc graph FILE.net [--set section.key=value]...\n"
@@ -41,7 +42,9 @@ static void usage(FILE *out)
 	      "options:\n"
 	      "  --gpus N     N GPUs: N/D ranks when each rank owns D devices (@device)\n"
 	      "  --cpus N     N CPU worker processes\n"
-	      "  --set k=v    override a data, train or parallel setting, e.g. --set train.epochs=1\n",
+	      "  --set k=v    override a data, train or parallel setting, e.g. --set train.epochs=1\n"
+	      "  --save PATH  after training, write the weights as safetensors with PyTorch's names\n"
+	      "  --threads N  compute threads (default: every core)\n",
 	      out);
 }
 
@@ -72,7 +75,8 @@ int main(int argc, char **argv)
 {
 	const char *cmd = "train", *file = NULL;
 	const char *sets[MAX_SETS];
-	int nsets = 0, gpus = -1, cpus = -1;
+	int nsets = 0, gpus = -1, cpus = -1, threads = 0;
+	const char *save = NULL;
 	int i = 1;
 	if (argc > 1 && (!strcmp(argv[1], "check") || !strcmp(argv[1], "print") || !strcmp(argv[1], "graph"))) {
 		cmd = argv[1];
@@ -100,6 +104,18 @@ int main(int argc, char **argv)
 				gpus = n;
 			else
 				cpus = n;
+			i++;
+			continue;
+		}
+		if (!strcmp(a, "--save")) {
+			if (i + 1 >= argc)
+				return usage_error("--save needs a file name, e.g. --save model.safetensors");
+			save = argv[++i];
+			continue;
+		}
+		if (!strcmp(a, "--threads")) {
+			if (i + 1 >= argc || !parse_count(argv[i + 1], &threads) || threads < 1)
+				return usage_error("--threads takes a positive number");
 			i++;
 			continue;
 		}
@@ -156,8 +172,16 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cmd, "graph")) {
 		print_graph(stdout, p);
 	} else if (!strcmp(cmd, "train")) {
-		fprintf(stderr, "trainc: %s compiles, but training is not built yet; use 'trainc print %s' to inspect the plan\n", file, file);
-		rc = 1;
+		if (gpus > 0) {
+			fprintf(stderr, "trainc: --gpus: this build trains on the CPU only; use --cpus 1 (the CUDA backend is not built yet)\n");
+			rc = 2;
+		} else if (o.world > 1) {
+			fprintf(stderr, "trainc: --cpus %d: training with several worker processes is not built yet; use --cpus 1\n", o.world);
+			rc = 2;
+		} else {
+			struct train_opts to = { save, threads };
+			rc = train_run(p, &to);
+		}
 	}
 	arena_release(&arena);
 	return rc;

@@ -1,0 +1,50 @@
+/* exec.h: one training or evaluation step of a compiled plan on the CPU.
+ * The executor owns one allocation per region (parameters, gradients,
+ * optimizer state, activations), sized and carved by the plan's offsets,
+ * and prepares every convolution for each batch size it will see; after
+ * exec_init nothing is allocated.  Single-device ranks only for now.
+ */
+#ifndef EXEC_H
+#define EXEC_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "compiler/ir.h"
+
+struct kern_conv2d;
+
+enum { EXEC_MAX_SIZES = 4 };
+
+struct exec {
+	const struct plan *p;
+	float *params;   /* REG_PARAMS: trainables in reverse order, then buffers */
+	float *grads;    /* REG_GRADS: same offsets as the trainables */
+	float *optim;    /* REG_OPTIM: k planes of `trainable` floats */
+	char *acts;      /* REG_ACTS: activation buffers at the plan's byte offsets */
+	int64_t trainable;
+	int64_t sizes[EXEC_MAX_SIZES]; /* batch sizes convolutions are prepared for */
+	int nsizes;
+	struct kern_conv2d *conv;      /* (nnodes, EXEC_MAX_SIZES) */
+	void *conv_ws;
+	bool *written;                 /* per node: gradient written this backward */
+	uint64_t seed;
+	uint32_t rank;
+	int64_t step;                  /* dropout stream of the current step */
+};
+
+/* Allocate the regions and prepare kernels for the given batch sizes.
+ * Returns 0, or -1 with a message in err. */
+int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, char *err, size_t errlen);
+/* Initialise parameters and buffers as PyTorch's defaults, from the seed. */
+void exec_init_params(struct exec *e, uint64_t seed);
+/* Forward over a batch of n samples in x (n, input...); train selects
+ * dropout and batch statistics. */
+void exec_forward(struct exec *e, const float *x, int n, bool train);
+/* Loss of the last forward against y; in training also writes the output
+ * gradient and runs backward (gradients accumulate). Returns -1 with err
+ * on a bad target.  *correct gets the argmax hits for class targets. */
+int exec_loss_backward(struct exec *e, const void *y, int n, bool train, double *loss, long *correct, char *err, size_t errlen);
+/* Pointer to node i's output of the last forward. */
+float *exec_output(struct exec *e, int node, bool train);
+void exec_free(struct exec *e);
+#endif

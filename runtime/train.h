@@ -1,0 +1,17 @@
+/* train.h: the training loop of one process: data, epochs or steps,
+ * evaluation after each epoch, the optimizer and scheduler, log lines as
+ * PyTorch's MNIST examples print them, and the saved weights.
+ */
+#ifndef TRAIN_H
+#define TRAIN_H
+#include "compiler/ir.h"
+
+struct train_opts {
+	const char *save;  /* safetensors path, or NULL */
+	int threads;       /* 0: all cores */
+};
+
+/* Train p to the end; returns the process exit status (0, or 1 after
+ * printing what failed). */
+int train_run(const struct plan *p, const struct train_opts *o);
+#endif

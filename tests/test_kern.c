@@ -1,0 +1,929 @@
+/* test_kern.c: every CPU kernel against central finite differences, against
+ * reference numbers, and against itself on 1 and 2 threads.
+ * Gradient checks perturb each input and parameter element by ±eps and take
+ * the objective sum(y * r) (in double) for a fixed random r; the analytic
+ * gradient comes from the backward kernel fed dy = r.  An element fails if
+ * |numeric - analytic| > tol * max(max|analytic|, 0.01): relative to the
+ * largest gradient, because float forward passes make the finite difference
+ * noisy in absolute terms (about 1e-5 at eps 1e-2).  Reference numbers were
+ * computed with PyTorch 1.13 (torch.nn.functional, float32) unless the
+ * comment says "by hand".  Past 600 lines because it covers every kernel.
+ */
+#include "runtime/kern.h"
+#include "tests/check.h"
+
+#include <stdalign.h>
+#include <stdlib.h>
+
+/* ---- scratch memory, reset by each test ---- */
+
+static alignas(64) unsigned char arena[64 << 20];
+static size_t arena_used;
+
+static void *talloc(size_t bytes)
+{
+	void *p = arena + arena_used;
+	arena_used += (bytes + 63) & ~(size_t)63;
+	if (arena_used > sizeof arena) {
+		fprintf(stderr, "test_kern: scratch arena exhausted\n");
+		exit(2);
+	}
+	memset(p, 0, bytes);
+	return p;
+}
+
+static float *floats(size_t n)
+{
+	return talloc(n * sizeof(float));
+}
+
+/* n values uniform in [lo, hi), the same on every run for one seed. */
+static float *rand_floats(size_t n, float lo, float hi, uint32_t seed)
+{
+	float *p = floats(n);
+	struct rng r = rng_stream(seed, RNG_INIT, 0, 0);
+	for (size_t i = 0; i < n; i++)
+		p[i] = lo + (hi - lo) * rng_uniform(&r, i);
+	return p;
+}
+
+/* Distinct values 0.05 apart in scrambled order, so a max never changes
+ * under a perturbation of 0.01. */
+static float *distinct_floats(size_t n)
+{
+	float *p = floats(n);
+	for (size_t i = 0; i < n; i++)
+		p[i] = 0.05f * (float)((i * 37 + 11) % n) - 0.025f * (float)n;
+	return p;
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+	double s = 0;
+	for (size_t i = 0; i < n; i++)
+		s += (double)a[i] * b[i];
+	return s;
+}
+
+static double max_abs(const float *a, size_t n)
+{
+	double m = 0;
+	for (size_t i = 0; i < n; i++)
+		m = fabs(a[i]) > m ? fabs(a[i]) : m;
+	return m;
+}
+
+/* ---- the gradient check ---- */
+
+typedef double (*objective_fn)(void *ctx);
+
+static void gradcheck(const char *what, objective_fn f, void *ctx, float *param, const float *analytic,
+		      size_t n, float eps, double tol)
+{
+	double bound = tol * fmax(max_abs(analytic, n), 0.01), worst = 0;
+	size_t at = 0;
+	double worst_num = 0;
+	for (size_t i = 0; i < n; i++) {
+		float keep = param[i], up = keep + eps, down = keep - eps;
+		param[i] = up;
+		double fu = f(ctx);
+		param[i] = down;
+		double fd = f(ctx);
+		param[i] = keep;
+		double num = (fu - fd) / ((double)up - (double)down);
+		double err = fabs(num - analytic[i]);
+		if (!(err <= worst)) {
+			worst = err;
+			at = i;
+			worst_num = num;
+		}
+	}
+	if (!(worst <= bound))
+		fprintf(stderr, "gradcheck %s: element %zu numeric %.7g analytic %.7g (bound %.3g)\n", what, at,
+			worst_num, analytic[at], bound);
+	CHECK(worst <= bound);
+	CHECK(max_abs(analytic, n) > 0); /* a gradient of zeros checks nothing */
+}
+
+static void begin(void)
+{
+	arena_used = 0;
+	kern_set_threads(1);
+}
+
+/* ---- linear and gemm ---- */
+
+struct lin { float *x, *w, *b, *y, *r; int n, k, m; };
+
+static double lin_obj(void *p)
+{
+	struct lin *c = p;
+	kern_linear_fwd(c->x, c->w, c->b, c->y, c->n, c->k, c->m);
+	return dot(c->y, c->r, (size_t)c->n * c->m);
+}
+
+static void test_linear(void)
+{
+	begin();
+	/* by hand: x (2, 2), w (3, 2) */
+	float x0[] = { 1, 2, 3, 4 }, w0[] = { 1, 0, 0, 1, 1, 1 }, b0[] = { 0.5f, -1, 0 }, y0[6];
+	float want[] = { 1.5f, 1, 3, 3.5f, 3, 7 };
+	kern_linear_fwd(x0, w0, b0, y0, 2, 2, 3);
+	for (int i = 0; i < 6; i++)
+		CHECK_NEAR(y0[i], want[i], 0);
+
+	struct lin c = { .n = 3, .k = 5, .m = 4 };
+	c.x = rand_floats(15, -1, 1, 1);
+	c.w = rand_floats(20, -1, 1, 2);
+	c.b = rand_floats(4, -1, 1, 3);
+	c.y = floats(12);
+	c.r = rand_floats(12, -1, 1, 4);
+	float *dx = floats(15), *dw = floats(20), *db = floats(4);
+	kern_linear_bwd(c.x, c.w, c.r, dx, dw, db, c.n, c.k, c.m);
+	gradcheck("linear x", lin_obj, &c, c.x, dx, 15, 1e-2f, 1e-3);
+	gradcheck("linear w", lin_obj, &c, c.w, dw, 20, 1e-2f, 1e-3);
+	gradcheck("linear b", lin_obj, &c, c.b, db, 4, 1e-2f, 1e-3);
+	/* parameter gradients accumulate; dx may be skipped */
+	float dw1 = dw[7], db1 = db[2];
+	kern_linear_bwd(c.x, c.w, c.r, NULL, dw, db, c.n, c.k, c.m);
+	CHECK_NEAR(dw[7], 2 * dw1, 0);
+	CHECK_NEAR(db[2], 2 * db1, 0);
+}
+
+static void test_gemm_transposes(void)
+{
+	begin();
+	int m = 70, n = 150, k = 33; /* several blocks, ragged edges */
+	float *a = rand_floats((size_t)m * k, -1, 1, 5), *b = rand_floats((size_t)k * n, -1, 1, 6);
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++) {
+			float *c = rand_floats((size_t)m * n, -1, 1, 7), *c0 = floats((size_t)m * n);
+			memcpy(c0, c, sizeof(float) * m * n);
+			int lda = ta ? m : k, ldb = tb ? k : n;
+			kern_gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 2.0f, c, n);
+			double worst = 0;
+			for (int i = 0; i < m; i++)
+				for (int j = 0; j < n; j++) {
+					double s = 0;
+					for (int l = 0; l < k; l++)
+						s += (double)(ta ? a[l * lda + i] : a[i * lda + l]) *
+						     (tb ? b[j * ldb + l] : b[l * ldb + j]);
+					worst = fmax(worst, fabs(c[i * n + j] - (0.5 * s + 2.0 * c0[i * n + j])));
+				}
+			CHECK(worst < 1e-4);
+		}
+}
+
+/* ---- conv2d ---- */
+
+struct conv {
+	struct kern_conv2d k;
+	float *x, *w, *b, *y, *r;
+	size_t nx, nw, ny;
+};
+
+static double conv_obj(void *p)
+{
+	struct conv *c = p;
+	kern_conv2d_fwd(&c->k, c->x, c->w, c->b, c->y);
+	return dot(c->y, c->r, c->ny);
+}
+
+/* Set c up for d with seeded random tensors; false if prepare refuses. */
+static bool conv_setup(struct conv *c, const struct conv2d_desc *d, uint32_t seed)
+{
+	memset(c, 0, sizeof *c);
+	size_t ws = kern_conv2d_workspace(d);
+	CHECK(ws > 0);
+	int rc = kern_conv2d_prepare(&c->k, d, talloc(ws));
+	CHECK(rc == KERN_OK);
+	if (rc != KERN_OK)
+		return false;
+	c->nx = (size_t)d->n * d->c_in * d->h * d->w;
+	c->nw = (size_t)d->c_out * (d->c_in / d->groups) * d->kh * d->kw;
+	c->ny = (size_t)d->n * d->c_out * c->k.oh * c->k.ow;
+	c->x = rand_floats(c->nx, -1, 1, seed);
+	c->w = rand_floats(c->nw, -1, 1, seed + 1);
+	c->b = d->bias ? rand_floats(d->c_out, -1, 1, seed + 2) : NULL;
+	c->y = floats(c->ny);
+	c->r = rand_floats(c->ny, -1, 1, seed + 3);
+	return true;
+}
+
+/* Direct convolution in double: the definition, for comparison. */
+static double conv_ref(const struct conv *c, int n, int co, int oy, int ox)
+{
+	const struct conv2d_desc *d = &c->k.d;
+	int cig = d->c_in / d->groups, g = co / (d->c_out / d->groups);
+	double s = c->b ? c->b[co] : 0;
+	for (int ci = 0; ci < cig; ci++)
+		for (int i = 0; i < d->kh; i++)
+			for (int j = 0; j < d->kw; j++) {
+				int iy = oy * d->sh - d->ph + i * d->dh, ix = ox * d->sw - d->pw + j * d->dw;
+				if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+					continue;
+				s += (double)c->x[(((size_t)n * d->c_in + g * cig + ci) * d->h + iy) * d->w + ix] *
+				     c->w[(((size_t)co * cig + ci) * d->kh + i) * d->kw + j];
+			}
+	return s;
+}
+
+static const struct conv2d_desc conv_cases[] = {
+	/* stride, padding, dilation and groups all at once, uneven in h and w */
+	{ .n = 2, .c_in = 4, .h = 7, .w = 6, .c_out = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 1, .ph = 1, .pw = 2,
+	  .dh = 2, .dw = 1, .groups = 2, .bias = true },
+	/* 1x1: im2col's no-unfold case */
+	{ .n = 3, .c_in = 5, .h = 4, .w = 5, .c_out = 3, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1,
+	  .groups = 1 },
+	/* depthwise with a channel multiplier, stride 2 in both */
+	{ .n = 2, .c_in = 3, .h = 5, .w = 5, .c_out = 6, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1,
+	  .dh = 1, .dw = 1, .groups = 3, .bias = true },
+	/* 16 input channels: AUTO's backward-data goes through oneDNN */
+	{ .n = 2, .c_in = 16, .h = 5, .w = 4, .c_out = 4, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 1, .pw = 1,
+	  .dh = 1, .dw = 1, .groups = 1, .bias = true },
+};
+
+static void test_conv2d_grad(void)
+{
+	static const char *path_name[] = { "auto", "im2col", "dnnl" };
+	for (size_t ci = 0; ci < sizeof conv_cases / sizeof *conv_cases; ci++)
+		for (int path = KERN_CONV_AUTO; path <= KERN_CONV_DNNL; path++) {
+			begin();
+			struct conv2d_desc d = conv_cases[ci];
+			d.path = path;
+			struct conv c;
+			if (!conv_setup(&c, &d, 10 + (uint32_t)ci * 10))
+				continue;
+			char what[64];
+			/* forward against the definition */
+			conv_obj(&c);
+			double worst = 0;
+			for (int n = 0; n < d.n; n++)
+				for (int co = 0; co < d.c_out; co++)
+					for (int oy = 0; oy < c.k.oh; oy++)
+						for (int ox = 0; ox < c.k.ow; ox++) {
+							size_t at = (((size_t)n * d.c_out + co) * c.k.oh + oy) * c.k.ow + ox;
+							worst = fmax(worst, fabs(c.y[at] - conv_ref(&c, n, co, oy, ox)));
+						}
+			if (worst > 1e-5)
+				fprintf(stderr, "conv case %zu %s: forward off by %g\n", ci, path_name[path], worst);
+			CHECK(worst <= 1e-5);
+			float *dx = floats(c.nx), *dw = floats(c.nw), *db = floats(d.c_out);
+			kern_conv2d_bwd(&c.k, c.x, c.w, c.r, dx, dw, d.bias ? db : NULL);
+			snprintf(what, sizeof what, "conv case %zu %s x", ci, path_name[path]);
+			gradcheck(what, conv_obj, &c, c.x, dx, c.nx, 1e-2f, 1e-3);
+			snprintf(what, sizeof what, "conv case %zu %s w", ci, path_name[path]);
+			gradcheck(what, conv_obj, &c, c.w, dw, c.nw, 1e-2f, 1e-3);
+			if (d.bias) {
+				snprintf(what, sizeof what, "conv case %zu %s b", ci, path_name[path]);
+				gradcheck(what, conv_obj, &c, c.b, db, d.c_out, 1e-2f, 1e-3);
+			}
+			/* dw and db accumulate; dx alone works too */
+			float dw0 = dw[1], db0 = db[0], *dx2 = floats(c.nx);
+			kern_conv2d_bwd(&c.k, c.x, c.w, c.r, NULL, dw, d.bias ? db : NULL);
+			CHECK_NEAR(dw[1], 2 * dw0, 1e-6 * fabs(dw0));
+			CHECK_NEAR(db[0], d.bias ? 2 * db0 : 0, 1e-6 * fabs(db0));
+			kern_conv2d_bwd(&c.k, c.x, c.w, c.r, dx2, NULL, NULL);
+			CHECK(memcmp(dx, dx2, c.nx * sizeof(float)) == 0);
+			kern_conv2d_release(&c.k);
+		}
+}
+
+static void test_conv2d_reference(void)
+{
+	begin();
+	/* PyTorch: x = arange(200).reshape(2,4,5,5).sin(), w = arange(72).reshape(6,2,3,2).cos(),
+	 * b as below, stride (2,1), padding (1,2), dilation (2,1), groups 2 */
+	struct conv2d_desc d = { .n = 2, .c_in = 4, .h = 5, .w = 5, .c_out = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 1,
+				 .ph = 1, .pw = 2, .dh = 2, .dw = 1, .groups = 2, .bias = true };
+	float want0[18] = { 0.1f, 2.137312889f, 0.154933065f, -0.2f, 0.493700743f, -1.504845381f,
+			    0.3f, -0.566548824f, -1.957130909f, 0.0f, -2.492194414f, -3.435304165f,
+			    0.5f, -2.584945679f, -2.352184534f, -1.0f, -3.714293003f, -2.378350019f };
+	for (int path = KERN_CONV_AUTO; path <= KERN_CONV_DNNL; path++) {
+		d.path = path;
+		struct conv c;
+		if (!conv_setup(&c, &d, 1))
+			continue;
+		CHECK(c.k.oh == 2 && c.k.ow == 8);
+		for (int i = 0; i < 200; i++)
+			c.x[i] = sinf((float)i);
+		for (int i = 0; i < 72; i++)
+			c.w[i] = cosf((float)i);
+		float b[6] = { 0.1f, -0.2f, 0.3f, 0, 0.5f, -1 };
+		memcpy(c.b, b, sizeof b);
+		kern_conv2d_fwd(&c.k, c.x, c.w, c.b, c.y);
+		for (int co = 0; co < 6; co++)
+			for (int j = 0; j < 3; j++)
+				CHECK_NEAR(c.y[co * 16 + j], want0[co * 3 + j], 2e-5);
+		CHECK_NEAR(c.y[191], -1.0, 2e-5);
+		double s = 0;
+		for (int i = 0; i < 192; i++)
+			s += c.y[i];
+		CHECK_NEAR(s, 10.344518728554249, 1e-4);
+		kern_conv2d_release(&c.k);
+	}
+	/* invalid shapes are refused */
+	struct kern_conv2d k;
+	struct conv2d_desc bad = d;
+	bad.groups = 3;
+	CHECK(kern_conv2d_workspace(&bad) == 0);
+	CHECK(kern_conv2d_prepare(&k, &bad, NULL) == KERN_ERR_SHAPE);
+	bad = d;
+	bad.kh = 9;
+	CHECK(kern_conv2d_prepare(&k, &bad, NULL) == KERN_ERR_SHAPE);
+}
+
+/* y, dx, dw, db of d on 1 and on 2 threads are bit for bit the same. */
+static void test_conv2d_threads(void)
+{
+	struct conv2d_desc cases[] = {
+		{ .n = 16, .c_in = 32, .h = 10, .w = 10, .c_out = 64, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .dh = 1,
+		  .dw = 1, .groups = 1, .bias = true },
+		/* 13 images: chunks of one, summed across threads in order */
+		{ .n = 13, .c_in = 16, .h = 9, .w = 8, .c_out = 24, .kh = 3, .kw = 3, .sh = 2, .sw = 1, .ph = 1,
+		  .pw = 1, .dh = 1, .dw = 1, .groups = 2, .bias = true },
+		{ .n = 8, .c_in = 1, .h = 28, .w = 28, .c_out = 32, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .dh = 1,
+		  .dw = 1, .groups = 1, .bias = true },
+	};
+	for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+		for (int path = KERN_CONV_AUTO; path <= KERN_CONV_IM2COL; path++) {
+			begin();
+			struct conv2d_desc d = cases[ci];
+			d.path = path;
+			float *out[2][4];
+			struct conv c;
+			if (!conv_setup(&c, &d, 40))
+				continue;
+			for (int t = 0; t < 2; t++) {
+				kern_set_threads(t + 1);
+				out[t][0] = floats(c.ny);
+				out[t][1] = floats(c.nx);
+				out[t][2] = floats(c.nw);
+				out[t][3] = floats(d.c_out);
+				kern_conv2d_fwd(&c.k, c.x, c.w, c.b, out[t][0]);
+				kern_conv2d_bwd(&c.k, c.x, c.w, c.r, out[t][1], out[t][2], out[t][3]);
+			}
+			CHECK(memcmp(out[0][0], out[1][0], c.ny * sizeof(float)) == 0);
+			CHECK(memcmp(out[0][1], out[1][1], c.nx * sizeof(float)) == 0);
+			CHECK(memcmp(out[0][2], out[1][2], c.nw * sizeof(float)) == 0);
+			CHECK(memcmp(out[0][3], out[1][3], d.c_out * sizeof(float)) == 0);
+			CHECK(max_abs(out[0][2], c.nw) > 0);
+			kern_conv2d_release(&c.k);
+		}
+	kern_set_threads(1);
+}
+
+/* ---- pooling ---- */
+
+struct pool { struct pool2d_desc d; int kind, oh, ow; float *x, *y, *r; int32_t *idx; };
+enum { POOL_MAX, POOL_AVG, POOL_ADAPTIVE };
+
+static double pool_obj(void *p)
+{
+	struct pool *c = p;
+	if (c->kind == POOL_MAX)
+		kern_maxpool2d_fwd(&c->d, c->x, c->y, c->idx);
+	else if (c->kind == POOL_AVG)
+		kern_avgpool2d_fwd(&c->d, c->x, c->y);
+	else
+		kern_adaptive_avgpool2d_fwd(c->x, c->y, c->d.n, c->d.c, c->d.h, c->d.w, c->oh, c->ow);
+	return dot(c->y, c->r, (size_t)c->d.n * c->d.c * c->oh * c->ow);
+}
+
+static void pool_grad(const char *what, struct pool *c)
+{
+	size_t nx = (size_t)c->d.n * c->d.c * c->d.h * c->d.w, ny = (size_t)c->d.n * c->d.c * c->oh * c->ow;
+	c->x = distinct_floats(nx);
+	c->y = floats(ny);
+	c->r = rand_floats(ny, -1, 1, 50);
+	c->idx = talloc(ny * sizeof(int32_t));
+	float *dx = floats(nx);
+	pool_obj(c);
+	if (c->kind == POOL_MAX)
+		kern_maxpool2d_bwd(&c->d, c->idx, c->r, dx);
+	else if (c->kind == POOL_AVG)
+		kern_avgpool2d_bwd(&c->d, c->r, dx);
+	else
+		kern_adaptive_avgpool2d_bwd(c->r, dx, c->d.n, c->d.c, c->d.h, c->d.w, c->oh, c->ow);
+	gradcheck(what, pool_obj, c, c->x, dx, nx, 1e-2f, 1e-3);
+}
+
+static void test_pool_grad(void)
+{
+	begin();
+	struct pool2d_desc base = { .n = 2, .c = 3, .h = 7, .w = 6, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1,
+				    .pw = 1, .dh = 1, .dw = 1, .ceil_mode = true, .count_include_pad = true };
+	struct pool c = { .d = base, .kind = POOL_MAX };
+	kern_pool2d_out(&c.d, &c.oh, &c.ow);
+	pool_grad("maxpool ceil pad", &c);
+	c.d.kh = 2; c.d.kw = 3; c.d.sh = 1; c.d.sw = 2; c.d.ph = 0; c.d.pw = 1; c.d.dh = 2; c.d.ceil_mode = false;
+	kern_pool2d_out(&c.d, &c.oh, &c.ow);
+	pool_grad("maxpool dilated", &c);
+	c = (struct pool){ .d = base, .kind = POOL_AVG };
+	kern_pool2d_out(&c.d, &c.oh, &c.ow);
+	pool_grad("avgpool ceil pad", &c);
+	c.d.count_include_pad = false;
+	pool_grad("avgpool exclude pad", &c);
+	c = (struct pool){ .d = base, .kind = POOL_ADAPTIVE, .oh = 3, .ow = 4 };
+	pool_grad("adaptive avgpool overlapping", &c);
+}
+
+static void test_pool_reference(void)
+{
+	begin();
+	/* output sizes, PyTorch max_pool2d(zeros(1,1,H,H), k, s, p, ceil_mode) */
+	CHECK(kern_window_out(5, 3, 3, 1, 1, true) == 2); /* the last window would start in the right pad */
+	CHECK(kern_window_out(6, 3, 2, 1, 1, true) == 4);
+	CHECK(kern_window_out(5, 2, 2, 0, 1, true) == 3);
+	CHECK(kern_window_out(7, 3, 2, 1, 1, false) == 4);
+	CHECK(kern_window_out(4, 2, 2, 1, 1, true) == 3);
+
+	float x[16] = { 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3 }, y[9];
+	int32_t idx[9];
+	struct pool2d_desc d = { .n = 1, .c = 1, .h = 4, .w = 4, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1,
+				 .pw = 1, .dh = 1, .dw = 1, .ceil_mode = true, .count_include_pad = true };
+	int oh, ow;
+	kern_pool2d_out(&d, &oh, &ow);
+	CHECK(oh == 3 && ow == 3);
+	/* max_pool2d(x, 3, 2, 1, 1, ceil_mode=True, return_indices=True) */
+	float want_max[9] = { 9, 9, 6, 9, 9, 8, 9, 9, 3 };
+	int32_t want_idx[9] = { 5, 5, 7, 5, 5, 11, 12, 14, 15 };
+	kern_maxpool2d_fwd(&d, x, y, idx);
+	for (int i = 0; i < 9; i++) {
+		CHECK_NEAR(y[i], want_max[i], 0);
+		CHECK(idx[i] == want_idx[i]);
+	}
+	/* avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=True / False) */
+	float want_in[9] = { 2.0f, 2.555555582f, 1.166666627f, 4.222222328f, 5.777777672f, 2.833333254f,
+			     2.666666746f, 3.166666746f, 0.75f };
+	float want_ex[9] = { 4.5f, 3.833333254f, 3.5f, 6.333333492f, 5.777777672f, 5.666666508f, 8.0f,
+			     6.333333492f, 3.0f };
+	kern_avgpool2d_fwd(&d, x, y);
+	for (int i = 0; i < 9; i++)
+		CHECK_NEAR(y[i], want_in[i], 1e-6);
+	d.count_include_pad = false;
+	kern_avgpool2d_fwd(&d, x, y);
+	for (int i = 0; i < 9; i++)
+		CHECK_NEAR(y[i], want_ex[i], 1e-6);
+	/* max_pool2d(x, 2, 1, 0, dilation 2) */
+	d = (struct pool2d_desc){ .n = 1, .c = 1, .h = 4, .w = 4, .kh = 2, .kw = 2, .sh = 1, .sw = 1, .dh = 2, .dw = 2 };
+	float want_dil[4] = { 5, 8, 9, 9 };
+	int32_t want_dil_idx[4] = { 8, 11, 12, 5 };
+	kern_maxpool2d_fwd(&d, x, y, idx);
+	for (int i = 0; i < 4; i++) {
+		CHECK_NEAR(y[i], want_dil[i], 0);
+		CHECK(idx[i] == want_dil_idx[i]);
+	}
+	/* adaptive_avg_pool2d(arange(35).reshape(1,1,5,7), (3,2)) */
+	float a[35], want_ad[6] = { 5, 8, 15.5f, 18.5f, 26, 29 };
+	for (int i = 0; i < 35; i++)
+		a[i] = (float)i;
+	kern_adaptive_avgpool2d_fwd(a, y, 1, 1, 5, 7, 3, 2);
+	for (int i = 0; i < 6; i++)
+		CHECK_NEAR(y[i], want_ad[i], 1e-6);
+	/* NaN wins a max window, as in PyTorch */
+	x[5] = NAN;
+	d = (struct pool2d_desc){ .n = 1, .c = 1, .h = 4, .w = 4, .kh = 2, .kw = 2, .sh = 2, .sw = 2, .dh = 1, .dw = 1 };
+	kern_maxpool2d_fwd(&d, x, y, idx);
+	CHECK(isnan(y[0]) && idx[0] == 5);
+}
+
+/* ---- normalisation ---- */
+
+struct norm { float *x, *g, *b, *y, *r, *mean, *invstd; int n, c, hw; bool layer; };
+
+static double norm_obj(void *p)
+{
+	struct norm *c = p;
+	if (c->layer)
+		kern_layernorm_fwd(c->x, c->g, c->b, c->y, c->mean, c->invstd, c->n, c->c, 1e-5f);
+	else
+		kern_batchnorm2d_fwd_train(c->x, c->g, c->b, c->y, NULL, NULL, c->mean, c->invstd, c->n, c->c,
+					   c->hw, 1e-5f, 0.1f);
+	return dot(c->y, c->r, (size_t)c->n * c->c * c->hw);
+}
+
+static void norm_grad(bool layer, bool affine)
+{
+	struct norm c = { .n = 3, .c = layer ? 7 : 2, .hw = layer ? 1 : 5, .layer = layer };
+	size_t nx = (size_t)c.n * c.c * c.hw, np = layer ? (size_t)c.c : (size_t)c.c, ns = layer ? c.n : c.c;
+	c.x = rand_floats(nx, -2, 2, 60);
+	c.g = affine ? rand_floats(np, 0.5f, 1.5f, 61) : NULL;
+	c.b = affine ? rand_floats(np, -1, 1, 62) : NULL;
+	c.y = floats(nx);
+	c.r = rand_floats(nx, -1, 1, 63);
+	c.mean = floats(ns);
+	c.invstd = floats(ns);
+	float *dx = floats(nx), *dg = floats(np), *db = floats(np);
+	norm_obj(&c);
+	if (layer)
+		kern_layernorm_bwd(c.x, c.g, c.mean, c.invstd, c.r, dx, affine ? dg : NULL, affine ? db : NULL, c.n, c.c);
+	else
+		kern_batchnorm2d_bwd(c.x, c.g, c.mean, c.invstd, c.r, dx, affine ? dg : NULL, affine ? db : NULL,
+				     c.n, c.c, c.hw);
+	const char *name = layer ? "layernorm" : "batchnorm";
+	gradcheck(name, norm_obj, &c, c.x, dx, nx, 1e-2f, 2e-3);
+	if (affine) {
+		gradcheck(name, norm_obj, &c, c.g, dg, np, 1e-2f, 1e-3);
+		gradcheck(name, norm_obj, &c, c.b, db, np, 1e-2f, 1e-3);
+	}
+}
+
+static void test_norm_grad(void)
+{
+	begin();
+	norm_grad(false, true);
+	norm_grad(false, false);
+	norm_grad(true, true);
+	norm_grad(true, false);
+}
+
+static void test_batchnorm_reference(void)
+{
+	begin();
+	/* BatchNorm2d(2), weight (1.5, -0.5), bias (0.25, 1), running_mean (0.1, -0.2),
+	 * running_var (2, 0.5), on x (3, 2, 2, 1) below; train, then eval */
+	float x[12] = { 1, 2, 3, 4, -1, 0.5f, 2, -3, 0, 1, 1, 7 }, g[2] = { 1.5f, -0.5f }, b[2] = { 0.25f, 1 };
+	float rm[2] = { 0.1f, -0.2f }, rv[2] = { 2, 0.5f }, mean[2], invstd[2], y[12];
+	float want[12] = { 0.920816541f, 2.530776024f, 0.890235782f, 0.725589514f, -2.299102783f, 0.115836740f,
+			   1.054882050f, 1.878113627f, -0.689143062f, 0.920816541f, 1.219528437f, 0.231650621f };
+	float want_eval[12] = { 1.175778985f, 2.262799263f, -0.180869281f, -0.581616759f, -0.998261631f,
+				0.632268786f, 0.219878197f, 2.223615646f, 0.088758670f, 1.175778985f,
+				0.620625675f, -1.783859253f };
+	kern_batchnorm2d_fwd_train(x, g, b, y, rm, rv, mean, invstd, 3, 2, 2, 1e-5f, 0.1f);
+	for (int i = 0; i < 12; i++)
+		CHECK_NEAR(y[i], want[i], 2e-6);
+	CHECK_NEAR(rm[0], 0.148333326f, 1e-6);
+	CHECK_NEAR(rm[1], 0.053333342f, 1e-6);
+	CHECK_NEAR(rv[0], 1.904166579f, 1e-6);
+	CHECK_NEAR(rv[1], 1.556666613f, 1e-6);
+	kern_batchnorm2d_fwd_eval(x, g, b, rm, rv, y, 3, 2, 2, 1e-5f);
+	for (int i = 0; i < 12; i++)
+		CHECK_NEAR(y[i], want_eval[i], 2e-6);
+	/* LayerNorm(4), weight (1, 2, -1, 0.5), bias (0, 0.1, 0.2, 0.3) */
+	float lx[8] = { 1, 2, 3, 5, -2, 0, 0, 4 }, lg[4] = { 1, 2, -1, 0.5f }, lb[4] = { 0, 0.1f, 0.2f, 0.3f };
+	float want_ln[8] = { -1.183213234f, -0.914182782f, 0.030969575f, 1.060636997f, -1.147077560f,
+			     -0.358831018f, 0.429415524f, 1.102954268f };
+	kern_layernorm_fwd(lx, lg, lb, y, mean, invstd, 2, 4, 1e-5f);
+	for (int i = 0; i < 8; i++)
+		CHECK_NEAR(y[i], want_ln[i], 2e-6);
+}
+
+/* ---- embedding and dropout ---- */
+
+struct emb { int32_t *idx; float *w, *y, *r; int n, vocab, dim; };
+
+static double emb_obj(void *p)
+{
+	struct emb *c = p;
+	CHECK(kern_embedding_fwd(c->idx, c->w, c->y, c->n, c->vocab, c->dim) == KERN_OK);
+	return dot(c->y, c->r, (size_t)c->n * c->dim);
+}
+
+static void test_embedding(void)
+{
+	begin();
+	int32_t idx[6] = { 2, 0, 2, 4, 1, 2 };
+	struct emb c = { .idx = idx, .n = 6, .vocab = 5, .dim = 3 };
+	c.w = rand_floats(15, -1, 1, 70);
+	c.y = floats(18);
+	c.r = rand_floats(18, -1, 1, 71);
+	emb_obj(&c);
+	CHECK(memcmp(c.y + 3, c.w, 3 * sizeof(float)) == 0);
+	CHECK(memcmp(c.y + 9, c.w + 12, 3 * sizeof(float)) == 0);
+	float *dw = floats(15);
+	CHECK(kern_embedding_bwd(idx, c.r, dw, 6, 5, 3, -1) == KERN_OK);
+	gradcheck("embedding", emb_obj, &c, c.w, dw, 15, 1e-2f, 1e-3);
+	/* repeated index 2 sums three rows; padding_idx 2 gets nothing */
+	float *dwp = floats(15);
+	CHECK(kern_embedding_bwd(idx, c.r, dwp, 6, 5, 3, 2) == KERN_OK);
+	CHECK_NEAR(dw[6], (double)c.r[0] + c.r[6] + c.r[15], 1e-6);
+	CHECK(dwp[6] == 0 && dwp[7] == 0 && dwp[8] == 0);
+	CHECK(dwp[0] == dw[0] && dwp[12] == dw[12]);
+	/* an index out of range is refused and nothing is written */
+	int32_t bad[3] = { 1, 5, 0 }, neg[2] = { 0, -1 };
+	float sentinel[9] = { 7, 7, 7, 7, 7, 7, 7, 7, 7 };
+	CHECK(kern_embedding_fwd(bad, c.w, sentinel, 3, 5, 3) == KERN_ERR_INDEX);
+	CHECK(kern_embedding_fwd(neg, c.w, sentinel, 2, 5, 3) == KERN_ERR_INDEX);
+	CHECK(kern_embedding_bwd(bad, c.r, sentinel, 3, 5, 3, -1) == KERN_ERR_INDEX);
+	for (int i = 0; i < 9; i++)
+		CHECK(sentinel[i] == 7);
+}
+
+struct drop { float *x, *y, *r; uint8_t *mask; size_t n; float p; struct rng rng; };
+
+static double drop_obj(void *p)
+{
+	struct drop *c = p;
+	kern_dropout_fwd(c->x, c->y, c->mask, c->n, c->p, &c->rng);
+	return dot(c->y, c->r, c->n);
+}
+
+static void test_dropout(void)
+{
+	begin();
+	size_t n = 20000;
+	float p = 0.3f;
+	float *x = rand_floats(n, -1, 1, 80), *y = floats(n), *y2 = floats(n);
+	uint8_t *m = talloc(n), *m2 = talloc(n);
+	struct rng r = rng_stream(1234, RNG_DROPOUT, 0, 7);
+	kern_dropout_fwd(x, y, m, n, p, &r);
+	size_t kept = 0, agree = 0;
+	for (size_t i = 0; i < n; i++) {
+		kept += m[i];
+		agree += m[i] == (rng_uniform(&r, i) >= p);
+		if (m[i])
+			CHECK_NEAR(y[i], x[i] * (1.0f / (1.0f - p)), 0);
+		else
+			CHECK(y[i] == 0);
+	}
+	CHECK(agree == n);
+	/* keep rate 0.7; 4 standard deviations of a binomial over 20000 is 0.013 */
+	CHECK_NEAR((double)kept / n, 0.7, 0.013);
+	/* the same key gives the same mask on any thread count; the next step another */
+	kern_set_threads(2);
+	kern_dropout_fwd(x, y2, m2, n, p, &r);
+	CHECK(memcmp(m, m2, n) == 0 && memcmp(y, y2, n * sizeof(float)) == 0);
+	struct rng next = rng_stream(1234, RNG_DROPOUT, 0, 8);
+	kern_dropout_fwd(x, y2, m2, n, p, &next);
+	CHECK(memcmp(m, m2, n) != 0);
+	kern_set_threads(1);
+	/* p = 0 keeps everything unscaled; p = 1 drops everything without NaN */
+	kern_dropout_fwd(x, y2, m2, n, 0.0f, &r);
+	CHECK(memcmp(x, y2, n * sizeof(float)) == 0);
+	kern_dropout_fwd(x, y2, m2, n, 1.0f, &r);
+	CHECK(max_abs(y2, n) == 0 && m2[0] == 0 && m2[n - 1] == 0);
+	kern_dropout_bwd(x, m2, y2, n, 1.0f);
+	CHECK(max_abs(y2, n) == 0);
+	/* backward against the forward with its mask fixed by the key */
+	struct drop c = { .n = 50, .p = 0.4f, .rng = r };
+	c.x = rand_floats(50, -1, 1, 81);
+	c.y = floats(50);
+	c.r = rand_floats(50, -1, 1, 82);
+	c.mask = talloc(50);
+	float *dx = floats(50);
+	drop_obj(&c);
+	kern_dropout_bwd(c.r, c.mask, dx, 50, c.p);
+	gradcheck("dropout", drop_obj, &c, c.x, dx, 50, 1e-2f, 1e-3);
+}
+
+/* ---- activations and softmax ---- */
+
+enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_TANH, ACT_SIGMOID, ACT_SOFTMAX, ACT_LOG_SOFTMAX };
+struct act { int kind; float *x, *y, *r; size_t n; int outer, dim, inner; };
+
+static void act_fwd(struct act *c)
+{
+	switch (c->kind) {
+	case ACT_RELU: kern_relu_fwd(c->x, c->y, c->n); break;
+	case ACT_GELU: kern_gelu_fwd(c->x, c->y, c->n, KERN_GELU_NONE); break;
+	case ACT_GELU_TANH: kern_gelu_fwd(c->x, c->y, c->n, KERN_GELU_TANH); break;
+	case ACT_TANH: kern_tanh_fwd(c->x, c->y, c->n); break;
+	case ACT_SIGMOID: kern_sigmoid_fwd(c->x, c->y, c->n); break;
+	case ACT_SOFTMAX: kern_softmax_fwd(c->x, c->y, c->outer, c->dim, c->inner); break;
+	case ACT_LOG_SOFTMAX: kern_log_softmax_fwd(c->x, c->y, c->outer, c->dim, c->inner); break;
+	}
+}
+
+static double act_obj(void *p)
+{
+	struct act *c = p;
+	act_fwd(c);
+	return dot(c->y, c->r, c->n);
+}
+
+static void act_grad(const char *what, int kind, int outer, int dim, int inner)
+{
+	struct act c = { .kind = kind, .n = (size_t)outer * dim * inner, .outer = outer, .dim = dim, .inner = inner };
+	c.x = rand_floats(c.n, -3, 3, 90);
+	for (size_t i = 0; i < c.n; i++) /* keep relu's kink out of reach of eps */
+		if (fabsf(c.x[i]) < 0.1f)
+			c.x[i] += 0.2f;
+	c.y = floats(c.n);
+	c.r = rand_floats(c.n, -1, 1, 91);
+	float *dx = floats(c.n);
+	act_fwd(&c);
+	switch (kind) {
+	case ACT_RELU: kern_relu_bwd(c.y, c.r, dx, c.n); break;
+	case ACT_GELU: kern_gelu_bwd(c.x, c.r, dx, c.n, KERN_GELU_NONE); break;
+	case ACT_GELU_TANH: kern_gelu_bwd(c.x, c.r, dx, c.n, KERN_GELU_TANH); break;
+	case ACT_TANH: kern_tanh_bwd(c.y, c.r, dx, c.n); break;
+	case ACT_SIGMOID: kern_sigmoid_bwd(c.y, c.r, dx, c.n); break;
+	case ACT_SOFTMAX: kern_softmax_bwd(c.y, c.r, dx, outer, dim, inner); break;
+	case ACT_LOG_SOFTMAX: kern_log_softmax_bwd(c.y, c.r, dx, outer, dim, inner); break;
+	}
+	gradcheck(what, act_obj, &c, c.x, dx, c.n, 1e-2f, 1e-3);
+}
+
+static void test_activation_grad(void)
+{
+	begin();
+	act_grad("relu", ACT_RELU, 1, 40, 1);
+	act_grad("gelu", ACT_GELU, 1, 40, 1);
+	act_grad("gelu tanh", ACT_GELU_TANH, 1, 40, 1);
+	act_grad("tanh", ACT_TANH, 1, 40, 1);
+	act_grad("sigmoid", ACT_SIGMOID, 1, 40, 1);
+	act_grad("softmax rows", ACT_SOFTMAX, 3, 4, 1);
+	act_grad("softmax inner", ACT_SOFTMAX, 2, 5, 3);
+	act_grad("softmax two tiles", ACT_SOFTMAX, 1, 3, 70);
+	act_grad("log_softmax rows", ACT_LOG_SOFTMAX, 3, 4, 1);
+	act_grad("log_softmax inner", ACT_LOG_SOFTMAX, 2, 5, 3);
+	act_grad("log_softmax two tiles", ACT_LOG_SOFTMAX, 1, 3, 70);
+}
+
+static void test_activation_reference(void)
+{
+	begin();
+	float x[5] = { -1.5f, -0.2f, 0, 0.7f, 2 }, y[5];
+	float gelu[5] = { -0.100210860f, -0.084148049f, 0, 0.530625463f, 1.954499960f };
+	float gelu_t[5] = { -0.100428432f, -0.084148571f, 0, 0.530570149f, 1.954597712f };
+	float tanh_r[5] = { -0.905148268f, -0.197375327f, 0, 0.604367793f, 0.964027584f };
+	float sig[5] = { 0.182425529f, 0.450166017f, 0.5f, 0.668187737f, 0.880797029f };
+	kern_gelu_fwd(x, y, 5, KERN_GELU_NONE);
+	for (int i = 0; i < 5; i++)
+		CHECK_NEAR(y[i], gelu[i], 1e-6);
+	kern_gelu_fwd(x, y, 5, KERN_GELU_TANH);
+	for (int i = 0; i < 5; i++)
+		CHECK_NEAR(y[i], gelu_t[i], 1e-6);
+	kern_tanh_fwd(x, y, 5);
+	for (int i = 0; i < 5; i++)
+		CHECK_NEAR(y[i], tanh_r[i], 1e-6);
+	kern_sigmoid_fwd(x, y, 5);
+	for (int i = 0; i < 5; i++)
+		CHECK_NEAR(y[i], sig[i], 1e-6);
+	kern_relu_fwd(x, y, 5);
+	CHECK(y[0] == 0 && y[1] == 0 && y[3] == 0.7f && y[4] == 2);
+	/* softmax([1, 2, 3]); shifted by 1000 it must not overflow */
+	float s[3] = { 1, 2, 3 }, big[3] = { 1001, 1002, 1003 }, want[3] = { 0.090030573f, 0.244728476f, 0.665240943f };
+	float want_log[3] = { -2.407605886f, -1.407605886f, -0.407605946f };
+	kern_softmax_fwd(s, y, 1, 3, 1);
+	for (int i = 0; i < 3; i++)
+		CHECK_NEAR(y[i], want[i], 1e-7);
+	kern_softmax_fwd(big, y, 1, 3, 1);
+	for (int i = 0; i < 3; i++)
+		CHECK_NEAR(y[i], want[i], 1e-7);
+	kern_log_softmax_fwd(big, y, 1, 3, 1);
+	for (int i = 0; i < 3; i++)
+		CHECK_NEAR(y[i], want_log[i], 1e-5);
+	/* the same over a middle axis: (outer 1, dim 3, inner 2) */
+	float s2[6] = { 1, 3, 2, 2, 3, 1 };
+	kern_softmax_fwd(s2, y, 1, 3, 2);
+	CHECK_NEAR(y[0], want[0], 1e-7);
+	CHECK_NEAR(y[4], want[2], 1e-7);
+	CHECK_NEAR(y[1], want[2], 1e-7);
+	/* add and accumulate, by hand */
+	float a[3] = { 1, 2, 3 }, b[3] = { 0.5f, -2, 4 };
+	kern_add(a, b, y, 3);
+	CHECK(y[0] == 1.5f && y[1] == 0 && y[2] == 7);
+	kern_accumulate(a, b, 3);
+	CHECK(a[0] == 1.5f && a[1] == 0 && a[2] == 7);
+}
+
+/* ---- losses ---- */
+
+enum { LOSS_MSE, LOSS_NLL, LOSS_CE };
+struct loss { int kind; enum kern_reduction red; float *x, *t; int32_t *target; int n, c; };
+
+static double loss_eval(struct loss *l, float *dx, float scale)
+{
+	double v = 0;
+	if (l->kind == LOSS_MSE)
+		return kern_mse(l->x, l->t, dx, (size_t)l->n * l->c, l->red, scale);
+	int rc = l->kind == LOSS_NLL ? kern_nll(l->x, l->target, dx, l->n, l->c, -100, l->red, scale, &v)
+				     : kern_cross_entropy(l->x, l->target, dx, l->n, l->c, -100, l->red, scale, &v);
+	CHECK(rc == KERN_OK);
+	return v;
+}
+
+static double loss_obj(void *p)
+{
+	return loss_eval(p, NULL, 1.0f);
+}
+
+static void test_loss_grad(void)
+{
+	static const char *names[3][2] = { { "mse mean", "mse sum" }, { "nll mean", "nll sum" },
+					   { "cross_entropy mean", "cross_entropy sum" } };
+	begin();
+	int32_t target[5] = { 2, -100, 0, 3, 2 };
+	for (int kind = LOSS_MSE; kind <= LOSS_CE; kind++)
+		for (int red = 0; red < 2; red++) {
+			struct loss l = { .kind = kind, .red = red, .n = 5, .c = 4, .target = target };
+			l.x = rand_floats(20, -2, 2, 100);
+			l.t = rand_floats(20, -2, 2, 101);
+			float *dx = floats(20), *half = floats(20);
+			loss_eval(&l, dx, 1.0f);
+			gradcheck(names[kind][red], loss_obj, &l, l.x, dx, 20, 1e-2f, 1e-3);
+			/* the gradient is scaled, the loss is not */
+			double v1 = loss_eval(&l, dx, 1.0f), v2 = loss_eval(&l, half, 0.5f);
+			CHECK(v1 == v2);
+			for (int i = 0; i < 20; i++)
+				CHECK_NEAR(half[i], 0.5f * dx[i], 1e-7);
+			if (kind != LOSS_MSE) /* ignored rows get no gradient */
+				CHECK(dx[4] == 0 && dx[5] == 0 && dx[6] == 0 && dx[7] == 0);
+		}
+}
+
+static void test_loss_reference(void)
+{
+	begin();
+	/* cross_entropy(logits, target) with target -100 ignored */
+	float z[12] = { 2, 1, 0.1f, 0.5f, 2.5f, -1, 1, 1, 3, 0, 0, 0 }, dz[12], lp[12], dlp[12];
+	int32_t t[4] = { 0, 2, -100, 1 };
+	float want_grad[12] = { -0.113666281f, 0.080810994f, 0.032855302f, 0.038704846f, 0.285992265f,
+				-0.324697137f, 0, 0, 0, 0.111111104f, -0.222222239f, 0.111111104f };
+	double v;
+	CHECK(kern_cross_entropy(z, t, dz, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
+	CHECK_NEAR(v, 1.7229400873184204, 1e-6);
+	for (int i = 0; i < 12; i++)
+		CHECK_NEAR(dz[i], want_grad[i], 1e-7);
+	CHECK(kern_cross_entropy(z, t, NULL, 4, 3, -100, KERN_REDUCE_SUM, 1.0f, &v) == KERN_OK);
+	CHECK_NEAR(v, 5.168820381164551, 1e-5);
+	/* nll over log_softmax is the same loss */
+	kern_log_softmax_fwd(z, lp, 4, 3, 1);
+	CHECK(kern_nll(lp, t, dlp, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
+	CHECK_NEAR(v, 1.7229400873184204, 1e-6);
+	CHECK(dlp[0] == -1.0f / 3 && dlp[1] == 0 && dlp[6] == 0);
+	/* mse_loss([1, 2, 3, 4], [1.5, 2, 2, 5]) */
+	float x[4] = { 1, 2, 3, 4 }, tt[4] = { 1.5f, 2, 2, 5 };
+	CHECK_NEAR(kern_mse(x, tt, NULL, 4, KERN_REDUCE_MEAN, 1.0f), 0.5625, 1e-12);
+	CHECK_NEAR(kern_mse(x, tt, NULL, 4, KERN_REDUCE_SUM, 1.0f), 2.25, 1e-12);
+	/* a class out of range is refused before anything is written */
+	int32_t bad[4] = { 0, 3, 1, 1 }, neg[4] = { 0, -1, 1, 1 };
+	dz[0] = 42;
+	CHECK(kern_cross_entropy(z, bad, dz, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_ERR_INDEX);
+	CHECK(kern_nll(lp, neg, dz, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_ERR_INDEX);
+	CHECK(dz[0] == 42);
+	/* every row ignored: PyTorch's mean is NaN, the gradient zero */
+	int32_t none[4] = { -100, -100, -100, -100 };
+	CHECK(kern_cross_entropy(z, none, dz, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
+	CHECK(isnan(v) && max_abs(dz, 12) == 0);
+	/* rows 0 and 1 argmax at their target, row 2 at class 2, row 3 ties at class 0 */
+	int32_t acc_t[4] = { 0, 1, 2, 0 }, acc_u[4] = { 1, 1, 0, 2 };
+	CHECK(kern_argmax_correct(z, acc_t, 4, 3) == 4);
+	CHECK(kern_argmax_correct(z, acc_u, 4, 3) == 1);
+}
+
+/* ---- thread independence of the reductions outside conv ---- */
+
+static void test_threads_reductions(void)
+{
+	begin();
+	int n = 256, k = 300, m = 200, c = 64, hw = 50;
+	size_t nm = (size_t)n * m, nk = (size_t)n * k, mk = (size_t)m * k, nx = (size_t)n * c * hw;
+	float *x = rand_floats(nk, -1, 1, 110), *w = rand_floats(mk, -1, 1, 111);
+	float *dy = rand_floats(nm, -1, 1, 112), *bx = rand_floats(nx, -1, 1, 113), *t2 = rand_floats(nk, -1, 1, 114);
+	int32_t *t = talloc(n * sizeof(int32_t));
+	for (int i = 0; i < n; i++)
+		t[i] = (i * 7) % m;
+	/* every output of the kernels below that sum across rows or channels */
+	enum { Y, DX, DW, DB, BN_Y, BN_STAT, BN_DX, BN_DP, LN_Y, LN_STAT, LN_DX, LN_DP, CE_D, MSE_D, OUTS };
+	size_t sizes[OUTS] = { nm, nk, mk, m, nx, 2 * c, nx, 2 * c, nk, 2 * (size_t)n, nk, 2 * (size_t)k, nm, nk };
+	float *out[2][OUTS];
+	double loss[2][2];
+	for (int th = 0; th < 2; th++) {
+		kern_set_threads(th + 1);
+		float **o = out[th];
+		for (int i = 0; i < OUTS; i++)
+			o[i] = floats(sizes[i]);
+		kern_linear_fwd(x, w, w, o[Y], n, k, m);
+		kern_linear_bwd(x, w, dy, o[DX], o[DW], o[DB], n, k, m);
+		kern_batchnorm2d_fwd_train(bx, NULL, NULL, o[BN_Y], NULL, NULL, o[BN_STAT], o[BN_STAT] + c,
+					   n, c, hw, 1e-5f, 0.1f);
+		kern_batchnorm2d_bwd(bx, NULL, o[BN_STAT], o[BN_STAT] + c, bx, o[BN_DX], o[BN_DP], o[BN_DP] + c,
+				     n, c, hw);
+		kern_layernorm_fwd(x, w, w, o[LN_Y], o[LN_STAT], o[LN_STAT] + n, n, k, 1e-5f);
+		kern_layernorm_bwd(x, w, o[LN_STAT], o[LN_STAT] + n, t2, o[LN_DX], o[LN_DP], o[LN_DP] + k, n, k);
+		CHECK(kern_cross_entropy(dy, t, o[CE_D], n, m, -100, KERN_REDUCE_MEAN, 1.0f, &loss[th][0]) == KERN_OK);
+		loss[th][1] = kern_mse(x, t2, o[MSE_D], nk, KERN_REDUCE_SUM, 1.0f);
+	}
+	for (int i = 0; i < OUTS; i++) {
+		if (memcmp(out[0][i], out[1][i], sizes[i] * sizeof(float)) != 0)
+			fprintf(stderr, "output %d differs between 1 and 2 threads\n", i);
+		CHECK(memcmp(out[0][i], out[1][i], sizes[i] * sizeof(float)) == 0);
+		CHECK(max_abs(out[0][i], sizes[i]) > 0);
+	}
+	CHECK(loss[0][0] == loss[1][0] && loss[0][1] == loss[1][1]);
+	kern_set_threads(1);
+}
+
+int main(void)
+{
+	RUN(test_linear);
+	RUN(test_gemm_transposes);
+	RUN(test_conv2d_grad);
+	RUN(test_conv2d_reference);
+	RUN(test_conv2d_threads);
+	RUN(test_pool_grad);
+	RUN(test_pool_reference);
+	RUN(test_norm_grad);
+	RUN(test_batchnorm_reference);
+	RUN(test_embedding);
+	RUN(test_dropout);
+	RUN(test_activation_grad);
+	RUN(test_activation_reference);
+	RUN(test_loss_grad);
+	RUN(test_loss_reference);
+	RUN(test_threads_reductions);
+	return check_done();
+}

@@ -113,8 +113,8 @@ static void plan_acts(struct arena *a, struct plan *p, int dev, int64_t batch, i
 				eval_end[r] = c;
 			/* gradient of src is first written by the backward of its latest consumer */
 			int64_t gs = T - c;
-			if (grad_start[srcs[s]] < 0 || gs < grad_start[srcs[s]])
-				grad_start[srcs[s]] = gs;
+			if (grad_start[r] < 0 || gs < grad_start[r])
+				grad_start[r] = gs; /* a view's gradient is its root's */
 		}
 		if (op_needs_output(n) && T - c > out_end[root_of(p, c)])
 			out_end[root_of(p, c)] = T - c;

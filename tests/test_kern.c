@@ -238,6 +238,9 @@ static const struct conv2d_desc conv_cases[] = {
 	/* depthwise with a channel multiplier, stride 2 in both */
 	{ .n = 2, .c_in = 3, .h = 5, .w = 5, .c_out = 6, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1,
 	  .dh = 1, .dw = 1, .groups = 3, .bias = true },
+	/* 10 images: oneDNN runs two chunks of 5 and sums their dw */
+	{ .n = 10, .c_in = 2, .h = 4, .w = 4, .c_out = 3, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 1, .pw = 1,
+	  .dh = 1, .dw = 1, .groups = 1, .bias = true },
 	/* 16 input channels: AUTO's backward-data goes through oneDNN */
 	{ .n = 2, .c_in = 16, .h = 5, .w = 4, .c_out = 4, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 1, .pw = 1,
 	  .dh = 1, .dw = 1, .groups = 1, .bias = true },
@@ -345,9 +348,11 @@ static void test_conv2d_threads(void)
 		{ .n = 8, .c_in = 1, .h = 28, .w = 28, .c_out = 32, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .dh = 1,
 		  .dw = 1, .groups = 1, .bias = true },
 	};
+	float *first[4];
+	begin();
 	for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
 		for (int path = KERN_CONV_AUTO; path <= KERN_CONV_IM2COL; path++) {
-			begin();
+			kern_set_threads(1);
 			struct conv2d_desc d = cases[ci];
 			d.path = path;
 			float *out[2][4];
@@ -368,6 +373,17 @@ static void test_conv2d_threads(void)
 			CHECK(memcmp(out[0][2], out[1][2], c.nw * sizeof(float)) == 0);
 			CHECK(memcmp(out[0][3], out[1][3], d.c_out * sizeof(float)) == 0);
 			CHECK(max_abs(out[0][2], c.nw) > 0);
+			/* and oneDNN's chunked sums agree with im2col's */
+			size_t sizes[4] = { c.ny, c.nx, c.nw, d.c_out };
+			for (int i = 0; i < 4; i++) {
+				if (path == KERN_CONV_AUTO)
+					first[i] = out[0][i];
+				else {
+					double tol = 1e-5 * fmax(1, max_abs(first[i], sizes[i]));
+					for (size_t j = 0; j < sizes[i]; j++)
+						CHECK_NEAR(out[0][i][j], first[i][j], tol);
+				}
+			}
 			kern_conv2d_release(&c.k);
 		}
 	kern_set_threads(1);
@@ -419,6 +435,9 @@ static void test_pool_grad(void)
 	c.d.kh = 2; c.d.kw = 3; c.d.sh = 1; c.d.sw = 2; c.d.ph = 0; c.d.pw = 1; c.d.dh = 2; c.d.ceil_mode = false;
 	kern_pool2d_out(&c.d, &c.oh, &c.ow);
 	pool_grad("maxpool dilated", &c);
+	c.d.ph = 1; c.d.dw = 2; c.d.ceil_mode = true; /* dilated windows that start in the padding */
+	kern_pool2d_out(&c.d, &c.oh, &c.ow);
+	pool_grad("maxpool dilated padded", &c);
 	c = (struct pool){ .d = base, .kind = POOL_AVG };
 	kern_pool2d_out(&c.d, &c.oh, &c.ow);
 	pool_grad("avgpool ceil pad", &c);
@@ -473,6 +492,18 @@ static void test_pool_reference(void)
 	for (int i = 0; i < 4; i++) {
 		CHECK_NEAR(y[i], want_dil[i], 0);
 		CHECK(idx[i] == want_dil_idx[i]);
+	}
+	/* max_pool2d(x, 2, 1, 1, dilation 2, ceil_mode=True): windows starting in the padding */
+	d.ph = d.pw = 1;
+	d.ceil_mode = true;
+	kern_pool2d_out(&d, &oh, &ow);
+	CHECK(oh == 4 && ow == 4);
+	float want_dp[16] = { 9, 5, 9, 2, 3, 5, 8, 5, 9, 9, 9, 9, 3, 5, 8, 5 }, yd[16];
+	int32_t want_dp_idx[16] = { 5, 4, 5, 6, 9, 8, 11, 10, 5, 12, 5, 14, 9, 8, 11, 10 }, idxd[16];
+	kern_maxpool2d_fwd(&d, x, yd, idxd);
+	for (int i = 0; i < 16; i++) {
+		CHECK_NEAR(yd[i], want_dp[i], 0);
+		CHECK(idxd[i] == want_dp_idx[i]);
 	}
 	/* adaptive_avg_pool2d(arange(35).reshape(1,1,5,7), (3,2)) */
 	float a[35], want_ad[6] = { 5, 8, 15.5f, 18.5f, 26, 29 };

@@ -17,6 +17,8 @@
 void kern_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
 	       const float *b, int ldb, float beta, float *c, int ldc)
 {
+	if (m <= 0 || n <= 0)
+		return;
 	bool split_n = n >= m;
 	int dim = split_n ? n : m;
 	int blocks = dim / BLOCK_MIN;

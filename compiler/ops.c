@@ -188,22 +188,15 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 	case OP_CONV2D: {
 		npos = 3;
 		BIND("in", "out", "kernel", "stride", "padding", "dilation", "groups", "bias");
-		struct val *pos[3] = { s[0], s[1], s[2] };
-		/* conv2d(out, kernel=k) or conv2d(in, out, kernel=k) or conv2d(in, out, k) */
-		int np = (pos[0] != NULL) + (pos[1] != NULL) + (pos[2] != NULL);
-		struct val *kernel = NULL;
-		if (np == 3)
-			kernel = pos[2];
-		for (int k = 0; k < call->n; k++)
-			if (call->items[k].key && strcmp(call->items[k].key, "kernel") == 0)
-				kernel = call->items[k].v;
+		/* conv2d(in, out, kernel) or conv2d(out, kernel=k): in is then inferred */
+		struct val *kernel = s[2];
 		if (!kernel)
 			return missing(d, call, callee, "a kernel size: conv2d(in, out, kernel=3)");
-		if (np == 3 || (np == 2 && kernel != pos[1])) {
-			if (!get_int(d, pos[0], "in_channels", &n->a.conv.cin, 1) || !get_int(d, pos[1], "out_channels", &n->a.conv.cout, 1))
+		if (s[0] && s[1]) {
+			if (!get_int(d, s[0], "in_channels", &n->a.conv.cin, 1) || !get_int(d, s[1], "out_channels", &n->a.conv.cout, 1))
 				return false;
-		} else if (pos[0] && pos[0] != kernel) {
-			if (!get_int(d, pos[0], "out_channels", &n->a.conv.cout, 1))
+		} else if (s[0] || s[1]) {
+			if (!get_int(d, s[0] ? s[0] : s[1], "out_channels", &n->a.conv.cout, 1))
 				return false;
 		} else {
 			return missing(d, call, callee, "an output channel count");

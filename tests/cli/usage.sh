@@ -1,0 +1,66 @@
+# The command line: --help, --version, unknown options, missing, directory
+# and empty files, and bad --cpus values all give exit 2 and a message
+# that says what is wrong.
+set -u
+case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
+cd "$(dirname "$0")/../.." || exit 1
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+# run ARGS...: exit status in $rc, stdout in $tmp/out, stderr in $tmp/err
+run() {
+	"$TRAINC" "$@" > "$tmp/out" 2> "$tmp/err"
+	rc=$?
+}
+# expect RC PATTERN ARGS...: exit RC and PATTERN (grep -E) in stdout+stderr
+expect() {
+	want=$1 pat=$2
+	shift 2
+	run "$@"
+	[ "$rc" -eq "$want" ] || fail "trainc $*: exit $rc, expected $want"
+	[ -z "$pat" ] || cat "$tmp/out" "$tmp/err" | grep -Eq -- "$pat" || {
+		fail "trainc $*: output lacks /$pat/:"
+		sed 's/^/    /' "$tmp/out" "$tmp/err"
+	}
+}
+
+expect 0 '^usage: trainc' --help
+for cmd in check print graph; do
+	grep -q "^ *$cmd " "$tmp/out" || fail "--help does not describe '$cmd'"
+done
+[ -s "$tmp/err" ] && fail "--help wrote to stderr"
+expect 0 '^trainc [0-9]+\.[0-9]+\.[0-9]+$' --version
+
+expect 2 "unknown option '--frobnicate'" check models/mnist_cnn.net --frobnicate
+expect 2 "unknown option" --frobnicate
+expect 2 "cannot open 'no/such/file\.net'" check no/such/file.net
+expect 2 "'models' is a directory" check models
+: > "$tmp/empty.net"
+expect 2 "no model" check "$tmp/empty.net"
+grep -q "$tmp/empty.net" "$tmp/err" || fail "the empty-file error does not name the file"
+printf '# only a comment\n' > "$tmp/comment.net"
+expect 2 "no model" check "$tmp/comment.net"
+
+for n in 0 -1; do
+	expect 2 "--cpus must be at least 1" print models/mnist_cnn.net --cpus "$n"
+	expect 2 "--gpus must be at least 1" print models/mnist_cnn.net --gpus "$n"
+done
+expect 2 "takes a number, not 'x'" print models/mnist_cnn.net --cpus x
+expect 2 "takes a number, not '2x'" print models/mnist_cnn.net --cpus 2x
+expect 2 "takes a number, not '99999999999999999999'" print models/mnist_cnn.net --cpus 99999999999999999999
+expect 2 "--cpus needs a number" print models/mnist_cnn.net --cpus
+expect 2 "not both" print models/mnist_cnn.net --cpus 2 --gpus 2
+expect 2 "second one" check models/mnist_cnn.net models/toy.net
+expect 2 "no \.net file given" check
+
+# --set mistakes
+expect 2 "--set takes section\.key=value" check models/mnist_cnn.net --set train.epochs
+expect 2 "only data, train and parallel" check models/mnist_cnn.net --set model.x=1
+expect 2 "did you mean 'epochs'" check models/mnist_cnn.net --set train.epoch=2
+expect 2 "epochs must be at least 1, not 0" check models/mnist_cnn.net --set train.epochs=0
+expect 0 '' check models/mnist_cnn.net --set train.epochs=1
+[ -s "$tmp/out" ] || [ -s "$tmp/err" ] && fail "check with a valid --set printed something"
+
+exit $failed

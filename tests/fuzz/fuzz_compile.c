@@ -1,0 +1,77 @@
+/* fuzz_compile.c: libFuzzer harness for the whole compiler.
+ * Each input is written to a file in a private directory under /dev/shm
+ * (compile_file reads a path, and imports resolve next to it), compiled
+ * with its diagnostics sent to /dev/null, and, when it compiles, compiled
+ * again for three ranks and printed as `trainc print` and `trainc graph`
+ * would.  Everything lives in one arena, released after each input, so
+ * LeakSanitizer sees any allocation that escapes it.  Build and run with
+ * tests/fuzz/build.sh.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compiler/compile.h"
+#include "compiler/print.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char dir[64], path[96];
+static FILE *devnull;
+
+static void cleanup(void)
+{
+	unlink(path);
+	rmdir(dir);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+	snprintf(dir, sizeof dir, "%s/trainc-fuzz-XXXXXX", base);
+	if (!mkdtemp(dir)) {
+		perror("trainc fuzz: mkdtemp");
+		exit(1);
+	}
+	snprintf(path, sizeof path, "%s/input.net", dir);
+	atexit(cleanup);
+	devnull = fopen("/dev/null", "w");
+	if (!devnull) {
+		perror("trainc fuzz: /dev/null");
+		exit(1);
+	}
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0) {
+		perror("trainc fuzz: writing the input");
+		abort();
+	}
+	struct arena arena = { 0 };
+	struct diag d;
+	diag_init(&d, devnull);
+	struct compile_opts o = { path, 1, NULL, 0 };
+	struct plan *p = compile_file(&arena, &d, &o);
+	if (p && !d.errors) {
+		print_plan(devnull, p);
+		print_graph(devnull, p);
+		/* as `trainc print --gpus N` does: the plan for several ranks */
+		o.world = 3;
+		p = compile_file(&arena, &d, &o);
+		if (p && !d.errors)
+			print_plan(devnull, p);
+	}
+	arena_release(&arena);
+	return 0;
+}

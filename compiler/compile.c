@@ -32,8 +32,9 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 	struct plan *p = arena_alloc(a, sizeof *p);
 	p->path = o->path;
 	p->world = o->world > 0 ? o->world : 1;
-	bool ok = settings_read(a, d, &s, p);
-	ok &= lower_model(a, d, &s, p);
+	/* the model usually comes first in a file: report its errors first */
+	bool ok = lower_model(a, d, &s, p);
+	ok &= settings_read(a, d, &s, p);
 	if (!ok || d->errors > before)
 		return NULL;
 	if (!place_nodes(a, d, p) || !infer_shapes(a, d, p) || !wrap_units(a, d, p) || !memplan_build(a, d, p) || d->errors > before)

@@ -81,7 +81,7 @@ bool infer_shapes(struct arena *a, struct diag *d, struct plan *p)
 			n->dtype = prev->dtype;
 		int64_t numel = shape_numel(&n->out);
 		if (numel > ((int64_t)1 << 40)) {
-			diag_error(d, n->loc, "%s: output of %" PRId64 " elements per sample is too large", n->path, numel);
+			diag_error(d, n->loc, "%s: its output has more than 2^40 elements per sample", n->what);
 			return false;
 		}
 		struct param_spec spec[5];
@@ -108,7 +108,7 @@ bool infer_shapes(struct arena *a, struct diag *d, struct plan *p)
 			pr->unit = -1;
 			pr->trainable = !spec[k].buffer && !n->frozen;
 			if (pr->numel > ((int64_t)1 << 36)) {
-				diag_error(d, n->loc, "%s has %" PRId64 " elements; that is more than trainc can hold", pr->name, pr->numel);
+				diag_error(d, n->loc, "%s would have more than 2^36 elements; that is more than trainc can hold", pr->name);
 				return false;
 			}
 			if (!spec[k].buffer) {

@@ -15,7 +15,7 @@
 
 struct arena;
 
-enum { SHAPE_MAX = 6, PLAN_MAX_DEVICES = 16, PLAN_MAX_MILESTONES = 32, PLAN_MAX_WRAP_BLOCKS = 8 };
+enum { SHAPE_MAX = 6, PLAN_MAX_DEVICES = 16, PLAN_MAX_MILESTONES = 16, PLAN_MAX_WRAP_BLOCKS = 8 };
 
 /* A per-sample shape: the batch dimension is never stored. */
 struct shape {
@@ -38,6 +38,7 @@ enum dtype { DT_F32, DT_I64 };
 struct node {
 	enum op op;
 	const char *path;  /* module path ("layer1.conv1"); every node has one */
+	const char *what;  /* for messages: the path, or "layer 3 (relu)" when unnamed */
 	struct loc loc;    /* the statement that made it */
 	int in, in2;       /* producing nodes; -1 when absent */
 	struct shape out;  /* per sample */
@@ -58,7 +59,7 @@ struct node {
 		struct { int64_t num, dim, padding_idx; } emb; /* padding_idx -1: none */
 		struct { double p; } drop;
 		struct { int dim; } softmax; /* per-sample dimension index, 0-based */
-		struct { int start, end; } flat; /* per-sample dims start..end merged */
+		struct { int start, end, start_arg, end_arg; } flat; /* per-sample dims start..end merged; args as written */
 		struct { bool tanh; } gelu;
 		struct { int from, to; } xfer;
 		struct { int64_t dims[SHAPE_MAX]; } input;
@@ -188,6 +189,7 @@ struct plan_parallel {
 	enum wrap_kind wrap;
 	int64_t min_params;
 	const char *wrap_blocks[PLAN_MAX_WRAP_BLOCKS];
+	struct loc wrap_block_locs[PLAN_MAX_WRAP_BLOCKS];
 	int nwrap_blocks;
 	double bucket_mb;
 	int64_t microbatches;

@@ -90,6 +90,7 @@ static int new_node(struct lower *L, enum op op, struct loc at, int scope)
 	n->device = -1;
 	n->scope = scope;
 	n->path = p->scopes[scope].path;
+	n->what = n->path;
 	return p->nnodes++;
 }
 
@@ -166,12 +167,21 @@ static const char *child_name(struct lower *L, const struct ast_stmt *st, int *c
 	return st->name ? st->name : arena_printf(L->a, "%d", idx);
 }
 
-/* Unique child names per scope: a second `conv1 =` is an error. */
+/* The scope whose names a child of `s` joins: unnamed residuals add no level. */
+static int naming_scope(const struct plan *p, int s)
+{
+	while (s > 0 && !p->scopes[s].name[0])
+		s = p->scopes[s].parent;
+	return s;
+}
+
+/* Unique child names per naming scope: a second `conv1 =` is an error. */
 static bool unique(struct lower *L, int scope, const char *name, struct loc at)
 {
+	scope = naming_scope(L->p, scope);
 	for (int i = L->p->nscopes - 1; i > scope; i--) {
 		const struct scope *sc = &L->p->scopes[i];
-		if (sc->parent == scope && strcmp(sc->name, name) == 0) {
+		if (sc->name[0] && naming_scope(L->p, sc->parent) == scope && strcmp(sc->name, name) == 0) {
 			diag_error(L->d, at, "'%s' is already a name in this %s", name, scope == 0 ? "model" : "block");
 			diag_note(L->d, sc->loc, "first used here");
 			return false;
@@ -325,6 +335,7 @@ static bool lower_stmt(struct lower *L, const struct ast_stmt *st, int scope, co
 			if (add < 0)
 				return false;
 			L->p->nodes[add].in2 = x0;
+			L->p->nodes[add].what = "the residual sum";
 			L->p->nodes[add].device = inh.device;
 			L->p->nodes[add].frozen = inh.frozen;
 			L->cur = add;
@@ -393,12 +404,15 @@ static bool lower_stmt(struct lower *L, const struct ast_stmt *st, int scope, co
 	n->loc.len = v->name_loc.len;
 	n->device = inh.device;
 	n->frozen = inh.frozen;
+	n->what = st->name || forced_name ? n->path : arena_printf(L->a, "layer %s (%s)", n->path, callee);
 	L->p->scopes[sc].node = id;
 	L->p->scopes[sc].wrap = wrap;
 	L->p->scopes[sc].device = inh.device;
 	L->cur = id;
-	static const struct val empty = { .kind = V_CALL };
-	return op_configure(L->d, n, v->kind == V_CALL ? v : &empty);
+	struct val bare = *v; /* `relu` reads as `relu()`, located where it is written */
+	bare.kind = V_CALL;
+	bare.n = 0;
+	return op_configure(L->d, n, v->kind == V_CALL ? v : &bare);
 }
 
 static bool lower_body(struct lower *L, const struct ast_stmt *body, int scope, const struct env *env, struct inherit inh,
@@ -445,8 +459,11 @@ bool lower_model(struct arena *a, struct diag *d, const struct sections *s, stru
 	int id = new_node(&L, OP_INPUT, v->name_loc, 0);
 	p->nodes[id].in = -1;
 	p->nodes[id].path = "input";
-	static const struct val empty = { .kind = V_CALL };
-	if (!op_configure(d, &p->nodes[id], v->kind == V_CALL ? v : &empty))
+	p->nodes[id].what = "input";
+	struct val bare = *v;
+	bare.kind = V_CALL;
+	bare.n = 0;
+	if (!op_configure(d, &p->nodes[id], v->kind == V_CALL ? v : &bare))
 		return false;
 	L.cur = id;
 	int counter = 0;

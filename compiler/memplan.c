@@ -38,9 +38,53 @@ static int by_off(const void *x, const void *y)
 
 enum { ALIGN = 64 };
 
-/* First-fit packing; returns the peak. */
+static int by_start(const void *x, const void *y)
+{
+	const struct buf *a = x, *b = y;
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	return a->size > b->size ? -1 : a->size < b->size;
+}
+
+/* Many buffers: allocate in time order, first fit among the live ones,
+ * which costs the number of live buffers per allocation, not all of them. */
+static int64_t pack_in_time(struct arena *a, struct buf *bufs, int n)
+{
+	qsort(bufs, (size_t)n, sizeof *bufs, by_start);
+	struct buf **live = arena_array(a, (size_t)n + 1, sizeof *live); /* sorted by offset */
+	int nl = 0;
+	int64_t peak = 0;
+	for (int i = 0; i < n; i++) {
+		int k = 0;
+		for (int j = 0; j < nl; j++)
+			if (live[j]->end >= bufs[i].start)
+				live[k++] = live[j];
+		nl = k;
+		int64_t off = 0;
+		int at = 0;
+		while (at < nl && live[at]->off < off + bufs[i].size) {
+			if (live[at]->off + live[at]->size > off)
+				off = live[at]->off + live[at]->size;
+			at++;
+		}
+		bufs[i].off = off;
+		memmove(live + at + 1, live + at, (size_t)(nl - at) * sizeof *live);
+		live[at] = &bufs[i];
+		nl++;
+		if (off + bufs[i].size > peak)
+			peak = off + bufs[i].size;
+	}
+	for (int i = 0; i < n; i++)
+		*bufs[i].dst = bufs[i].off;
+	return peak;
+}
+
+/* First-fit packing by decreasing size (tighter), or in time order when
+ * there are too many buffers for the quadratic search; returns the peak. */
 static int64_t pack(struct arena *a, struct buf *bufs, int n)
 {
+	if (n > 2048)
+		return pack_in_time(a, bufs, n);
 	qsort(bufs, (size_t)n, sizeof *bufs, by_size);
 	struct buf **live = arena_array(a, (size_t)n + 1, sizeof *live);
 	int64_t peak = 0;

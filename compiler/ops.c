@@ -98,13 +98,12 @@ static bool missing(struct diag *d, const struct val *call, const char *callee, 
 /* Sizes with an optional leading in-size: f(out) or f(in, out). */
 static bool in_out(struct diag *d, struct val **s, const char *callee, const struct val *call, int64_t *in, int64_t *out)
 {
-	if (!s[0])
+	if (!s[0] && !s[1])
 		return missing(d, call, callee, "an output size");
-	if (s[1]) {
+	if (s[0] && s[1])
 		return get_int(d, s[0], "the input size", in, 1) && get_int(d, s[1], "the output size", out, 1);
-	}
-	*in = 0;
-	return get_int(d, s[0], "the output size", out, 1);
+	*in = 0; /* linear(out) or linear(out=n): inferred from the input */
+	return get_int(d, s[0] ? s[0] : s[1], "the output size", out, 1);
 }
 
 static bool configure_pool(struct diag *d, struct node *n, struct val **s, const struct val *call, const char *callee, bool avg)
@@ -339,8 +338,8 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 			diag_error(d, call->loc, "flatten's dimensions are out of range");
 			return false;
 		}
-		n->a.flat.start = (int)st; /* batch-inclusive for now; normalised by op_infer */
-		n->a.flat.end = (int)en;
+		n->a.flat.start = n->a.flat.start_arg = (int)st; /* batch-inclusive; normalised by op_infer */
+		n->a.flat.end = n->a.flat.end_arg = (int)en;
 		return true;
 	}
 	case OP_GELU: {
@@ -393,7 +392,8 @@ int64_t shape_numel(const struct shape *s)
 {
 	int64_t n = 1;
 	for (int k = 0; k < s->rank; k++)
-		n *= s->d[k];
+		if (__builtin_mul_overflow(n, s->d[k], &n))
+			return INT64_MAX; /* saturates: callers compare against their limits */
 	return n;
 }
 
@@ -423,7 +423,7 @@ static bool need_rank(struct diag *d, const struct node *n, const struct shape *
 {
 	char b[96];
 	if (in->rank != rank) {
-		diag_error(d, n->loc, "%s expects %s input per sample, but the layer before it gives %s", n->path, what,
+		diag_error(d, n->loc, "%s expects %s input per sample, but the layer before it gives %s", n->what, what,
 			   shape_str(in, b, sizeof b));
 		return false;
 	}
@@ -436,8 +436,11 @@ static bool window(struct diag *d, const struct node *n, int64_t size, int64_t k
 	int64_t eff = dil * (k - 1) + 1;
 	int64_t span = size + 2 * p - eff;
 	if (span < 0) {
-		diag_error(d, n->loc, "%s: kernel %" PRId64 " (dilated to %" PRId64 ") is larger than its padded input %" PRId64,
-			   n->path, k, eff, size + 2 * p);
+		if (dil > 1)
+			diag_error(d, n->loc, "%s: kernel %" PRId64 " (dilated to %" PRId64 ") is larger than its padded input %" PRId64,
+				   n->what, k, eff, size + 2 * p);
+		else
+			diag_error(d, n->loc, "%s: kernel %" PRId64 " is larger than its padded input %" PRId64, n->what, k, size + 2 * p);
 		return false;
 	}
 	int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
@@ -460,7 +463,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 	case OP_LINEAR: {
 		int64_t f = in.d[in.rank - 1];
 		if (n->a.linear.in && n->a.linear.in != f) {
-			diag_error(d, n->loc, "%s expects %" PRId64 " input features, but the layer before it gives %s", n->path,
+			diag_error(d, n->loc, "%s expects %" PRId64 " input features, but the layer before it gives %s", n->what,
 				   n->a.linear.in, size_origin(prev, pp, f, b1, sizeof b1));
 			return false;
 		}
@@ -473,12 +476,12 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 			return false;
 		if (n->a.conv.cin && n->a.conv.cin != in.d[0]) {
 			diag_error(d, n->loc, "%s expects %" PRId64 " input channels, but the layer before it gives %" PRId64 " (shape %s)",
-				   n->path, n->a.conv.cin, in.d[0], shape_str(&in, b1, sizeof b1));
+				   n->what, n->a.conv.cin, in.d[0], shape_str(&in, b1, sizeof b1));
 			return false;
 		}
 		n->a.conv.cin = in.d[0];
 		if (n->a.conv.cin % n->a.conv.groups != 0) {
-			diag_error(d, n->loc, "%s: in_channels %" PRId64 " is not divisible by groups %" PRId64, n->path, n->a.conv.cin,
+			diag_error(d, n->loc, "%s: in_channels %" PRId64 " is not divisible by groups %" PRId64, n->what, n->a.conv.cin,
 				   n->a.conv.groups);
 			return false;
 		}
@@ -501,7 +504,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
 			return false;
 		if (n->a.bn.c && n->a.bn.c != in.d[0]) {
-			diag_error(d, n->loc, "%s expects %" PRId64 " channels, but the layer before it gives %" PRId64, n->path, n->a.bn.c,
+			diag_error(d, n->loc, "%s expects %" PRId64 " channels, but the layer before it gives %" PRId64, n->what, n->a.bn.c,
 				   in.d[0]);
 			return false;
 		}
@@ -513,7 +516,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 			n->a.ln.d[0] = in.d[in.rank - 1];
 		}
 		if (n->a.ln.nd > in.rank) {
-			diag_error(d, n->loc, "%s normalizes %d dimensions, but its input %s has only %d", n->path, n->a.ln.nd,
+			diag_error(d, n->loc, "%s normalizes %d dimensions, but its input %s has only %d", n->what, n->a.ln.nd,
 				   shape_str(&in, b1, sizeof b1), in.rank);
 			return false;
 		}
@@ -521,7 +524,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 			if (n->a.ln.d[k] != in.d[in.rank - n->a.ln.nd + k]) {
 				struct shape ns = { n->a.ln.nd, { 0 } };
 				memcpy(ns.d, n->a.ln.d, sizeof ns.d);
-				diag_error(d, n->loc, "%s normalizes over %s, but its input ends in a different shape: %s", n->path,
+				diag_error(d, n->loc, "%s normalizes over %s, but its input ends in a different shape: %s", n->what,
 					   shape_str(&ns, b1, sizeof b1), shape_str(&in, b2, sizeof b2));
 				return false;
 			}
@@ -529,11 +532,11 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		return true;
 	case OP_EMBEDDING:
 		if (prev && prev->dtype != DT_I64) {
-			diag_error(d, n->loc, "%s needs integer token ids; declare the model's input as input(..., dtype=\"long\")", n->path);
+			diag_error(d, n->loc, "%s needs integer token ids; declare the model's input as input(..., dtype=\"long\")", n->what);
 			return false;
 		}
 		if (in.rank == SHAPE_MAX) {
-			diag_error(d, n->loc, "%s: input has too many dimensions", n->path);
+			diag_error(d, n->loc, "%s: input has too many dimensions", n->what);
 			return false;
 		}
 		n->out.d[n->out.rank++] = n->a.emb.dim;
@@ -546,7 +549,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		int en = n->a.flat.end < 0 ? n->a.flat.end + full : n->a.flat.end;
 		if (st < 1 || en >= full || st > en) {
 			diag_error(d, n->loc, "%s: cannot flatten dimensions %d..%d of a %d-dimensional batch (the batch is dimension 0)",
-				   n->path, n->a.flat.start, n->a.flat.end, full);
+				   n->what, n->a.flat.start, n->a.flat.end, full);
 			return false;
 		}
 		n->a.flat.start = st - 1;
@@ -557,7 +560,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		int64_t m = 1;
 		for (int k = st - 1; k <= en - 1; k++)
 			if (!mul(m, in.d[k], &m)) {
-				diag_error(d, n->loc, "%s: flattened size is too large", n->path);
+				diag_error(d, n->loc, "%s: flattened size is too large", n->what);
 				return false;
 			}
 		o.d[o.rank++] = m;
@@ -571,7 +574,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		int full = in.rank + 1;
 		int dim = n->a.softmax.dim < 0 ? n->a.softmax.dim + full : n->a.softmax.dim;
 		if (dim < 1 || dim >= full) {
-			diag_error(d, n->loc, "%s: dim %d is %s for a %d-dimensional batch", n->path, n->a.softmax.dim,
+			diag_error(d, n->loc, "%s: dim %d is %s for a %d-dimensional batch", n->what, n->a.softmax.dim,
 				   dim == 0 ? "the batch dimension, which cannot be normalized" : "out of range", full);
 			return false;
 		}
@@ -580,7 +583,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 	}
 	case OP_DROPOUT: case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_TRANSFER:
 		if (prev && prev->dtype != DT_F32 && n->op != OP_TRANSFER) {
-			diag_error(d, n->loc, "%s needs floating-point input; integer token ids go through an embedding first", n->path);
+			diag_error(d, n->loc, "%s needs floating-point input; integer token ids go through an embedding first", n->what);
 			return false;
 		}
 		return true;
@@ -728,7 +731,7 @@ void op_describe(const struct node *n, char *buf, int len)
 		snprintf(buf, l, "%s(p=%s, inplace=False)", t, pyfloat(n->a.drop.p, f1, sizeof f1));
 		return;
 	case OP_FLATTEN:
-		snprintf(buf, l, "%s(start_dim=%d, end_dim=%d)", t, n->a.flat.start + 1, n->a.flat.end + 1);
+		snprintf(buf, l, "%s(start_dim=%d, end_dim=%d)", t, n->a.flat.start_arg, n->a.flat.end_arg);
 		return;
 	case OP_GELU:
 		snprintf(buf, l, "%s(approximate='%s')", t, n->a.gelu.tanh ? "tanh" : "none");

@@ -62,7 +62,8 @@ bool place_nodes(struct arena *a, struct diag *d, struct plan *p)
 			t.unit = -1;
 			t.alias = -1;
 			t.scope = n.scope;
-			t.path = arena_printf(a, "%s.to_device%d", n.path, n.device);
+			t.path = n.path[0] ? arena_printf(a, "%s.to_device%d", n.path, n.device) : arena_printf(a, "to_device%d", n.device);
+			t.what = t.path;
 			t.device = n.device;
 			t.dtype = out[from].dtype;
 			t.a.xfer.from = out[from].device;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "compiler/compile_impl.h"
+#include "compiler/ops.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
 
@@ -25,11 +26,6 @@ struct gather {
 	int depth;
 	struct source *last;
 };
-
-static void note_replaced(struct diag *d, const struct ast_section *old, const struct ast_section *now)
-{
-	(void)d; (void)old; (void)now; /* replacement is the documented behaviour: silent */
-}
 
 static bool add(struct gather *g, const struct ast_section *sec)
 {
@@ -49,8 +45,6 @@ static bool add(struct gather *g, const struct ast_section *sec)
 			diag_note(g->d, s->model->name_loc, "the first model, '%s', is here", s->model->name);
 			return false;
 		}
-		if (s->model)
-			note_replaced(g->d, s->model, sec);
 		s->model = sec;
 	} else if (strcmp(k, "block") == 0) {
 		if (!sec->name) {
@@ -99,6 +93,54 @@ static bool add(struct gather *g, const struct ast_section *sec)
 
 static bool gather_file(struct gather *g, const char *path, const struct loc *from);
 
+/* A second section of the same kind (blocks: of the same name) in one
+ * file is a mistake; across files it is the replacement rule. */
+static bool first_in_file(struct gather *g, const struct ast_file *f, const struct ast_section *sec)
+{
+	for (const struct ast_section *o = f->sections; o && o != sec; o = o->next) {
+		if (strcmp(o->kind, sec->kind) != 0 || strcmp(o->kind, "import") == 0)
+			continue;
+		if (strcmp(o->kind, "block") == 0 && (!o->name || !sec->name || strcmp(o->name, sec->name) != 0))
+			continue;
+		if (strcmp(o->kind, "block") == 0) {
+			diag_error(g->d, sec->name_loc, "block %s is defined twice in this file", sec->name);
+			diag_note(g->d, o->name_loc, "first defined here");
+		} else if (strcmp(o->kind, "model") == 0 && o->name && sec->name) {
+			diag_error(g->d, sec->name_loc, "a file holds one model, but this is a second one ('%s')", sec->name);
+			diag_note(g->d, o->name_loc, "the first model, '%s', is here", o->name);
+		} else {
+			diag_error(g->d, sec->kind_loc, "a second '%s' section in this file", sec->kind);
+			diag_note(g->d, o->kind_loc, "the first one is here; merge them");
+		}
+		return false;
+	}
+	return true;
+}
+
+static bool check_block(struct gather *g, const struct ast_section *sec)
+{
+	static const char *const reserved[] = { "residual", "repeat", "input" };
+	if (!sec->name)
+		return true;
+	bool bad = op_lookup(sec->name) >= 0;
+	for (int i = 0; i < 3; i++)
+		bad |= strcmp(sec->name, reserved[i]) == 0;
+	if (bad) {
+		diag_error(g->d, sec->name_loc, "'%s' is a built-in name; give the block another name", sec->name);
+		return false;
+	}
+	bool keyed = false;
+	for (const struct ast_arg *a = sec->params; a; a = a->next) {
+		if (a->key)
+			keyed = true;
+		else if (keyed) {
+			diag_error(g->d, a->value->loc, "a parameter without a default cannot follow one with a default");
+			return false;
+		}
+	}
+	return true;
+}
+
 static bool take(struct gather *g, const struct ast_file *f)
 {
 	bool ok = true;
@@ -128,13 +170,23 @@ static bool take(struct gather *g, const struct ast_file *f)
 				ok = false;
 			continue;
 		}
+		if (!first_in_file(g, f, sec)) {
+			ok = false;
+			continue;
+		}
+		if (sec->name_is_string) {
+			diag_error(g->d, sec->name_loc, "a %s's name is written without quotes", k);
+			ok = false;
+			continue;
+		}
+		if (strcmp(k, "block") == 0 && !check_block(g, sec)) {
+			ok = false;
+			continue;
+		}
 		if (sec->has_params && strcmp(k, "block") != 0) {
 			diag_error(g->d, sec->kind_loc, "only blocks take parameters");
 			ok = false;
 			continue;
-		}
-		if (strcmp(k, "block") == 0 && !sec->has_params && sec->name) {
-			/* a block without parameters is fine: block Stem { ... } */
 		}
 		if (!add(g, sec))
 			ok = false;

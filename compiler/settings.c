@@ -87,7 +87,12 @@ static bool num_range(struct reader *r, const struct val *v, const char *what, d
 	if (!val_num(r->d, v, what, out))
 		return false;
 	if (!(*out >= lo && *out <= hi)) {
-		diag_error(r->d, v->loc, "%s must be between %g and %g, not %g", what, lo, hi, *out);
+		if (isinf(hi))
+			diag_error(r->d, v->loc, "%s must be at least %g, not %g", what, lo, *out);
+		else if (isinf(lo))
+			diag_error(r->d, v->loc, "%s must be at most %g, not %g", what, hi, *out);
+		else
+			diag_error(r->d, v->loc, "%s must be between %g and %g, not %g", what, lo, hi, *out);
 		return false;
 	}
 	return true;
@@ -295,7 +300,7 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 	}
 	if (sc->kind == LRS_MULTISTEP) {
 		if (!s[2] || s[2]->kind != V_LIST || s[2]->n < 1 || s[2]->n > PLAN_MAX_MILESTONES) {
-			diag_error(r->d, s[2] ? s[2]->loc : v->loc, "multistep_lr needs milestones=[...], a list of 1 to %d epochs",
+			diag_error(r->d, s[2] ? s[2]->loc : v->loc, "multistep_lr needs milestones=[...], a list of 1 to %d epochs (or steps)",
 				   PLAN_MAX_MILESTONES);
 			return false;
 		}
@@ -412,13 +417,11 @@ static bool read_data(struct reader *r, const struct ast_section *sec, struct pl
 {
 	static const char *const keys[] = { "train", "test" };
 	struct val *v[2];
-	if (!read_keys(r, sec, keys, 2, v))
-		return false;
-	if (sec && !v[0]) {
+	bool ok = read_keys(r, sec, keys, 2, v);
+	if (sec && !v[0] && ok) {
 		diag_error(r->d, sec->kind_loc, "the data section needs a training set: train = mnist(...) or synthetic(...)");
 		return false;
 	}
-	bool ok = true;
 	if (v[0])
 		ok &= read_dataset(r, v[0], "train", &p->train_data);
 	if (v[1])
@@ -444,27 +447,27 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	t->optim.kind = OPT_SGD;
 	t->optim.lr = 0.01;
 	t->sched.kind = LRS_CONSTANT;
-	if (!read_keys(r, sec, keys, NK, v))
-		return false;
+	bool ok = read_keys(r, sec, keys, NK, v);
 	if (!sec)
 		return true;
 	int64_t seed = 1;
-	bool ok = true;
-	if (!v[0]) {
+	/* a key whose value failed is absent here: do not call it missing too */
+	bool keys_ok = ok;
+	if (!v[0] && keys_ok) {
 		diag_error(r->d, sec->kind_loc, "the train section needs a loss: loss = cross_entropy (or mse, nll)");
 		ok = false;
-	} else {
+	} else if (v[0]) {
 		ok &= read_loss(r, v[0], t);
 	}
-	if (!v[1]) {
+	if (!v[1] && keys_ok) {
 		diag_error(r->d, sec->kind_loc, "the train section needs an optimizer, e.g. optimizer = sgd(lr=0.01)");
 		ok = false;
-	} else {
+	} else if (v[1]) {
 		ok &= read_optim(r, v[1], &t->optim);
 	}
 	if (v[2])
 		ok &= read_sched(r, v[2], &t->sched);
-	if (!v[3] && !v[4]) {
+	if (!v[3] && !v[4] && keys_ok) {
 		diag_error(r->d, sec->kind_loc, "the train section needs a batch size: batch = 64 (per rank) or global_batch = N");
 		ok = false;
 	}
@@ -514,8 +517,7 @@ static bool read_parallel(struct reader *r, const struct ast_section *sec, struc
 	}
 	static const char *const keys[] = { "wrap", "shard", "bucket_mb", "microbatches", "timeout" };
 	struct val *v[5];
-	if (!read_keys(r, sec, keys, 5, v))
-		return false;
+	bool keys_ok = read_keys(r, sec, keys, 5, v);
 	if (pp->mode == PAR_DDP) {
 		for (int k = 0; k < 2; k++) {
 			if (v[k]) {
@@ -555,6 +557,7 @@ static bool read_parallel(struct reader *r, const struct ast_section *sec, struc
 					diag_error(r->d, b->loc, "blocks takes block names");
 					return false;
 				}
+				pp->wrap_block_locs[pp->nwrap_blocks] = b->loc;
 				pp->wrap_blocks[pp->nwrap_blocks++] = b->s;
 			}
 		} else if (v[0]->kind == V_CALL && v[0]->n) {
@@ -576,7 +579,7 @@ static bool read_parallel(struct reader *r, const struct ast_section *sec, struc
 		}
 		pp->shard = (enum shard_kind)k;
 	}
-	return num_range(r, v[2], "bucket_mb", 0.001, 65536, &pp->bucket_mb) &&
+	return keys_ok && num_range(r, v[2], "bucket_mb", 0.001, 65536, &pp->bucket_mb) &&
 	       int_at_least(r, v[3], "microbatches", 1, &pp->microbatches) && num_range(r, v[4], "timeout", 1, 1e7, &pp->timeout_s);
 }
 
@@ -592,8 +595,12 @@ bool settings_read(struct arena *a, struct diag *d, const struct sections *s, st
 			for (int b = 0; b < s->nblocks; b++)
 				found |= strcmp(s->blocks[b]->name, p->parallel.wrap_blocks[i]) == 0;
 			if (!found) {
-				diag_error(d, s->parallel->kind_loc, "wrap = blocks(%s): there is no block named %s", p->parallel.wrap_blocks[i],
-					   p->parallel.wrap_blocks[i]);
+				const char *names[MAX_BLOCKS];
+				for (int b = 0; b < s->nblocks; b++)
+					names[b] = s->blocks[b]->name;
+				const char *near = diag_nearest(p->parallel.wrap_blocks[i], names, s->nblocks);
+				diag_error(d, p->parallel.wrap_block_locs[i], "there is no block named %s to wrap%s%s%s", p->parallel.wrap_blocks[i],
+					   near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
 				ok = false;
 			}
 		}

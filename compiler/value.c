@@ -29,7 +29,7 @@ static const char *kind_name(enum val_kind k)
 {
 	switch (k) {
 	case V_INT: return "an integer";
-	case V_FLOAT: return "a number";
+	case V_FLOAT: return "a decimal number";
 	case V_STRING: return "a string";
 	case V_BOOL: return "a boolean";
 	case V_NAME: return "a name";
@@ -89,7 +89,15 @@ static struct val *arith(struct evalctx *c, const struct ast *e, struct val *l, 
 		}
 		out = a / b;
 		break;
-	default: out = fmod(a, b); break;
+	default:
+		if (b == 0) {
+			diag_error(c->d, r->loc, "division by zero");
+			return NULL;
+		}
+		out = fmod(a, b);
+		if (out != 0 && ((out < 0) != (b < 0)))
+			out += b; /* the sign of the divisor, as for integers */
+		break;
 	}
 	if (!isfinite(out)) {
 		diag_error(c->d, e->loc, "result is not a finite number");

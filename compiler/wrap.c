@@ -55,7 +55,8 @@ bool wrap_units(struct arena *a, struct diag *d, struct plan *p)
 			w |= unclaimed[s] >= p->parallel.min_params;
 		else if (p->parallel.wrap == WRAP_BLOCKS)
 			w |= block_policy(p, sc);
-		wrapped[s] = w && unclaimed[s] > 0;
+		/* an unnamed residual is no module in the state_dict: never a unit */
+		wrapped[s] = w && unclaimed[s] > 0 && sc->name[0];
 		if (!wrapped[s])
 			unclaimed[sc->parent] += unclaimed[s];
 	}

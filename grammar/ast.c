@@ -12,9 +12,50 @@
 #include "grammar/lex_state.h"
 #include "grammar/parser.h"
 
-int net_lex_init_extra(struct lex_state *extra, yyscan_t *scanner);
-int net_lex_destroy(yyscan_t scanner);
-void *net__scan_bytes(const char *bytes, int len, yyscan_t scanner);
+int net_raw_lex_init_extra(struct lex_state *extra, yyscan_t *scanner);
+int net_raw_lex_destroy(yyscan_t scanner);
+void *net_raw__scan_bytes(const char *bytes, int len, yyscan_t scanner);
+int net_raw_lex(NET_STYPE *lval, NET_LTYPE *lloc, yyscan_t scanner);
+struct lex_state *net_raw_get_extra(yyscan_t scanner);
+
+struct lex_hold {
+	bool held;
+	int tok;
+	NET_STYPE val;
+	NET_LTYPE loc;
+};
+
+/* The parser's scanner: the raw one, with the newlines before a '{'
+ * dropped, so `model Net` and `{` may sit on separate lines.  One token of
+ * lookahead is held back; nothing is scanned twice. */
+int net_lex(NET_STYPE *lval, NET_LTYPE *lloc, yyscan_t scanner)
+{
+	struct lex_hold *h = net_raw_get_extra(scanner)->hold;
+	if (h->held) {
+		h->held = false;
+		*lval = h->val;
+		*lloc = h->loc;
+		return h->tok;
+	}
+	int t = net_raw_lex(lval, lloc, scanner);
+	if (t != NL)
+		return t;
+	NET_STYPE nl_val = *lval;
+	NET_LTYPE nl_loc = *lloc;
+	do
+		t = net_raw_lex(&h->val, &h->loc, scanner);
+	while (t == NL);
+	if (t == '{') {
+		*lval = h->val;
+		*lloc = h->loc;
+		return t;
+	}
+	h->held = true;
+	h->tok = t;
+	*lval = nl_val;
+	*lloc = nl_loc;
+	return NL;
+}
 
 static struct ast *node(struct arena *a, enum ast_kind kind, struct loc at)
 {
@@ -115,12 +156,14 @@ struct ast_arg *ast_arg(struct arena *a, const char *key, struct loc key_loc, st
 	return g;
 }
 
+/* Lists keep their tail in the head's `last`, so long files append in
+ * constant time. */
 #define APPEND(list, item) do { \
 	if (!(item)) return list; \
-	if (!(list)) return item; \
-	__typeof__(list) t_ = list; \
-	while (t_->next) t_ = t_->next; \
-	t_->next = item; \
+	if (!(list)) { (item)->last = item; return item; } \
+	if (!(list)->last) { (list)->last = list; while ((list)->last->next) (list)->last = (list)->last->next; } \
+	(list)->last->next = item; \
+	(list)->last = item; \
 	return list; } while (0)
 
 struct ast_arg *ast_args_append(struct ast_arg *list, struct ast_arg *item)
@@ -246,13 +289,15 @@ struct ast_file *ast_parse(struct arena *a, struct diag *d, const struct source 
 	ls.last_was_nl = true; /* no statement to end before the first token */
 	ls.file = arena_alloc(a, sizeof *ls.file);
 	ls.file->src = src;
+	struct lex_hold hold = { 0 };
+	ls.hold = &hold;
 	yyscan_t scanner;
-	if (net_lex_init_extra(&ls, &scanner) != 0) {
+	if (net_raw_lex_init_extra(&ls, &scanner) != 0) {
 		fprintf(stderr, "trainc: cannot start the lexer\n");
 		exit(70);
 	}
-	net__scan_bytes(src->text, (int)src->len, scanner);
+	net_raw__scan_bytes(src->text, (int)src->len, scanner);
 	net_parse(scanner, &ls);
-	net_lex_destroy(scanner);
+	net_raw_lex_destroy(scanner);
 	return ls.file;
 }

@@ -29,6 +29,7 @@ struct ast_arg {
 	struct loc key_loc;
 	struct ast *value;
 	struct ast_arg *next;
+	struct ast_arg *last; /* on a list's head: its tail, for O(1) appends */
 };
 
 struct ast {
@@ -52,6 +53,7 @@ struct ast_annot {
 	struct loc loc;
 	struct ast_arg *args;
 	struct ast_annot *next;
+	struct ast_annot *last;
 };
 
 /* [name =] value [@annot...] [{ body }] */
@@ -64,6 +66,7 @@ struct ast_stmt {
 	bool has_body;
 	struct loc loc;
 	struct ast_stmt *next;
+	struct ast_stmt *last;
 };
 
 /* kind [name | "string"] [(params)] [{ body }] */
@@ -79,6 +82,7 @@ struct ast_section {
 	bool has_body;
 	struct loc open_loc; /* the '{' */
 	struct ast_section *next;
+	struct ast_section *last;
 };
 
 struct ast_file {

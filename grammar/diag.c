@@ -18,23 +18,62 @@ void diag_init(struct diag *d, FILE *out)
 	d->color = isatty(fileno(out)) && !getenv("NO_COLOR");
 }
 
+/* Bytes of the UTF-8 character at p, or 0 when p holds no valid one. */
+static size_t char_len(const unsigned char *p, size_t left)
+{
+	size_t n = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+	if (n == 0 || n > left)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+enum { SHOW_WIDTH = 100 }; /* characters of a long line shown around the spot */
+
+/* The source line (a window of it when long) with its control characters
+ * and broken UTF-8 shown as '?', then the underline aligned beneath. */
 static void show_line(struct diag *d, struct loc at)
 {
 	const char *line;
 	size_t len;
 	if (!at.src || at.line < 1 || !source_line(at.src, at.line, &line, &len))
 		return;
-	fprintf(d->out, "%.*s\n", (int)len, line);
-	/* walk characters up to col, copying tabs */
-	int col = 1;
+	const unsigned char *u = (const unsigned char *)line;
+	int first = at.col > SHOW_WIDTH / 2 ? at.col - SHOW_WIDTH / 2 : 1, col = 1, shown = 0;
 	size_t i = 0;
-	while (col < at.col && i < len) {
-		fputc(line[i] == '\t' ? '\t' : ' ', d->out);
-		i++;
-		while (i < len && ((unsigned char)line[i] & 0xc0) == 0x80)
-			i++;
+	if (first > 1)
+		fputs("...", d->out);
+	while (i < len && shown < SHOW_WIDTH) {
+		size_t n = char_len(u + i, len - i);
+		if (col >= first) {
+			if (n == 0 || (n == 1 && u[i] < 0x20 && u[i] != '\t') || u[i] == 0x7f)
+				fputc('?', d->out);
+			else
+				fwrite(u + i, 1, n, d->out);
+			shown++;
+		}
+		i += n ? n : 1;
 		col++;
 	}
+	if (i < len)
+		fputs("...", d->out);
+	fputc('\n', d->out);
+	/* walk characters up to col, copying tabs */
+	if (first > 1)
+		fputs("   ", d->out);
+	col = 1;
+	i = 0;
+	while (col < at.col && i < len) {
+		size_t n = char_len(u + i, len - i);
+		if (col >= first)
+			fputc(line[i] == '\t' ? '\t' : ' ', d->out);
+		i += n ? n : 1;
+		col++;
+	}
+	if (at.len > SHOW_WIDTH)
+		at.len = SHOW_WIDTH;
 	if (d->color)
 		fputs("\033[1;32m", d->out);
 	fputc('^', d->out);
@@ -108,23 +147,24 @@ static int distance(const char *a, const char *b)
 	size_t la = strlen(a), lb = strlen(b);
 	if (la > 63 || lb > 63)
 		return 99;
-	int row[64];
+	/* optimal string alignment: edits plus swaps of neighbours (sdg -> sgd) */
+	int m[64][64];
+	for (size_t i = 0; i <= la; i++)
+		m[i][0] = (int)i;
 	for (size_t j = 0; j <= lb; j++)
-		row[j] = (int)j;
+		m[0][j] = (int)j;
 	for (size_t i = 1; i <= la; i++) {
-		int diag_prev = row[0];
-		row[0] = (int)i;
 		for (size_t j = 1; j <= lb; j++) {
-			int up = row[j];
 			int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-			int best = diag_prev + cost;
-			if (row[j] + 1 < best) best = row[j] + 1;
-			if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-			row[j] = best;
-			diag_prev = up;
+			int best = m[i - 1][j - 1] + cost;
+			if (m[i - 1][j] + 1 < best) best = m[i - 1][j] + 1;
+			if (m[i][j - 1] + 1 < best) best = m[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && m[i - 2][j - 2] + 1 < best)
+				best = m[i - 2][j - 2] + 1;
+			m[i][j] = best;
 		}
 	}
-	return row[lb];
+	return m[la][lb];
 }
 
 const char *diag_nearest(const char *name, const char *const *candidates, int n)

@@ -23,6 +23,7 @@ struct lex_state {
 	bool sent_final_nl;
 	bool last_was_nl;
 	const char *last_text;
+	struct lex_hold *hold; /* lookahead past a newline (ast.c) */
 	struct ast_file *file;
 };
 #endif

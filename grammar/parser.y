@@ -25,6 +25,8 @@ void net_error(NET_LTYPE *at, yyscan_t scanner, struct lex_state *ls, const char
 }
 
 %code {
+#include <string.h>
+
 #include "grammar/arena.h"
 #include "grammar/diag.h"
 
@@ -155,38 +157,68 @@ static const char *token_text(const yypcontext_t *pc, struct lex_state *ls, char
 	return buf;
 }
 
+/* The character of a one-character token, else 0. */
+static char sym_char(yysymbol_kind_t t)
+{
+	const char *name = yysymbol_name(t);
+	return name[0] == '\'' && name[1] && name[2] == '\'' ? name[1] : 0;
+}
+
 static int yyreport_syntax_error(const yypcontext_t *pc, yyscan_t scanner, struct lex_state *ls)
 {
 	(void)scanner;
-	yysymbol_kind_t expected[6];
-	int n = yypcontext_expected_tokens(pc, expected, 6);
+	yysymbol_kind_t expected[YYNTOKENS];
+	int n = yypcontext_expected_tokens(pc, expected, YYNTOKENS);
 	char got[160], want[256] = "";
 	token_text(pc, ls, got, sizeof got);
-	size_t len = 0;
-	bool closes = false;
+	yysymbol_kind_t t = yypcontext_token(pc);
+	struct loc at = *yypcontext_location(pc);
+	if (ls->nesting_reported)
+		return 0; /* one message about runaway nesting is enough */
+	/* a missing closer is the likeliest mistake when one is possible here and
+	 * what came instead ends a line, the file or another bracket */
 	char closer = 0;
 	if (ls->nopen > 0) {
 		char o = ls->open[ls->nopen - 1].ch;
 		closer = o == '(' ? ')' : o == '[' ? ']' : '}';
 	}
-	for (int i = 0; n > 0 && n <= 5 && i < n; i++) {
+	bool closer_ok = false;
+	for (int i = 0; i < n; i++) {
 		const char *name = yysymbol_name(expected[i]);
 		if (closer && name[0] == '\'' && name[1] == closer)
-			closes = true;
+			closer_ok = true;
+	}
+	char tc = sym_char(t);
+	bool ends = t == YYSYMBOL_NL || t == YYSYMBOL_YYEOF || tc == ')' || tc == ']' || tc == '}' ||
+		    (closer != '}' && tc != ',' && tc != '=');
+	if (closer_ok && ends && (closer != '}' || t == YYSYMBOL_YYEOF)) {
+		diag_error(ls->diag, at, "expected '%c' before %s", closer, got);
+		diag_note(ls->diag, ls->open[ls->nopen - 1].loc, "to close this '%c'", ls->open[ls->nopen - 1].ch);
+		return 0;
+	}
+	if (tc == '}' && ls->nopen == 0) {
+		diag_error(ls->diag, at, "unmatched '}'");
+		return 0;
+	}
+	size_t len = 0;
+	for (int i = 0; n > 0 && n <= 5 && i < n; i++) {
+		const char *name = yysymbol_name(expected[i]);
 		len += (size_t)snprintf(want + len, sizeof want - len, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", name);
 	}
-	struct loc at = *yypcontext_location(pc);
 	if (want[0])
 		diag_error(ls->diag, at, "expected %s, found %s", want, got);
 	else
 		diag_error(ls->diag, at, "unexpected %s", got);
-	if (closes)
-		diag_note(ls->diag, ls->open[ls->nopen - 1].loc, "to close this '%c'", ls->open[ls->nopen - 1].ch);
 	return 0;
 }
 
 void net_error(NET_LTYPE *at, yyscan_t scanner, struct lex_state *ls, const char *msg)
 {
 	(void)scanner;
-	diag_error(ls->diag, *at, "%s", msg);
+	if (ls->nesting_reported)
+		return;
+	if (strstr(msg, "exhausted"))
+		diag_error(ls->diag, *at, "nested too deeply for the parser; split the expression");
+	else
+		diag_error(ls->diag, *at, "%s", msg);
 }

@@ -122,6 +122,10 @@ struct source *source_load(struct arena *a, struct diag *d, const char *path, co
 	s->path = arena_strdup(a, path);
 	s->text = buf;
 	s->len = len;
+	if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0) {
+		s->text += 3; /* a UTF-8 byte-order mark says nothing a .net file needs */
+		s->len -= 3;
+	}
 	if (!check_text(d, s))
 		return NULL;
 	return s;

@@ -20,7 +20,8 @@ enum kern_status { KERN_OK = 0, KERN_ERR_INDEX = -1, KERN_ERR_SHAPE = -2, KERN_E
 enum kern_reduction { KERN_REDUCE_MEAN, KERN_REDUCE_SUM };
 enum kern_gelu { KERN_GELU_NONE, KERN_GELU_TANH }; /* PyTorch's approximate= */
 
-/* Threads for OpenMP, OpenBLAS and oneDNN alike; results do not change with n. */
+/* Threads for every kernel: OpenMP's, which oneDNN shares; OpenBLAS is held at
+ * one because kern_gemm splits products itself.  Results do not change with n. */
 void kern_set_threads(int n);
 
 /* Output length of a sliding window (conv, pools): PyTorch's formula, with
@@ -32,7 +33,7 @@ int kern_window_out(int in, int k, int s, int p, int d, bool ceil_mode);
 void kern_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
 	       const float *b, int ldb, float beta, float *c, int ldc);
 
-/* ---- linear: y = x wᵀ + b, through sgemm ---- */
+/* ---- linear: y = x wᵀ + b, through kern_gemm ---- */
 void kern_linear_fwd(const float *x, // (N, K)
 		     const float *w, // (M, K)
 		     const float *b, // (M) or NULL
@@ -42,7 +43,8 @@ void kern_linear_bwd(const float *x, const float *w, const float *dy, // dy (N, 
 		     float *dx, float *dw, float *db, int n, int k, int m);
 
 /* ---- conv2d: prepared once per exact shape, then run every step ---- */
-/* AUTO: oneDNN where it measured faster and accepts the shape, else im2col. */
+/* AUTO: oneDNN where it measured faster and accepts the shape, else im2col;
+ * the other two force a path (for tests and comparisons). */
 enum kern_conv_path { KERN_CONV_AUTO, KERN_CONV_IM2COL, KERN_CONV_DNNL };
 struct conv2d_desc {
 	int n, c_in, h, w;   /* input (n, c_in, h, w); n is the batch */
@@ -52,6 +54,7 @@ struct conv2d_desc {
 	enum kern_conv_path path;
 };
 struct conv2d_dnnl;
+/* Set up by prepare; callers read oh and ow, the rest is the kernel's. */
 struct kern_conv2d {
 	struct conv2d_desc d;
 	int oh, ow;          /* output (n, c_out, oh, ow) */
@@ -64,12 +67,13 @@ struct kern_conv2d {
 size_t kern_conv2d_workspace(const struct conv2d_desc *d);
 /* Check d, create the primitives and set k up over workspace (64-byte
  * aligned).  KERN_ERR_SHAPE if d is not a valid conv, KERN_ERR_UNSUPPORTED if
- * path is KERN_CONV_DNNL and oneDNN refuses it. */
+ * path is KERN_CONV_DNNL and oneDNN refuses it.  Allocates (oneDNN handles);
+ * kern_conv2d_release frees.  One fwd or bwd call at a time per k. */
 int kern_conv2d_prepare(struct kern_conv2d *k, const struct conv2d_desc *d, void *workspace);
 void kern_conv2d_fwd(const struct kern_conv2d *k,
 		     const float *x, // (N, C_in, H, W)
 		     const float *w, // (C_out, C_in/groups, KH, KW)
-		     const float *b, // (C_out) or NULL
+		     const float *b, // (C_out), used iff d.bias
 		     float *y);      // (N, C_out, OH, OW)
 void kern_conv2d_bwd(const struct kern_conv2d *k, const float *x, const float *w,
 		     const float *dy, // (N, C_out, OH, OW)
@@ -79,7 +83,7 @@ void kern_conv2d_release(struct kern_conv2d *k);
 /* ---- pooling ---- */
 struct pool2d_desc {
 	int n, c, h, w;      /* input (n, c, h, w) */
-	int kh, kw, sh, sw, ph, pw, dh, dw; /* dilation is max pooling's only */
+	int kh, kw, sh, sw, ph, pw, dh, dw; /* dilation >= 1, and 1 for avg pooling */
 	bool ceil_mode;
 	bool count_include_pad; /* avg pooling's divisor counts padding (PyTorch default true) */
 };
@@ -161,7 +165,8 @@ void kern_log_softmax_bwd(const float *y, const float *dy, float *dx, int outer,
 void kern_add(const float *a, const float *b, float *y, size_t n); /* y may be a or b */
 void kern_accumulate(float *dst, const float *src, size_t n);      /* dst += src */
 
-/* ---- losses: return the loss; dx (NULL: skip) = scale * dloss/dx ---- */
+/* ---- losses: return the loss; dx (NULL: skip) = scale * dloss/dx.
+ * A mean over zero elements or rows is NaN with a zero gradient, as PyTorch. ---- */
 double kern_mse(const float *x, const float *target, float *dx, size_t n,
 		enum kern_reduction red, float scale);
 /* Rows whose target is ignore_index (PyTorch: -100) add nothing and do not

@@ -7,24 +7,27 @@
  * picks its blocked layouts; reorders stage x, dy and w in and y, dx, dw out.
  * The weight gradient of each chunk is summed into the total in chunk order.
  * im2col path: one image at a time unfolded into the workspace's column
- * buffer and multiplied per group with OpenBLAS; backward reuses the buffer,
- * first for dw, then for the unfolded dx that col2im folds back.  It serves
- * every shape oneDNN rejects, and backward-data where c_in/groups < 16 (the
- * first layer), whose blocked form pads channels to 16 and measured 5x slower.
+ * buffer and multiplied per group through kern_gemm; backward reuses the
+ * buffer, first for dw, then for the unfolded dx that col2im folds back.  It
+ * serves every shape oneDNN rejects, and backward-data where c_in/groups < 16
+ * (the first layer), whose blocked form pads channels to 16 and ran 3x slower.
  *
- * Measured, 1 thread, this machine (AVX-512), GFLOP/s fwd / bwd-data / bwd-w:
- *   conv1 (64, 1->32, 28x28, k3): im2col 61 / 54 / 40,  oneDNN 89 / 14 / 90
- *   conv2 (64, 32->64, 26x26, k3): im2col 105 / 104 / 94, oneDNN 229 / 230 / 224
- * (oneDNN on chunks of 8 images including its reorders; on the whole batch of
- * 64 at once it measured 193 / 180 / 172, and with plain nchw/oihw layouts,
- * which pick its gemm implementation, 144 / 123 / 101.)
+ * Measured at 1 thread on this machine (AVX-512), GFLOP/s fwd / bwd-data / bwd-w:
+ *   conv1 (64, 1->32, 28x28, k3):  im2col 53 / 53 / 37,   oneDNN 94 / 14 / 82
+ *   conv2 (64, 32->64, 26x26, k3): im2col 94 / 101 / 87,  oneDNN 222 / 219 / 203
+ * oneDNN timed with its reorders, in chunks of 4.  On the whole batch at once it
+ * ran conv2 at 193 / 180 / 172; with plain nchw/oihw layouts (its gemm
+ * implementation) at 144 / 123 / 101.  So AUTO takes oneDNN for all three
+ * passes but conv1's backward-data.
  *
  * Invariant: results do not depend on the thread count.  Every oneDNN chunk is
- * computed by a single-threaded primitive, chunk partial dw are added in chunk
- * order; im2col's dw sums images in batch order through sgemm's beta=1
- * (OpenBLAS splits M and N across threads, never K); db sums each channel
- * serially.  The workspace is scratch only during a call, so layers may share
- * one; one call at a time per kern_conv2d.  No allocation after prepare.
+ * computed by a single-threaded primitive and chunk partial dw are added in
+ * chunk order; im2col's gemms go through kern_gemm (fixed split), dw sums
+ * images in batch order, col2im gives each channel to one thread, db sums each
+ * channel serially.  The workspace is scratch only during a call, so layers
+ * may share one; one call at a time per kern_conv2d.  No allocation after
+ * prepare.  Past 600 lines: the two paths share setup, workspace layout and
+ * dispatch, and splitting them would put oneDNN's state in a shared header.
  */
 #include "runtime/kern.h"
 
@@ -36,7 +39,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DNNL_CHUNK 8  /* images per primitive call: fastest of 1..64 measured for conv2 */
+/* Images per primitive call.  At 1 thread, chunks of 1, 2, 4 and 8 images ran
+ * conv2 within 5% of each other, 32 and 64 at 25-40% slower (staging copies
+ * fall out of cache); 4 beat 1 by 10% on 7x7 images, where per-call costs show. */
+#define DNNL_CHUNK 4
 #define DNNL_SLOTS 16 /* chunks in flight at once; more threads than this idle here */
 
 enum { PASS_FWD, PASS_BWD_DATA, PASS_BWD_W, N_PASS };
@@ -72,8 +78,8 @@ struct conv2d_dnnl {
 
 /* oneDNN failing on a primitive it accepted at setup is the environment's fault */
 #define DNNL_CHECK(call) do { dnnl_status_t st_ = (call); if (st_ != dnnl_success) { \
-	fprintf(stderr, "%s:%d: %s failed: oneDNN: %s\n", __FILE__, __LINE__, #call, \
-		dnnl_status2str(st_)); exit(1); } } while (0)
+	fprintf(stderr, "%s:%d: %s failed: oneDNN: %s (hint: the conv path KERN_CONV_IM2COL " \
+		"avoids oneDNN)\n", __FILE__, __LINE__, #call, dnnl_status2str(st_)); exit(1); } } while (0)
 #define TRY(call) do { if ((call) != dnnl_success) goto fail; } while (0)
 
 /* ---- shapes ---- */
@@ -649,7 +655,7 @@ int kern_conv2d_prepare(struct kern_conv2d *k, const struct conv2d_desc *d, void
 			ws = workspace;
 	}
 	if (!k->dnnl || !k->dnnl->prim[PASS_BWD_DATA])
-		k->col = (float *)ws;
+		k->col = carve(&ws, col_bytes(d));
 	return KERN_OK;
 }
 

@@ -13,6 +13,7 @@
 
 #define BLOCK_MIN 64   /* narrowest block: thinner ones lose more to packing than they gain */
 #define BLOCKS_MAX 16  /* most blocks, so at most 16 threads share one product */
+#define SPLIT_FLOPS 4e6 /* below this a product is one call */
 
 void kern_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
 	       const float *b, int ldb, float beta, float *c, int ldc)
@@ -21,13 +22,13 @@ void kern_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *
 		return;
 	bool split_n = n >= m;
 	int dim = split_n ? n : m;
-	int blocks = dim / BLOCK_MIN;
+	/* small products stay whole: one call beats several, and one thread suffices */
+	int blocks = 2.0 * m * n * k < SPLIT_FLOPS ? 1 : dim / BLOCK_MIN;
 	blocks = blocks < 1 ? 1 : blocks > BLOCKS_MAX ? BLOCKS_MAX : blocks;
 	int step = (dim + blocks - 1) / blocks;
 	step = (step + 15) & ~15; /* whole vectors per block */
 	blocks = (dim + step - 1) / step;
-	double flops = 2.0 * m * n * k;
-	#pragma omp parallel for schedule(static) if (blocks > 1 && flops > 4e6)
+	#pragma omp parallel for schedule(static) if (blocks > 1)
 	for (int i = 0; i < blocks; i++) {
 		int lo = i * step, len = dim - lo < step ? dim - lo : step;
 		const float *ab = a, *bb = b;

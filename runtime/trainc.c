@@ -97,7 +97,7 @@ int main(int argc, char **argv)
 				return usage_error("%s needs a number", a);
 			int n;
 			if (!parse_count(argv[i + 1], &n))
-				return usage_error("--gpus/--cpus takes a number, not '%s'", argv[i + 1]);
+				return usage_error("%s takes a number, not '%s'", a, argv[i + 1]);
 			if (n < 1)
 				return usage_error("%s must be at least 1", a);
 			if (a[2] == 'g')

@@ -765,7 +765,7 @@ static void test_activation_grad(void)
 static void test_activation_reference(void)
 {
 	begin();
-	float x[5] = { -1.5f, -0.2f, 0, 0.7f, 2 }, y[5];
+	float x[5] = { -1.5f, -0.2f, 0, 0.7f, 2 }, y[6];
 	float gelu[5] = { -0.100210860f, -0.084148049f, 0, 0.530625463f, 1.954499960f };
 	float gelu_t[5] = { -0.100428432f, -0.084148571f, 0, 0.530570149f, 1.954597712f };
 	float tanh_r[5] = { -0.905148268f, -0.197375327f, 0, 0.604367793f, 0.964027584f };

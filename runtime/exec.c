@@ -111,9 +111,17 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 			continue;
 		for (int s = 0; s < e->nsizes; s++) {
 			struct conv2d_desc d = conv_desc(p, &p->nodes[i], e->sizes[s]);
-			ws += (kern_conv2d_workspace(&d) + 63) / 64 * 64;
+			d.path = KERN_CONV_IM2COL;
+			size_t a = kern_conv2d_workspace(&d);
+			d.path = KERN_CONV_AUTO;
+			size_t b = kern_conv2d_workspace(&d);
+			ws += ((a > b ? a : b) + 63) / 64 * 64;
 		}
 	}
+	/* TRAINC_CONV_PATH=im2col|onednn forces one convolution path (debugging, tests) */
+	const char *force = getenv("TRAINC_CONV_PATH");
+	enum kern_conv_path path = !force ? KERN_CONV_AUTO : !strcmp(force, "im2col") ? KERN_CONV_IM2COL
+		: !strcmp(force, "onednn") ? KERN_CONV_DNNL : KERN_CONV_AUTO;
 	e->conv_ws = region((int64_t)ws);
 	char *w = e->conv_ws;
 	for (int i = 0; i < p->nnodes; i++) {
@@ -121,11 +129,16 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 			continue;
 		for (int s = 0; s < e->nsizes; s++) {
 			struct conv2d_desc d = conv_desc(p, &p->nodes[i], e->sizes[s]);
+			d.path = path;
 			if (kern_conv2d_prepare(&e->conv[i * EXEC_MAX_SIZES + s], &d, w) != 0) {
 				snprintf(err, errlen, "%s: cannot prepare the convolution for batch %lld", p->nodes[i].path, (long long)e->sizes[s]);
 				return -1;
 			}
-			w += (kern_conv2d_workspace(&d) + 63) / 64 * 64;
+			d.path = KERN_CONV_IM2COL;
+			size_t a = kern_conv2d_workspace(&d);
+			d.path = KERN_CONV_AUTO;
+			size_t b = kern_conv2d_workspace(&d);
+			w += ((a > b ? a : b) + 63) / 64 * 64;
 		}
 	}
 	return 0;
@@ -423,7 +436,7 @@ static void backward_node(struct exec *e, int i, int64_t n)
 	finish_dx(e, nd->in, dx, acc, in_n);
 }
 
-int exec_loss_backward(struct exec *e, const void *y, int n, bool train, double *loss, long *correct, char *err, size_t errlen)
+int exec_loss(struct exec *e, const void *y, int n, bool train, double *loss, long *correct, char *err, size_t errlen)
 {
 	const struct plan *p = e->p;
 	int last = p->nnodes - 1;
@@ -450,13 +463,34 @@ int exec_loss_backward(struct exec *e, const void *y, int n, bool train, double 
 		snprintf(err, errlen, "a target class is outside 0..%lld, the model's output classes", (long long)per - 1);
 		return -1;
 	}
-	if (!train)
-		return 0;
+	return 0;
+}
+
+void exec_backward(struct exec *e, int n)
+{
+	const struct plan *p = e->p;
+	int last = p->nnodes - 1;
 	memset(e->written, 0, (size_t)p->nnodes * sizeof *e->written);
 	e->written[last] = true;
 	for (int i = last; i >= 1; i--)
 		backward_node(e, i, n);
-	return 0;
+}
+
+int exec_find_nonfinite(struct exec *e, const float *x, int n)
+{
+	const struct plan *p = e->p;
+	float *in = exec_output(e, 0, true);
+	memcpy(in, x, (size_t)(numel(&p->nodes[0].out) * n) * 4);
+	for (int i = 0; i < p->nnodes; i++) {
+		if (i > 0)
+			forward_node(e, i, n, true);
+		const float *y = exec_output(e, i, true);
+		int64_t cnt = numel(&p->nodes[i].out) * n;
+		for (int64_t k = 0; k < cnt; k++)
+			if (!isfinite(y[k]))
+				return i;
+	}
+	return -1;
 }
 
 void exec_free(struct exec *e)

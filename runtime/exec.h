@@ -40,10 +40,15 @@ void exec_init_params(struct exec *e, uint64_t seed);
 /* Forward over a batch of n samples in x (n, input...); train selects
  * dropout and batch statistics. */
 void exec_forward(struct exec *e, const float *x, int n, bool train);
-/* Loss of the last forward against y; in training also writes the output
- * gradient and runs backward (gradients accumulate). Returns -1 with err
- * on a bad target.  *correct gets the argmax hits for class targets. */
-int exec_loss_backward(struct exec *e, const void *y, int n, bool train, double *loss, long *correct, char *err, size_t errlen);
+/* Loss of the last forward against y; in training also writes the
+ * output's gradient.  Returns -1 with err on a bad target.  *correct gets
+ * the argmax hits for class targets. */
+int exec_loss(struct exec *e, const void *y, int n, bool train, double *loss, long *correct, char *err, size_t errlen);
+/* Backward of the last training forward; parameter gradients accumulate. */
+void exec_backward(struct exec *e, int n);
+/* Forward again, checking each layer's output: the first node whose output
+ * holds a NaN or an infinity, or -1.  For reporting a non-finite loss. */
+int exec_find_nonfinite(struct exec *e, const float *x, int n);
 /* Pointer to node i's output of the last forward. */
 float *exec_output(struct exec *e, int node, bool train);
 void exec_free(struct exec *e);

@@ -86,6 +86,19 @@ static struct sched_cfg sched_of(const struct plan_sched *s)
 	return c;
 }
 
+/* One terminal line, redrawn: epoch, a bar, samples, loss, speed. */
+static void progress(int64_t epoch, int64_t seen, int64_t total, double loss, double rate)
+{
+	enum { WIDTH = 30 };
+	int filled = total ? (int)(WIDTH * seen / total) : WIDTH;
+	char bar[WIDTH + 1];
+	for (int i = 0; i < WIDTH; i++)
+		bar[i] = i < filled ? '#' : '.';
+	bar[WIDTH] = 0;
+	printf("\rEpoch %lld [%s] %lld/%lld  loss %.4f  %.0f images/s", (long long)epoch, bar, (long long)seen, (long long)total, loss, rate);
+	fflush(stdout);
+}
+
 static void scale_grads(void *ctx, float coef)
 {
 	struct exec *e = ctx;
@@ -109,7 +122,7 @@ static int evaluate(struct exec *e, const struct plan *p, const struct dataset *
 		exec_forward(e, x, m, false);
 		double loss;
 		long c;
-		if (exec_loss_backward(e, y, m, false, &loss, &c, err, sizeof err) != 0) {
+		if (exec_loss(e, y, m, false, &loss, &c, err, sizeof err) != 0) {
 			fprintf(stderr, "trainc: test set: %s\n", err);
 			free(idx);
 			return -1;
@@ -211,6 +224,8 @@ int train_run(const struct plan *p, const struct train_opts *o)
 	printf("%s: %lld parameters, %lld training samples, batch %lld, %lld epoch%s\n", p->model_name, (long long)p->total_params,
 	       (long long)train.n, (long long)B, (long long)epochs, epochs == 1 ? "" : "s");
 	fflush(stdout);
+	/* a progress bar on a terminal; log lines as PyTorch's example prints them otherwise */
+	bool tty = isatty(STDOUT_FILENO) && !getenv("TRAINC_PLAIN");
 	double t0 = now(), train_time = 0;
 	int64_t step = 0, images = 0;
 	int rc = 0;
@@ -241,18 +256,25 @@ int train_run(const struct plan *p, const struct train_opts *o)
 			exec_forward(&e, x, b, true);
 			double loss;
 			long correct;
-			if (exec_loss_backward(&e, y, b, true, &loss, &correct, err, sizeof err) != 0) {
+			if (exec_loss(&e, y, b, true, &loss, &correct, err, sizeof err) != 0) {
 				fprintf(stderr, "trainc: step %lld: %s\n", (long long)step, err);
 				rc = 1;
 				break;
 			}
-			loader_release(&l);
 			if (!isfinite(loss)) {
-				fprintf(stderr, "trainc: the loss is %g at step %lld (epoch %lld); lower the learning rate or check the data\n",
-					loss, (long long)step, (long long)epoch);
+				int bad = exec_find_nonfinite(&e, x, b);
+				fprintf(stderr, "trainc: the loss is %g at step %lld (epoch %lld)", loss, (long long)step, (long long)epoch);
+				if (bad >= 0)
+					fprintf(stderr, "; the first non-finite output is %s's", p->nodes[bad].what);
+				else
+					fprintf(stderr, "; every layer's output is finite, so the loss itself overflowed");
+				fprintf(stderr, "\ntrainc: lower the learning rate, clip gradients (clip_grad_norm) or check the data\n");
+				loader_release(&l);
 				rc = 1;
 				break;
 			}
+			exec_backward(&e, b);
+			loader_release(&l);
 			if (p->train.clip_grad_norm > 0)
 				optim_clip_grad_norm(optim_sumsq(e.grads, e.trainable), p->train.clip_grad_norm, scale_grads, &e);
 			double lr = sched_lr(&sc, p->train.optim.lr, epoch - 1, step - 1);
@@ -262,11 +284,16 @@ int train_run(const struct plan *p, const struct train_opts *o)
 			seen += b;
 			batches++;
 			images += b;
-			if (batches % p->train.log_interval == 0 || seen == s.num_samples)
+			if (tty) {
+				progress(epoch, seen, s.num_samples, per_sample, (double)seen / (now() - te));
+			} else if (batches % p->train.log_interval == 0 || seen == s.num_samples) {
 				printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", (long long)epoch, (long long)seen,
 				       (long long)s.num_samples, 100.0 * (double)seen / (double)s.num_samples, per_sample);
-			fflush(stdout);
+				fflush(stdout);
+			}
 		}
+		if (tty)
+			fputs("\r\033[K", stdout);
 		if (rc)
 			break;
 		double dt = now() - te;

@@ -1,0 +1,245 @@
+/* test_exec.c: the executor over real plans: whole-network gradients
+ * against central differences (residual sums, flattened views, batchnorm,
+ * pooling, dropout with a fixed step), training that lowers the loss, and
+ * no allocation inside a training step: malloc and friends are interposed
+ * here and counted while steps run.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "compiler/compile.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+#include "runtime/exec.h"
+#include "runtime/kern.h"
+#include "runtime/optim.h"
+
+/* ---- counting allocator: every allocation in the process comes here ---- */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+static volatile long allocations, big_allocations;
+
+enum { BIG = 4096 };
+
+void *malloc(size_t n)
+{
+	allocations++;
+	if (n >= BIG)
+		big_allocations++;
+	return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+	allocations++;
+	return __libc_calloc(n, m);
+}
+
+void *realloc(void *p, size_t n)
+{
+	allocations++;
+	return __libc_realloc(p, n);
+}
+
+void *aligned_alloc(size_t a, size_t n)
+{
+	allocations++;
+	return __libc_memalign(a, n);
+}
+
+int posix_memalign(void **p, size_t a, size_t n)
+{
+	allocations++;
+	*p = __libc_memalign(a, n);
+	return *p ? 0 : 12;
+}
+
+void free(void *p)
+{
+	__libc_free(p);
+}
+
+static struct arena A;
+
+static struct plan *compile_text(const char *text)
+{
+	char path[] = "/tmp/trainc-exec-XXXXXX.net";
+	int fd = mkstemps(path, 4);
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		return NULL;
+	close(fd);
+	struct diag d;
+	diag_init(&d, stderr);
+	struct compile_opts o = { path, 1, NULL, 0 };
+	struct plan *p = compile_file(&A, &d, &o);
+	unlink(path);
+	return p;
+}
+
+/* conv, batchnorm, tanh, a residual, pooling, dropout, flatten, linear, gelu,
+ * log_softmax.  Average pooling: max pooling's kinks would make central
+ * differences jump wherever two window values are closer than the step
+ * (its gradient is checked against differences in test_kern). */
+static const char *const NET =
+	"model T {\n"
+	"  input(2, 6, 6)\n"
+	"  c1 = conv2d(2, 3, kernel=3, padding=1)\n"
+	"  bn = batchnorm2d(3)\n"
+	"  tanh\n"
+	"  residual {\n"
+	"    c2 = conv2d(3, 3, kernel=3, padding=1)\n"
+	"    sigmoid\n"
+	"  }\n"
+	"  avgpool2d(2)\n"
+	"  dropout(0.3)\n"
+	"  flatten\n"
+	"  fc = linear(27, 5)\n"
+	"  gelu\n"
+	"  out = linear(4)\n"
+	"  log_softmax\n"
+	"}\n"
+	"data { train = synthetic(input=randn(2, 6, 6), target=classes(4), samples=8) }\n"
+	"train { loss = nll(reduction=\"sum\"); optimizer = sgd(lr=0.05, momentum=0.9); batch = 4 }\n";
+
+static double loss_at(struct exec *e, const float *x, const int32_t *y, int n)
+{
+	double loss;
+	long c;
+	char err[128];
+	exec_forward(e, x, n, true);
+	exec_loss(e, y, n, true, &loss, &c, err, sizeof err);
+	return loss;
+}
+
+static void fill(float *x, int n, uint32_t seed)
+{
+	for (int i = 0; i < n; i++) {
+		seed = seed * 1664525u + 1013904223u;
+		x[i] = (float)((seed >> 8) & 0xffff) / 65536.0f - 0.5f;
+	}
+}
+
+static void test_network_gradients(void)
+{
+	struct plan *p = compile_text(NET);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	struct exec e;
+	char err[256];
+	int64_t sizes[1] = { 4 };
+	CHECK(exec_init(&e, p, sizes, 1, err, sizeof err) == 0);
+	exec_init_params(&e, 7);
+	e.step = 3; /* the same dropout mask for every evaluation */
+	float x[4 * 72];
+	int32_t y[4] = { 0, 3, 1, 2 };
+	fill(x, 4 * 72, 11);
+	memset(e.grads, 0, (size_t)e.trainable * 4);
+	loss_at(&e, x, y, 4);
+	exec_backward(&e, 4);
+	/* batchnorm's running statistics move with every forward; they do not
+	 * enter the training-mode output, so differences are unaffected */
+	float *g = malloc((size_t)e.trainable * 4);
+	memcpy(g, e.grads, (size_t)e.trainable * 4);
+	double maxg = 0, worst = 0;
+	for (int64_t i = 0; i < e.trainable; i++)
+		if (fabs(g[i]) > maxg)
+			maxg = fabs(g[i]);
+	for (int64_t i = 0; i < e.trainable; i += 3) {
+		float keep = e.params[i];
+		const float h = 1e-3f;
+		e.params[i] = keep + h;
+		double up = loss_at(&e, x, y, 4);
+		e.params[i] = keep - h;
+		double down = loss_at(&e, x, y, 4);
+		e.params[i] = keep;
+		double fd = (up - down) / (2.0 * h);
+		double diff = fabs(fd - g[i]);
+		if (diff > worst)
+			worst = diff;
+	}
+	/* float forward, eps 1e-3: agreement within 2% of the largest gradient */
+	CHECK(maxg > 0);
+	CHECK_NEAR(worst / maxg, 0, 2e-2);
+	free(g);
+	exec_free(&e);
+}
+
+/* Steps 3..30 of training: allocations counted. */
+static long allocations_in_steps(long *big)
+{
+	struct plan *p = compile_text(NET);
+	CHECK(p != NULL);
+	if (!p)
+		return -1;
+	struct exec e;
+	char err[256];
+	int64_t sizes[1] = { 4 };
+	CHECK(exec_init(&e, p, sizes, 1, err, sizeof err) == 0);
+	exec_init_params(&e, 1);
+	struct optim_cfg oc = optim_cfg_default(OPTIM_SGD);
+	oc.lr = 0.05;
+	oc.momentum = 0.9;
+	struct optim_state_view sv = { e.optim, e.trainable };
+	optim_state_init(&oc, sv, e.trainable);
+	float x[4 * 72];
+	int32_t y[4] = { 0, 3, 1, 2 };
+	fill(x, 4 * 72, 5);
+	double first = 0, last = 0;
+	long before = 0;
+	for (int step = 1; step <= 30; step++) {
+		if (step == 3) {
+			before = allocations; /* the first steps may warm thread pools */
+			*big = big_allocations;
+		}
+		e.step = step;
+		memset(e.grads, 0, (size_t)e.trainable * 4);
+		double loss = loss_at(&e, x, y, 4);
+		exec_backward(&e, 4);
+		optim_step(&oc, sv, e.params, e.grads, e.trainable, step, oc.lr);
+		if (step == 1)
+			first = loss;
+		last = loss;
+	}
+	long during = allocations - before;
+	*big = big_allocations - *big;
+	CHECK(last < first * 0.5); /* the same batch 30 times: it memorises it */
+	exec_free(&e);
+	return during;
+}
+
+/* With im2col convolutions nothing at all is allocated in a step. */
+static void test_training_step_allocates_nothing(void)
+{
+	setenv("TRAINC_CONV_PATH", "im2col", 1);
+	long big;
+	long n = allocations_in_steps(&big);
+	unsetenv("TRAINC_CONV_PATH");
+	if (n)
+		fprintf(stderr, "%ld allocations in 28 steps\n", n);
+	CHECK(n == 0);
+}
+
+/* oneDNN's primitive execution builds a small argument map per call and
+ * frees it before returning; no tensor-sized memory is ever allocated. */
+static void test_onednn_allocates_no_tensors(void)
+{
+	long big = 0;
+	allocations_in_steps(&big);
+	CHECK(big == 0);
+}
+
+int main(void)
+{
+	kern_set_threads(2);
+	RUN(test_network_gradients);
+	RUN(test_training_step_allocates_nothing);
+	RUN(test_onednn_allocates_no_tensors);
+	arena_release(&A);
+	return check_done();
+}

@@ -81,7 +81,8 @@ struct param {
 	int64_t fan_in;
 	int device;
 	int unit;            /* FSDP unit, -1 without FSDP */
-	int64_t offset;      /* elements into its device's param region, or into its unit's flat buffer */
+	int64_t offset;      /* elements into its device's unsharded param region (also grads, optimizer planes) */
+	int64_t unit_offset; /* elements into its FSDP unit's flat parameter, -1 for buffers */
 };
 
 /* A module of the equivalent nn.Module tree, for naming and printing. */
@@ -121,6 +122,7 @@ enum region { REG_PARAMS, REG_GRADS, REG_OPTIM, REG_ACTS, REG_COMM, REG__COUNT }
 struct devplan {
 	int64_t bytes[REG__COUNT];   /* per region, what one rank allocates on this device */
 	int64_t act_train, act_eval; /* activation peaks of the two modes, bytes */
+	int64_t unsharded_elems; /* float slots of the unsharded parameter layout */
 	int64_t scratch_off, scratch_bytes; /* summing gradients with several producers; eval-only statistics */
 };
 

@@ -257,7 +257,9 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 	for (int dev = 0; dev < p->ndevices; dev++) {
 		struct devplan *dp = &p->dev[dev];
 		int64_t trainable = 0, other = 0;
-		if (!sharded) {
+		/* the unsharded layout always exists: a single process runs it, and
+		 * FSDP gathers each unit into it */
+		{
 			/* trainable parameters in reverse execution order, then the rest */
 			for (int k = p->nparams - 1; k >= 0; k--) {
 				struct param *pr = &p->params[k];
@@ -275,11 +277,13 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 					other += slots(pr);
 				}
 			}
+			dp->unsharded_elems = other;
 			dp->bytes[REG_PARAMS] = other * 4;
 			dp->bytes[REG_GRADS] = trainable * 4;
 			dp->bytes[REG_OPTIM] = trainable * 4 * k_opt;
 			dp->bytes[REG_COMM] = 0;
-		} else {
+		}
+		if (sharded) {
 			int64_t shards = 0, buffers = 0, trainable_shards = 0, big1 = 0, big2 = 0, all = 0;
 			for (int u = 0; u < p->nunits; u++) {
 				const struct unit *un = &p->units[u];

@@ -87,6 +87,7 @@ bool wrap_units(struct arena *a, struct diag *d, struct plan *p)
 			unit_of[key] = p->nunits++;
 		}
 		pr->unit = unit_of[key];
+		pr->unit_offset = -1;
 	}
 	/* parents, spans, sizes */
 	for (int u = 0; u < p->nunits; u++) {
@@ -110,7 +111,7 @@ bool wrap_units(struct arena *a, struct diag *d, struct plan *p)
 		struct unit *un = &p->units[pr->unit];
 		if (pr->role == ROLE_RUNNING_MEAN || pr->role == ROLE_RUNNING_VAR || pr->role == ROLE_NUM_BATCHES)
 			continue; /* buffers are replicated, not sharded */
-		pr->offset = un->numel;
+		pr->unit_offset = un->numel;
 		un->numel += pr->numel;
 		if (pr->node > un->last_node)
 			un->last_node = pr->node;

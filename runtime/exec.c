@@ -91,10 +91,11 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 	for (int i = 0; i < p->nparams; i++)
 		if (p->params[i].trainable)
 			e->trainable += p->params[i].numel;
+	/* one process holds the unsharded layout whatever the parallel mode */
 	const struct devplan *dp = &p->dev[0];
-	e->params = region(dp->bytes[REG_PARAMS]);
-	e->grads = region(dp->bytes[REG_GRADS]);
-	e->optim = region(dp->bytes[REG_OPTIM]);
+	e->params = region(dp->unsharded_elems * 4);
+	e->grads = region(e->trainable * 4);
+	e->optim = region(e->trainable * 4 * p->train.optim.state_per_param);
 	e->acts = region(dp->bytes[REG_ACTS]);
 	e->written = calloc((size_t)p->nnodes, sizeof *e->written);
 	e->conv = calloc((size_t)p->nnodes * EXEC_MAX_SIZES, sizeof *e->conv);

@@ -5,8 +5,8 @@
  * size product for overflow, every string for UTF-8.  Decoded strings never
  * grow (an escape is longer than what it stands for, and each string's quotes
  * pay for its NUL), so one buffer of the header's length holds them all.
- * The writer follows the reference library's output: tensors in name order
- * (its order for tensors of one dtype), `__metadata__` first, the header
+ * The writer follows the reference library's output: tensors by dtype,
+ * widest first, then in name order, `__metadata__` first, the header
  * padded with spaces to a multiple of 8, serde_json's string escapes; for
  * F32 tensors without metadata the bytes are identical.
  * Does not: read or write big-endian hosts' floats (refused at compile time).
@@ -748,10 +748,31 @@ static void put_json_string(struct out *o, const char *s)
 	put(o, "\"", 1);
 }
 
+static int name_order(const void *a, const void *b)
+{
+	return strcmp((*(const struct safetensors_typed *const *)a)->name,
+		      (*(const struct safetensors_typed *const *)b)->name);
+}
+
+/* the reference's order: dtypes from the widest (I64, F64 before F32) down,
+ * names ascending within one; every tensor's data then starts aligned to
+ * its element size, since the data section starts at a multiple of 8 */
 static int tensor_order(const void *a, const void *b)
 {
-	return strcmp((*(const struct safetensors_tensor *const *)a)->name,
-		      (*(const struct safetensors_tensor *const *)b)->name);
+	const struct safetensors_typed *x = *(const struct safetensors_typed *const *)a;
+	const struct safetensors_typed *y = *(const struct safetensors_typed *const *)b;
+	if (x->dtype != y->dtype)
+		return x->dtype > y->dtype ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* bytes of t's data; the shape was checked by check_inputs */
+static uint64_t tensor_bytes(const struct safetensors_typed *t)
+{
+	uint64_t bytes = dtypes[t->dtype].size;
+	for (int d = 0; d < t->ndim; d++)
+		bytes *= (uint64_t)t->shape[d];
+	return bytes;
 }
 
 static int write_all(int fd, const void *buf, uint64_t n, uint64_t *done)
@@ -773,7 +794,7 @@ static int write_all(int fd, const void *buf, uint64_t n, uint64_t *done)
 }
 
 /* The header JSON for t in the order given by order; offsets follow it. */
-static int build_header(struct out *o, const struct safetensors_tensor *const *order, int n,
+static int build_header(struct out *o, const struct safetensors_typed *const *order, int n,
 			const struct safetensors_meta *meta, int nmeta, uint64_t *data_len)
 {
 	uint64_t at = 0;
@@ -790,14 +811,14 @@ static int build_header(struct out *o, const struct safetensors_tensor *const *o
 		put(o, "}", 1);
 	}
 	for (int k = 0; k < n; k++) {
-		const struct safetensors_tensor *e = order[k];
-		uint64_t bytes = 4;
-		for (int d = 0; d < e->ndim; d++)
-			bytes *= (uint64_t)e->shape[d]; /* checked by the caller */
+		const struct safetensors_typed *e = order[k];
+		uint64_t bytes = tensor_bytes(e);
 		if (nmeta > 0 || k > 0)
 			put(o, ",", 1);
 		put_json_string(o, e->name);
-		puts_(o, ":{\"dtype\":\"F32\",\"shape\":[");
+		puts_(o, ":{\"dtype\":\"");
+		puts_(o, dtypes[e->dtype].name);
+		puts_(o, "\",\"shape\":[");
 		for (int d = 0; d < e->ndim; d++) {
 			if (d)
 				put(o, ",", 1);
@@ -819,22 +840,25 @@ static int build_header(struct out *o, const struct safetensors_tensor *const *o
 	return 0;
 }
 
-static int check_inputs(const char *path, const struct safetensors_tensor *t, int n,
+static int check_inputs(const char *path, const struct safetensors_typed *t, int n,
 			const struct safetensors_meta *meta, int nmeta, char *err, size_t errlen)
 {
 	if (n < 0 || nmeta < 0 || (n > 0 && !t) || (nmeta > 0 && !meta))
 		return fail(err, errlen, "%s: invalid tensor or metadata list", path);
 	for (int i = 0; i < n; i++) {
-		const struct safetensors_tensor *e = &t[i];
+		const struct safetensors_typed *e = &t[i];
 		if (!e->name || !utf8_valid(e->name) || !strcmp(e->name, "__metadata__"))
 			return fail(err, errlen, "%s: tensor %d: name %s%s%s is not a valid UTF-8 tensor name", path, i,
 				    e->name ? "'" : "", e->name ? e->name : "(null)", e->name ? "'" : "");
 		if (e->ndim < 0 || e->ndim > SAFETENSORS_MAX_DIMS)
 			return fail(err, errlen, "%s: tensor '%s' has %d dimensions; use 0 to %d", path, e->name, e->ndim,
 				    SAFETENSORS_MAX_DIMS);
-		int64_t numel = 1;
+		if ((unsigned)e->dtype >= ST_NUM_DTYPES)
+			return fail(err, errlen, "%s: tensor '%s' has dtype %d, not one of enum safetensors_dtype", path,
+				    e->name, (int)e->dtype);
+		int64_t numel = 1, size = (int64_t)dtypes[e->dtype].size;
 		for (int d = 0; d < e->ndim; d++) {
-			if (e->shape[d] < 0 || (e->shape[d] != 0 && numel > INT64_MAX / 4 / e->shape[d]))
+			if (e->shape[d] < 0 || (e->shape[d] != 0 && numel > INT64_MAX / size / e->shape[d]))
 				return fail(err, errlen, "%s: tensor '%s': dimension %d is %lld; the shape is negative or "
 					    "too large", path, e->name, d, (long long)e->shape[d]);
 			numel *= e->shape[d];
@@ -855,20 +879,41 @@ static int check_inputs(const char *path, const struct safetensors_tensor *t, in
 int safetensors_write(const char *path, const struct safetensors_tensor *t, int n,
 		      const struct safetensors_meta *meta, int nmeta, char *err, size_t errlen)
 {
+	if (n < 0 || (n > 0 && !t))
+		return fail(err, errlen, "%s: invalid tensor or metadata list", path);
+	struct safetensors_typed *typed = calloc((size_t)(n ? n : 1), sizeof *typed);
+	if (!typed)
+		return fail(err, errlen, "%s: out of memory", path);
+	for (int i = 0; i < n; i++) {
+		typed[i].name = t[i].name;
+		typed[i].dtype = ST_F32;
+		typed[i].ndim = t[i].ndim;
+		memcpy(typed[i].shape, t[i].shape, sizeof typed[i].shape);
+		typed[i].data = t[i].data;
+	}
+	int rc = safetensors_write_typed(path, typed, n, meta, nmeta, err, errlen);
+	free(typed);
+	return rc;
+}
+
+int safetensors_write_typed(const char *path, const struct safetensors_typed *t, int n,
+			    const struct safetensors_meta *meta, int nmeta, char *err, size_t errlen)
+{
 	if (check_inputs(path, t, n, meta, nmeta, err, errlen) != 0)
 		return -1;
-	const struct safetensors_tensor **order = malloc((size_t)(n ? n : 1) * sizeof *order);
+	const struct safetensors_typed **order = malloc((size_t)(n ? n : 1) * sizeof *order);
 	if (!order)
 		return fail(err, errlen, "%s: out of memory", path);
 	for (int i = 0; i < n; i++)
 		order[i] = &t[i];
-	qsort(order, (size_t)n, sizeof *order, tensor_order);
+	qsort(order, (size_t)n, sizeof *order, name_order);
 	for (int k = 1; k < n; k++)
 		if (!strcmp(order[k]->name, order[k - 1]->name)) {
 			fail(err, errlen, "%s: tensor name '%s' given twice", path, order[k]->name);
 			free(order);
 			return -1;
 		}
+	qsort(order, (size_t)n, sizeof *order, tensor_order);
 
 	struct out o = { 0 };
 	put(&o, "\0\0\0\0\0\0\0\0", 8); /* the length, filled in below */
@@ -911,11 +956,7 @@ int safetensors_write(const char *path, const struct safetensors_tensor *t, int 
 	uint64_t done = 0;
 	int rc = write_all(fd, o.p, o.len, &done);
 	for (int k = 0; rc == 0 && k < n; k++) {
-		const struct safetensors_tensor *e = order[k];
-		uint64_t bytes = 4;
-		for (int d = 0; d < e->ndim; d++)
-			bytes *= (uint64_t)e->shape[d];
-		rc = write_all(fd, e->data, bytes, &done);
+		rc = write_all(fd, order[k]->data, tensor_bytes(order[k]), &done);
 	}
 	const char *what = "write";
 	if (rc == 0 && fsync(fd) != 0)

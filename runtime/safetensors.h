@@ -5,9 +5,9 @@
  * "data_offsets": [begin, end]}, ...} padded with spaces to a multiple of 8,
  * then the tensors' little-endian bytes, offsets counted from the end of the
  * header.
- * Does not: write anything but F32, convert between dtypes, or accept JSON
- * beyond what the format uses (tensor entries with exactly dtype, shape and
- * data_offsets; metadata values that are strings).
+ * Does not: convert between dtypes, or accept JSON beyond what the format
+ * uses (tensor entries with exactly dtype, shape and data_offsets; metadata
+ * values that are strings).
  * Invariant: a file that opens is fully validated: names unique, dtypes
  * known, every tensor's bytes inside the data section and of the size its
  * shape and dtype need, the data section covered exactly, without gap or
@@ -34,6 +34,15 @@ struct safetensors_tensor {
 	int ndim;                              /* 0 (a scalar) .. SAFETENSORS_MAX_DIMS */
 	int64_t shape[SAFETENSORS_MAX_DIMS];
 	const float *data;                     /* (shape...) */
+};
+
+/* One tensor of any dtype to write. */
+struct safetensors_typed {
+	const char *name;
+	enum safetensors_dtype dtype;
+	int ndim;                              /* 0 (a scalar) .. SAFETENSORS_MAX_DIMS */
+	int64_t shape[SAFETENSORS_MAX_DIMS];
+	const void *data;                      /* (shape...) elements of dtype, host (little-endian) order */
 };
 
 /* One metadata pair ("__metadata__" in the header). */
@@ -71,6 +80,11 @@ struct safetensors_file {
  * directory.  Returns 0, or -1 with a message in err. */
 int safetensors_write(const char *path, const struct safetensors_tensor *t, int n,
 		      const struct safetensors_meta *meta, int nmeta, char *err, size_t errlen);
+
+/* The same for tensors of any dtype (I64 buffers beside F32 weights),
+ * ordered as the reference orders them: widest dtype first, then by name. */
+int safetensors_write_typed(const char *path, const struct safetensors_typed *t, int n,
+			    const struct safetensors_meta *meta, int nmeta, char *err, size_t errlen);
 
 /* Map path and validate it.  Returns 0, or -1 with a message in err naming
  * the file, the byte offset and, where one is at fault, the tensor. */

@@ -23,6 +23,9 @@
 #include "runtime/safetensors.h"
 #include "runtime/sampler.h"
 #include "runtime/sched.h"
+#include "runtime/rundir.h"
+#include "runtime/weights.h"
+#include "runtime/launch.h"
 
 static double now(void)
 {
@@ -105,7 +108,8 @@ static void scale_grads(void *ctx, float coef)
 	optim_scale(e->grads, e->trainable, coef);
 }
 
-static int evaluate(struct exec *e, const struct plan *p, const struct dataset *ds, float *x, void *y)
+static int evaluate(struct exec *e, const struct plan *p, const struct dataset *ds, float *x, void *y, struct rundir *rd,
+		    int64_t epoch)
 {
 	int64_t b = p->train.test_batch, n = ds->n;
 	int64_t *idx = malloc((size_t)b * sizeof *idx);
@@ -132,39 +136,13 @@ static int evaluate(struct exec *e, const struct plan *p, const struct dataset *
 		correct += c;
 	}
 	free(idx);
+	rundir_metric_eval(rd, epoch, total / (double)n, p->test_data.target == TGT_CLASS ? (double)correct / (double)n : NAN);
 	if (p->test_data.target == TGT_CLASS)
 		printf("\nTest set: Average loss: %.4f, Accuracy: %ld/%lld (%.0f%%)\n\n", total / (double)n, correct, (long long)n,
 		       100.0 * (double)correct / (double)n);
 	else
 		printf("\nTest set: Average loss: %.4f\n\n", total / (double)n);
 	fflush(stdout);
-	return 0;
-}
-
-static int save_weights(const struct exec *e, const struct plan *p, const char *path)
-{
-	struct safetensors_tensor *t = calloc((size_t)p->nparams, sizeof *t);
-	int n = 0;
-	for (int k = 0; k < p->nparams; k++) {
-		const struct param *pr = &p->params[k];
-		if (pr->dtype != DT_F32)
-			continue; /* num_batches_tracked: the writer holds float tensors only */
-		t[n].name = pr->name;
-		t[n].ndim = pr->shape.rank;
-		memcpy(t[n].shape, pr->shape.d, sizeof(int64_t) * (size_t)pr->shape.rank);
-		t[n].data = e->params + pr->offset;
-		n++;
-	}
-	char hash[32], err[512];
-	snprintf(hash, sizeof hash, "%016llx", (unsigned long long)p->hash);
-	struct safetensors_meta meta[2] = { { "format", "pt" }, { "trainc_plan", hash } };
-	int rc = safetensors_write(path, t, n, meta, 2, err, sizeof err);
-	free(t);
-	if (rc != 0) {
-		fprintf(stderr, "trainc: cannot save the weights: %s\n", err);
-		return -1;
-	}
-	printf("Saved %d tensors to %s\n", n, path);
 	return 0;
 }
 
@@ -197,6 +175,17 @@ int train_run(const struct plan *p, const struct train_opts *o)
 	}
 	e.seed = p->train.seed;
 	exec_init_params(&e, p->train.seed);
+	if (o->init && weights_load(p, e.params, o->init, true, err, sizeof err) != 0) {
+		fprintf(stderr, "trainc: --init: %s\n", err);
+		exec_free(&e);
+		return 1;
+	}
+	struct rundir rd;
+	if (rundir_create(&rd, o->run_dir, p, o->version, o->argc, o->argv, err, sizeof err) != 0) {
+		fprintf(stderr, "trainc: %s\n", err);
+		exec_free(&e);
+		return 1;
+	}
 	struct optim_cfg oc = optim_of(&p->train.optim);
 	struct optim_state_view sv = { e.optim, e.trainable };
 	optim_state_init(&oc, sv, e.trainable);
@@ -281,9 +270,12 @@ int train_run(const struct plan *p, const struct train_opts *o)
 			optim_step(&oc, sv, e.params, e.grads, e.trainable, step, lr);
 			double per_sample = p->train.reduction == RED_SUM ? loss / b : loss;
 			loss_sum += per_sample * b;
+			launch_beat();
 			seen += b;
 			batches++;
 			images += b;
+			if (batches % p->train.log_interval == 0 || seen == s.num_samples)
+				rundir_metric_step(&rd, step, epoch, per_sample, lr, (double)seen / (now() - te));
 			if (tty) {
 				progress(epoch, seen, s.num_samples, per_sample, (double)seen / (now() - te));
 			} else if (batches % p->train.log_interval == 0 || seen == s.num_samples) {
@@ -300,14 +292,26 @@ int train_run(const struct plan *p, const struct train_opts *o)
 		train_time += dt;
 		printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)epoch, seen ? loss_sum / (double)seen : 0.0,
 		       (double)seen / dt);
-		if (has_test && evaluate(&e, p, &test, ex, ey) != 0)
+		if (has_test && evaluate(&e, p, &test, ex, ey, &rd, epoch) != 0)
 			rc = 1;
 	}
 	loader_stop(&l);
 	if (rc == 0) {
 		printf("Training loop elapsed time: %.3f sec (%.0f images/s while training)\n", now() - t0, (double)images / train_time);
-		if (o->save && save_weights(&e, p, o->save) != 0)
-			rc = 1;
+		char path[4200];
+		snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&rd));
+		const char *targets[2] = { path, o->save };
+		for (int k = 0; k < 2 && rc == 0; k++) {
+			if (!targets[k])
+				continue;
+			if (weights_save(p, e.params, targets[k], err, sizeof err) != 0) {
+				fprintf(stderr, "trainc: cannot save the weights: %s\n", err);
+				rc = 1;
+			} else if (k == 1) {
+				printf("Saved the weights to %s\n", targets[k]);
+			}
+		}
+		printf("Run directory: %s\n", rundir_path(&rd));
 	}
 	free(ex);
 	free(ey);
@@ -316,6 +320,7 @@ int train_run(const struct plan *p, const struct train_opts *o)
 	free(yb[0]);
 	free(yb[1]);
 	sampler_free(&s);
+	rundir_close(&rd);
 	exec_free(&e);
 	dataset_close(&train);
 	if (has_test)

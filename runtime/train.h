@@ -7,8 +7,13 @@
 #include "compiler/ir.h"
 
 struct train_opts {
-	const char *save;  /* safetensors path, or NULL */
-	int threads;       /* 0: all cores */
+	const char *save;     /* safetensors path, or NULL */
+	const char *init;     /* start from these weights (safetensors), or NULL */
+	const char *run_dir;  /* NULL: runs/<model>-<time> */
+	const char *version;
+	int threads;          /* 0: all cores */
+	int argc;
+	char **argv;
 };
 
 /* Train p to the end; returns the process exit status (0, or 1 after

@@ -44,6 +44,10 @@ static void usage(FILE *out)
 	      "  --cpus N     N CPU worker processes\n"
 	      "  --set k=v    override a data, train or parallel setting, e.g. --set train.epochs=1\n"
 	      "  --save PATH  after training, write the weights as safetensors with PyTorch's names\n"
+	      "  --init PATH  start from these weights (safetensors with PyTorch's names; names,\n"
+	      "               shapes and dtypes must match the model exactly)\n"
+	      "  --run-dir D  where the run's record goes (default runs/MODEL-TIME): the .net\n"
+	      "               text that ran, run.json (plan hash, git state), metrics.jsonl, weights\n"
 	      "  --threads N  compute threads (default: every core)\n",
 	      out);
 }
@@ -76,7 +80,7 @@ int main(int argc, char **argv)
 	const char *cmd = "train", *file = NULL;
 	const char *sets[MAX_SETS];
 	int nsets = 0, gpus = -1, cpus = -1, threads = 0;
-	const char *save = NULL;
+	const char *save = NULL, *init = NULL, *run_dir = NULL;
 	int i = 1;
 	if (argc > 1 && (!strcmp(argv[1], "check") || !strcmp(argv[1], "print") || !strcmp(argv[1], "graph"))) {
 		cmd = argv[1];
@@ -111,6 +115,12 @@ int main(int argc, char **argv)
 			if (i + 1 >= argc)
 				return usage_error("--save needs a file name, e.g. --save model.safetensors");
 			save = argv[++i];
+			continue;
+		}
+		if (!strcmp(a, "--init") || !strcmp(a, "--run-dir")) {
+			if (i + 1 >= argc)
+				return usage_error("%s needs a path", a);
+			*(a[2] == 'i' ? &init : &run_dir) = argv[++i];
 			continue;
 		}
 		if (!strcmp(a, "--threads")) {
@@ -179,7 +189,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "trainc: --cpus %d: training with several worker processes is not built yet; use --cpus 1\n", o.world);
 			rc = 2;
 		} else {
-			struct train_opts to = { save, threads };
+			struct train_opts to = { save, init, run_dir, TRAINC_VERSION, threads, argc, argv };
 			rc = train_run(p, &to);
 		}
 	}

@@ -4,7 +4,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$TRAINC" models/toy.net --save "$dir/toy.safetensors" > "$dir/out"
 grep -q 'Train Epoch: 1' "$dir/out"
-grep -q 'Saved 4 tensors' "$dir/out"
+grep -q 'Saved the weights to' "$dir/out"
 for name in net1.weight net1.bias net2.weight net2.bias; do
 	grep -aq "\"$name\"" "$dir/toy.safetensors" || { echo "missing $name"; exit 1; }
 done

@@ -1,0 +1,337 @@
+/* launch.c: spawning and supervising the workers of a job.
+ * One poll loop watches every worker's stdout, stderr and heartbeat pipe
+ * plus a self-pipe for signals; the store is served from its own thread.
+ * The first failure is the root cause: later exits are consequences (a
+ * collective whose peer died) and are not blamed.  Every wait is bounded.
+ */
+#include "runtime/launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/store.h"
+
+enum { TAIL_LINES = 12, LINE_MAX_LEN = 1024 };
+
+struct worker {
+	pid_t pid;
+	int out, err, beat;      /* read ends; -1 once closed */
+	bool exited;
+	int status;
+	double last_beat;
+	char partial[2][LINE_MAX_LEN]; /* an unfinished line of stdout, stderr */
+	int plen[2];
+	char tail[TAIL_LINES][LINE_MAX_LEN]; /* last stderr lines, a ring */
+	int ntail;
+};
+
+static int sig_pipe[2] = { -1, -1 };
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+	unsigned char b = (unsigned char)sig;
+	if (write(sig_pipe[1], &b, 1) < 0) {
+		/* the pipe is full: a signal is already pending */
+	}
+	errno = saved;
+}
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void emit(struct worker *w, int rank, int stream, const char *line, int len)
+{
+	FILE *f = stream ? stderr : stdout;
+	if (rank == 0)
+		fprintf(f, "%.*s\n", len, line);
+	else
+		fprintf(f, "[rank %d] %.*s\n", rank, len, line);
+	fflush(f);
+	if (stream) {
+		int slot = w->ntail % TAIL_LINES;
+		snprintf(w->tail[slot], LINE_MAX_LEN, "%.*s", len, line);
+		w->ntail++;
+	}
+}
+
+/* Forward complete lines from fd; returns false at end of file. */
+static bool pump(struct worker *w, int rank, int stream, int fd)
+{
+	char buf[4096];
+	ssize_t n = read(fd, buf, sizeof buf);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return true;
+	if (n <= 0) {
+		if (w->plen[stream])
+			emit(w, rank, stream, w->partial[stream], w->plen[stream]);
+		w->plen[stream] = 0;
+		return false;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		char c = buf[i];
+		/* a progress bar's carriage returns become line breaks for the other ranks */
+		if (c == '\n' || (c == '\r' && rank != 0) || w->plen[stream] == LINE_MAX_LEN - 1) {
+			emit(w, rank, stream, w->partial[stream], w->plen[stream]);
+			w->plen[stream] = 0;
+			if (c == '\n' || c == '\r')
+				continue;
+		}
+		w->partial[stream][w->plen[stream]++] = c;
+	}
+	return true;
+}
+
+static void signal_all(struct worker *ws, int n, int sig)
+{
+	for (int r = 0; r < n; r++)
+		if (ws[r].pid > 0 && !ws[r].exited)
+			kill(ws[r].pid, sig);
+}
+
+static const char *describe_status(int status, char *buf, size_t n)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, n, "exit code %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, n, "signal %s (%d)", sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?",
+			 WTERMSIG(status));
+	else
+		snprintf(buf, n, "status %d", status);
+	return buf;
+}
+
+static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], int beat[2], char **argv)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	/* the worker dies with the launcher, even if the launcher is killed */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	dup2(out[1], STDOUT_FILENO);
+	dup2(err[1], STDERR_FILENO);
+	close(out[0]);
+	close(err[0]);
+	close(beat[0]);
+	char v[32];
+	snprintf(v, sizeof v, "%d", rank);
+	setenv("RANK", v, 1);
+	setenv("LOCAL_RANK", v, 1);
+	snprintf(v, sizeof v, "%d", world);
+	setenv("WORLD_SIZE", v, 1);
+	setenv("LOCAL_WORLD_SIZE", v, 1);
+	snprintf(v, sizeof v, "%d", store_fd);
+	setenv("TRAINC_STORE_FD", v, 1);
+	snprintf(v, sizeof v, "%d", beat[1]);
+	setenv("TRAINC_BEAT_FD", v, 1);
+	setenv("TRAINC_WORKER", "1", 1);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+	execv("/proc/self/exe", argv);
+	fprintf(stderr, "trainc: cannot start worker %d: %s\n", rank, strerror(errno));
+	_exit(127);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+int launch_run(const struct launch_opts *o, int argc, char **argv)
+{
+	(void)argc;
+	int n = o->world;
+	struct worker *ws = calloc((size_t)n, sizeof *ws);
+	struct store_server *store = store_server_new();
+	char err[256];
+	if (!ws || !store || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || store_server_start(store, err, sizeof err) != 0) {
+		fprintf(stderr, "trainc: cannot start the launcher: %s\n", ws && store ? err : "out of memory");
+		return 1;
+	}
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGCHLD, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	double start = now();
+	for (int r = 0; r < n; r++) {
+		int sp[2], out[2], er[2], beat[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0 ||
+		    pipe2(beat, O_CLOEXEC) != 0) {
+			fprintf(stderr, "trainc: cannot create pipes for worker %d: %s\n", r, strerror(errno));
+			signal_all(ws, r, SIGKILL);
+			return 1;
+		}
+		/* the worker's ends must survive exec: drop close-on-exec in the child only */
+		int keep[3] = { sp[1], beat[1], -1 };
+		for (int k = 0; keep[k] >= 0; k++)
+			fcntl(keep[k], F_SETFD, 0);
+		ws[r].pid = spawn(r, n, sp[1], out, er, beat, argv);
+		for (int k = 0; keep[k] >= 0; k++)
+			fcntl(keep[k], F_SETFD, FD_CLOEXEC);
+		close(sp[1]);
+		close(out[1]);
+		close(er[1]);
+		close(beat[1]);
+		if (ws[r].pid < 0) {
+			fprintf(stderr, "trainc: cannot fork worker %d: %s\n", r, strerror(errno));
+			close(sp[0]);
+			signal_all(ws, r, SIGKILL);
+			return 1;
+		}
+		store_server_add_client(store, sp[0]);
+		ws[r].out = out[0];
+		ws[r].err = er[0];
+		ws[r].beat = beat[0];
+		fcntl(ws[r].beat, F_SETFL, O_NONBLOCK);
+		ws[r].last_beat = start;
+	}
+	int failed = -1, stop_signal = 0, alive = n;
+	double kill_at = 0;
+	char why[256] = "";
+	struct pollfd *pfd = calloc((size_t)n * 3 + 1, sizeof *pfd);
+	while (alive > 0) {
+		int np = 0;
+		pfd[np++] = (struct pollfd){ sig_pipe[0], POLLIN, 0 };
+		for (int r = 0; r < n; r++) {
+			pfd[np++] = (struct pollfd){ ws[r].out, POLLIN, 0 };
+			pfd[np++] = (struct pollfd){ ws[r].err, POLLIN, 0 };
+			pfd[np++] = (struct pollfd){ ws[r].beat, POLLIN, 0 };
+		}
+		if (poll(pfd, (nfds_t)np, 200) < 0 && errno != EINTR)
+			break;
+		double t = now();
+		for (int r = 0; r < n; r++) {
+			struct pollfd *p = &pfd[1 + 3 * r];
+			if (p[0].fd >= 0 && (p[0].revents & (POLLIN | POLLHUP)) && !pump(&ws[r], r, 0, ws[r].out))
+				close_fd(&ws[r].out);
+			if (p[1].fd >= 0 && (p[1].revents & (POLLIN | POLLHUP)) && !pump(&ws[r], r, 1, ws[r].err))
+				close_fd(&ws[r].err);
+			if (p[2].fd >= 0 && (p[2].revents & (POLLIN | POLLHUP))) {
+				char b[256];
+				ssize_t k = read(ws[r].beat, b, sizeof b);
+				if (k > 0)
+					ws[r].last_beat = t;
+				else if (k == 0)
+					close_fd(&ws[r].beat);
+			}
+		}
+		unsigned char sig;
+		while (read(sig_pipe[0], &sig, 1) == 1) {
+			if ((sig == SIGINT || sig == SIGTERM) && !stop_signal) {
+				stop_signal = sig;
+				fprintf(stderr, "trainc: %s: stopping %d worker%s\n", sig == SIGINT ? "interrupted" : "terminated", n, n == 1 ? "" : "s");
+				signal_all(ws, n, SIGTERM);
+				kill_at = t + o->grace_s;
+			}
+		}
+		for (int r = 0; r < n; r++) {
+			if (ws[r].exited)
+				continue;
+			int status;
+			pid_t got = waitpid(ws[r].pid, &status, WNOHANG);
+			if (got == ws[r].pid) {
+				ws[r].exited = true;
+				ws[r].status = status;
+				alive--;
+				bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+				if (!ok && failed < 0 && !stop_signal) {
+					failed = r;
+					char st[64];
+					snprintf(why, sizeof why, "rank %d failed with %s", r, describe_status(status, st, sizeof st));
+					signal_all(ws, n, SIGTERM);
+					kill_at = t + o->grace_s;
+				}
+			} else if (failed < 0 && !stop_signal && t - ws[r].last_beat > o->timeout_s) {
+				failed = r;
+				snprintf(why, sizeof why, "rank %d made no progress for %.0f s (the job timeout); it is stopped as hung", r,
+					 t - ws[r].last_beat);
+				signal_all(ws, n, SIGTERM);
+				kill_at = t + o->grace_s;
+			}
+		}
+		if (kill_at > 0 && t > kill_at) {
+			signal_all(ws, n, SIGKILL);
+			kill_at = t + 3600;
+		}
+	}
+	/* drain what the workers wrote last */
+	for (int r = 0; r < n; r++) {
+		while (ws[r].out >= 0 && pump(&ws[r], r, 0, ws[r].out)) {
+		}
+		while (ws[r].err >= 0 && pump(&ws[r], r, 1, ws[r].err)) {
+		}
+		close_fd(&ws[r].out);
+		close_fd(&ws[r].err);
+		close_fd(&ws[r].beat);
+	}
+	store_server_free(store);
+	int rc = 0;
+	if (stop_signal) {
+		rc = 128 + stop_signal;
+	} else if (failed >= 0) {
+		fprintf(stderr, "trainc: %s\n", why);
+		struct worker *w = &ws[failed];
+		int k = w->ntail < TAIL_LINES ? w->ntail : TAIL_LINES;
+		if (k) {
+			fprintf(stderr, "trainc: last lines of rank %d's stderr:\n", failed);
+			for (int i = w->ntail - k; i < w->ntail; i++)
+				fprintf(stderr, "    %s\n", w->tail[i % TAIL_LINES]);
+		}
+		rc = 1;
+	}
+	free(pfd);
+	free(ws);
+	return rc;
+}
+
+int launch_worker_rank(int *world)
+{
+	const char *w = getenv("TRAINC_WORKER"), *r = getenv("RANK"), *ws = getenv("WORLD_SIZE");
+	if (!w || !r || !ws)
+		return -1;
+	*world = atoi(ws);
+	return atoi(r);
+}
+
+void launch_beat(void)
+{
+	static int fd = -2;
+	if (fd == -2) {
+		const char *s = getenv("TRAINC_BEAT_FD");
+		fd = s ? atoi(s) : -1;
+	}
+	if (fd >= 0) {
+		char b = 1;
+		if (write(fd, &b, 1) < 0)
+			fd = -1;
+	}
+}
+
+int launch_store_fd(void)
+{
+	const char *s = getenv("TRAINC_STORE_FD");
+	return s ? atoi(s) : -1;
+}

@@ -1,0 +1,31 @@
+/* launch.h: the launcher: N worker processes as one job.
+ * The launcher has already compiled the file (so every error came before
+ * anything started); it serves the rendezvous store, spawns each worker by
+ * re-executing trainc itself (fork + exec: no library state crosses a
+ * fork), forwards output (rank 0 as is, other ranks prefixed), and
+ * supervises: on the first failure it stops the rest (SIGTERM, a grace
+ * period, SIGKILL) and names the root cause; SIGINT and SIGTERM are passed
+ * on; a worker that shows no progress for the job timeout is a failure.
+ * Workers learn their place from the environment, torchrun's names:
+ * RANK, WORLD_SIZE, LOCAL_RANK, plus TRAINC_STORE_FD and TRAINC_BEAT_FD.
+ */
+#ifndef LAUNCH_H
+#define LAUNCH_H
+
+struct launch_opts {
+	int world;
+	double timeout_s;   /* a worker silent for this long has hung */
+	double grace_s;     /* between SIGTERM and SIGKILL */
+};
+
+/* Run argv as `world` workers; returns the launcher's exit status. */
+int launch_run(const struct launch_opts *o, int argc, char **argv);
+
+/* In a worker: its rank and world from the environment, or -1 when this
+ * process is not a worker. */
+int launch_worker_rank(int *world);
+/* In a worker: tell the launcher it is making progress (cheap; call per step). */
+void launch_beat(void);
+/* In a worker: the store connection inherited from the launcher, or -1. */
+int launch_store_fd(void);
+#endif

@@ -1,0 +1,60 @@
+/* rundir.h: the directory every training run leaves behind.
+ * runs/<model>-<YYYYmmdd-HHMMSS>[-N] (or a directory the user names) holds
+ * model.net, the canonical source that ran (imports resolved, --set
+ * applied); run.json, what ran where: plan hash, command line, start time,
+ * host, trainc version, the .net file and its git commit and dirtiness;
+ * metrics.jsonl, one JSON object a line, flushed as written; and whatever
+ * the caller puts beside them (weights.safetensors).
+ * Does not: rotate, clean up or lock run directories, or record anything
+ * about imported .net files beyond their text in model.net.
+ * Invariant: a directory rundir_create returns was empty or new, and is
+ * this run's alone; every line of metrics.jsonl is a whole JSON object.
+ */
+#ifndef RUNDIR_H
+#define RUNDIR_H
+#include <stdint.h>
+#include <stdio.h>
+
+#include "compiler/ir.h"
+
+enum { RUNDIR_PATH_MAX = 4096 };
+
+struct rundir {
+	char path[RUNDIR_PATH_MAX]; /* the run directory, as created */
+	FILE *metrics;              /* metrics.jsonl; NULL when closed */
+	double t0;                  /* CLOCK_MONOTONIC seconds at creation */
+	char err[512];              /* why the last rundir_metric failed */
+};
+
+/* Create the run directory and write model.net and run.json.  dir NULL:
+ * runs/<model>-<local YYYYmmdd-HHMMSS> under the current directory, with
+ * -2, -3, ... appended if taken; else dir itself (made with its parents),
+ * which may exist only if empty.  version is trainc's version string;
+ * argv[0..argc) the command line to record.  Git is asked, with a time
+ * limit, for the .net file's commit and whether the file differs from it;
+ * without git or outside a work tree both are null.  Returns 0, or -1 with
+ * a message in err. */
+int rundir_create(struct rundir *r, const char *dir, const struct plan *p, const char *version, int argc,
+		  char **argv, char *err, size_t errlen);
+
+/* Append {"time": <seconds since creation>, <json_fields>} and a newline to
+ * metrics.jsonl and flush.  json_fields is the inside of an object
+ * ("\"step\": 3, \"loss\": 0.5"), or "" for time alone.  Returns 0, or -1
+ * with the reason in r->err. */
+int rundir_metric(struct rundir *r, const char *json_fields);
+
+/* A training step: "kind": "step", step, epoch, loss, lr, images_per_s;
+ * NaN and infinities are written as null. */
+int rundir_metric_step(struct rundir *r, int64_t step, int64_t epoch, double loss, double lr, double images_per_s);
+
+/* An evaluation: "kind": "eval", epoch, loss, accuracy (a fraction, NaN
+ * when the targets are not classes). */
+int rundir_metric_eval(struct rundir *r, int64_t epoch, double loss, double accuracy);
+
+/* The run directory, to place files such as weights.safetensors in. */
+const char *rundir_path(const struct rundir *r);
+
+/* Close metrics.jsonl; safe on a zeroed or closed rundir. */
+void rundir_close(struct rundir *r);
+
+#endif

@@ -37,6 +37,22 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 	ok &= settings_read(a, d, &s, p);
 	if (!ok || d->errors > before)
 		return NULL;
+	const struct plan_train *t = &p->train;
+	if (t->global_batch) {
+		int64_t share = t->global_batch / p->world, micro = t->micro_batch ? t->micro_batch : share;
+		if (t->global_batch % p->world != 0 || share % micro != 0) {
+			struct loc nowhere = { 0 };
+			if (t->micro_batch)
+				diag_error(d, s.train ? s.train->kind_loc : nowhere,
+					   "global_batch %lld does not split into %d ranks of whole micro-batches of %lld; choose sizes that divide it",
+					   (long long)t->global_batch, p->world, (long long)t->micro_batch);
+			else
+				diag_error(d, s.train ? s.train->kind_loc : nowhere,
+					   "global_batch %lld does not split evenly over %d ranks; choose a multiple of the rank count",
+					   (long long)t->global_batch, p->world);
+			return NULL;
+		}
+	}
 	if (!place_nodes(a, d, p) || !infer_shapes(a, d, p) || !wrap_units(a, d, p) || !memplan_build(a, d, p) || d->errors > before)
 		return NULL;
 	p->text = unparse_sections(a, &s);

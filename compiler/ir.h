@@ -178,7 +178,7 @@ struct plan_train {
 	enum reduction reduction;
 	struct plan_optim optim;
 	struct plan_sched sched;
-	int64_t batch, global_batch, test_batch, epochs, steps, log_interval, checkpoint_every;
+	int64_t batch, global_batch, micro_batch, test_batch, epochs, steps, log_interval, checkpoint_every;
 	uint64_t seed;
 	double clip_grad_norm;      /* 0: off */
 	bool shuffle, drop_last;

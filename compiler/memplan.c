@@ -245,7 +245,7 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 	int64_t world = p->world > 0 ? p->world : 1;
 	int64_t batch = p->train.batch;
 	if (p->train.global_batch) {
-		batch = p->train.global_batch / world;
+		batch = p->train.micro_batch ? p->train.micro_batch : p->train.global_batch / world;
 		if (batch < 1)
 			batch = 1;
 	}

@@ -79,6 +79,7 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 {
 	memset(e, 0, sizeof *e);
 	e->p = p;
+	e->loss_scale = 1.0f;
 	if (p->ndevices != 1) {
 		snprintf(err, errlen, "%s places layers on %d devices; the CPU runtime runs single-device ranks only so far", p->path,
 			 p->ndevices);
@@ -449,14 +450,14 @@ int exec_loss(struct exec *e, const void *y, int n, bool train, double *loss, lo
 	int rc = 0;
 	switch (p->train.loss) {
 	case LOSS_MSE:
-		*loss = kern_mse(out, (const float *)y, dout, (size_t)(per * n), red, 1.0f);
+		*loss = kern_mse(out, (const float *)y, dout, (size_t)(per * n), red, e->loss_scale);
 		break;
 	case LOSS_NLL:
-		rc = kern_nll(out, (const int32_t *)y, dout, n, (int)per, -100, red, 1.0f, loss);
+		rc = kern_nll(out, (const int32_t *)y, dout, n, (int)per, -100, red, e->loss_scale, loss);
 		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);
 		break;
 	case LOSS_CROSS_ENTROPY:
-		rc = kern_cross_entropy(out, (const int32_t *)y, dout, n, (int)per, -100, red, 1.0f, loss);
+		rc = kern_cross_entropy(out, (const int32_t *)y, dout, n, (int)per, -100, red, e->loss_scale, loss);
 		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);
 		break;
 	}
@@ -473,8 +474,11 @@ void exec_backward(struct exec *e, int n)
 	int last = p->nnodes - 1;
 	memset(e->written, 0, (size_t)p->nnodes * sizeof *e->written);
 	e->written[last] = true;
-	for (int i = last; i >= 1; i--)
+	for (int i = last; i >= 1; i--) {
 		backward_node(e, i, n);
+		if (e->after_backward)
+			e->after_backward(e->hook_ctx, i);
+	}
 }
 
 int exec_find_nonfinite(struct exec *e, const float *x, int n)

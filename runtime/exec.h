@@ -30,6 +30,9 @@ struct exec {
 	uint64_t seed;
 	uint32_t rank;
 	int64_t step;                  /* dropout stream of the current step */
+	float loss_scale;              /* multiplies the loss's gradient (micro-steps) */
+	void (*after_backward)(void *ctx, int node); /* called after each layer's backward */
+	void *hook_ctx;
 };
 
 /* Allocate the regions and prepare kernels for the given batch sizes.

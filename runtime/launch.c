@@ -264,13 +264,19 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 					signal_all(ws, n, SIGTERM);
 					kill_at = t + o->grace_s;
 				}
-			} else if (failed < 0 && !stop_signal && t - ws[r].last_beat > o->timeout_s) {
-				failed = r;
-				snprintf(why, sizeof why, "rank %d made no progress for %.0f s (the job timeout); it is stopped as hung", r,
-					 t - ws[r].last_beat);
-				signal_all(ws, n, SIGTERM);
-				kill_at = t + o->grace_s;
 			}
+		}
+		/* a hang: blame the rank silent the longest; the others are waiting for it */
+		int hung = -1;
+		for (int r = 0; r < n && failed < 0 && !stop_signal; r++)
+			if (!ws[r].exited && t - ws[r].last_beat > o->timeout_s && (hung < 0 || ws[r].last_beat < ws[hung].last_beat))
+				hung = r;
+		if (hung >= 0) {
+			failed = hung;
+			snprintf(why, sizeof why, "rank %d made no progress for %.0f s (parallel.timeout); it is stopped as hung", hung,
+				 t - ws[hung].last_beat);
+			signal_all(ws, n, SIGTERM);
+			kill_at = t + o->grace_s;
 		}
 		if (kill_at > 0 && t > kill_at) {
 			signal_all(ws, n, SIGKILL);

@@ -1,10 +1,15 @@
-/* train.c: one process trains a plan.
- * Batches come from a loader thread over a DistributedSampler at world
- * size 1; each step zeroes the gradients, runs forward, loss and backward,
- * clips if asked and steps the optimizer over the whole trainable region
- * at once (the plan lays parameters, gradients and state out alike).  The
- * scheduler's rate is recomputed per epoch or per step from its closed
- * form.  A non-finite loss stops the run naming the step.
+/* train.c: one rank trains a plan.
+ * Batches come from a loader thread over a DistributedSampler of this
+ * rank; an optimizer step is one or more micro-batches (global_batch)
+ * whose gradients accumulate, synchronised by DDP on the last one only;
+ * the optimizer then updates the whole trainable region at once (the plan
+ * lays parameters, gradients and state out alike).  The scheduler's rate
+ * comes from its closed form, so a resumed run needs no scheduler state.
+ * Rank 0 prints, records the run and writes checkpoints; every rank
+ * evaluates its share of the test set and the sums are reduced.
+ * A non-finite loss stops the run naming the step and the first layer
+ * whose output went bad.  Longer than 600 lines: the loop, evaluation and
+ * checkpoint protocol read best together.
  */
 #include "runtime/train.h"
 
@@ -26,6 +31,10 @@
 #include "runtime/rundir.h"
 #include "runtime/weights.h"
 #include "runtime/launch.h"
+#include "runtime/ckpt.h"
+#include "runtime/comm.h"
+#include "runtime/ddp.h"
+#include "runtime/store.h"
 
 static double now(void)
 {
@@ -108,222 +117,466 @@ static void scale_grads(void *ctx, float coef)
 	optim_scale(e->grads, e->trainable, coef);
 }
 
-static int evaluate(struct exec *e, const struct plan *p, const struct dataset *ds, float *x, void *y, struct rundir *rd,
-		    int64_t epoch)
+
+struct trainer {
+	const struct plan *p;
+	const struct train_opts *o;
+	int rank, world;
+	struct dataset train, test;
+	bool has_test;
+	struct exec e;
+	bool exec_ok;
+	struct optim_cfg oc;
+	struct optim_state_view sv;
+	struct sched_cfg sc;
+	struct sampler s;
+	struct loader l;
+	bool loader_ok;
+	float *xb[2], *ex;
+	void *yb[2], *ey;
+	struct rundir rd;
+	bool rd_ok;
+	struct store_client *store;
+	struct comm *comm;
+	struct ddp ddp;
+	bool ddp_ok;
+	int64_t micro;       /* samples per micro-batch on this rank */
+	int accum;           /* micro-batches per optimizer step */
+	int64_t epochs;
+	struct ckpt_state at; /* where training stands: epoch, micro-batches of it, steps */
+	bool tty;
+	char err[1024];
+};
+
+static int fail(struct trainer *t, const char *what)
 {
-	int64_t b = p->train.test_batch, n = ds->n;
+	fprintf(stderr, "trainc: %s%s%s\n", what ? what : "", what && t->err[0] ? ": " : "", t->err);
+	return 1;
+}
+
+/* Sums over ranks (loss, counts); a world of one returns them as they are. */
+static int reduce_sums(struct trainer *t, double *v, int n)
+{
+	if (t->world == 1)
+		return 0;
+	return comm_wait(comm_all_reduce_f64(t->comm, v, n, COMM_SUM), t->err, sizeof t->err);
+}
+
+/* Each rank takes test samples rank, rank + world, ...; sums are reduced. */
+static int evaluate(struct trainer *t)
+{
+	const struct plan *p = t->p;
+	int64_t b = p->train.test_batch, n = t->test.n;
 	int64_t *idx = malloc((size_t)b * sizeof *idx);
 	if (!idx)
 		return -1;
-	double total = 0;
-	long correct = 0;
-	char err[256];
-	for (int64_t s = 0; s < n; s += b) {
-		int m = (int)(n - s < b ? n - s : b);
-		for (int i = 0; i < m; i++)
-			idx[i] = s + i;
-		dataset_fill(ds, idx, m, x, y);
-		exec_forward(e, x, m, false);
+	double sums[3] = { 0, 0, 0 }; /* loss, correct, samples */
+	int64_t next = t->rank;
+	while (next < n) {
+		int m = 0;
+		for (; m < b && next < n; m++, next += t->world)
+			idx[m] = next;
+		dataset_fill(&t->test, idx, m, t->ex, t->ey);
+		exec_forward(&t->e, t->ex, m, false);
 		double loss;
 		long c;
-		if (exec_loss(e, y, m, false, &loss, &c, err, sizeof err) != 0) {
-			fprintf(stderr, "trainc: test set: %s\n", err);
+		if (exec_loss(&t->e, t->ey, m, false, &loss, &c, t->err, sizeof t->err) != 0) {
 			free(idx);
 			return -1;
 		}
 		/* the seed sums per-sample losses and divides by the set size */
-		total += p->train.reduction == RED_SUM ? loss : loss * m;
-		correct += c;
+		sums[0] += p->train.reduction == RED_SUM ? loss : loss * m;
+		sums[1] += (double)c;
+		sums[2] += m;
 	}
 	free(idx);
-	rundir_metric_eval(rd, epoch, total / (double)n, p->test_data.target == TGT_CLASS ? (double)correct / (double)n : NAN);
+	if (reduce_sums(t, sums, 3) != 0)
+		return -1;
+	if (t->rank != 0)
+		return 0;
+	double avg = sums[0] / sums[2];
+	if (t->rd_ok)
+		rundir_metric_eval(&t->rd, t->at.epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
 	if (p->test_data.target == TGT_CLASS)
-		printf("\nTest set: Average loss: %.4f, Accuracy: %ld/%lld (%.0f%%)\n\n", total / (double)n, correct, (long long)n,
-		       100.0 * (double)correct / (double)n);
+		printf("\nTest set: Average loss: %.4f, Accuracy: %.0f/%.0f (%.0f%%)\n\n", avg, sums[1], sums[2], 100.0 * sums[1] / sums[2]);
 	else
-		printf("\nTest set: Average loss: %.4f\n\n", total / (double)n);
+		printf("\nTest set: Average loss: %.4f\n\n", avg);
 	fflush(stdout);
+	return 0;
+}
+
+static bool is_weights_file(const char *path)
+{
+	size_t n = strlen(path);
+	return n > 12 && strcmp(path + n - 12, ".safetensors") == 0;
+}
+
+/* Rank 0 writes, every rank waits at the barrier: the seed's protocol. */
+static int checkpoint(struct trainer *t, const char *dir)
+{
+	int rc = 0;
+	if (t->rank == 0) {
+		rc = ckpt_save(dir, t->p, t->e.params, t->e.optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err,
+			       sizeof t->err);
+		if (rc == 0)
+			printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
+	}
+	if (t->world > 1) {
+		char err2[512];
+		if (comm_barrier(t->comm, err2, sizeof err2) != 0 && rc == 0) {
+			snprintf(t->err, sizeof t->err, "%s", err2);
+			rc = -1;
+		}
+	}
+	return rc;
+}
+
+/* Communicator, plan check and DDP for a world above one. */
+static int join_job(struct trainer *t)
+{
+	int fd = launch_store_fd();
+	t->store = fd >= 0 ? store_client_open_fd(fd) : NULL;
+	if (!t->store) {
+		snprintf(t->err, sizeof t->err, "rank %d has no connection to the launcher's store", t->rank);
+		return -1;
+	}
+	double timeout = t->p->parallel.timeout_s;
+	store_client_set_timeout(t->store, timeout);
+	/* every rank must have compiled the same plan */
+	char key[64], mine[32];
+	snprintf(key, sizeof key, "plan/%d", t->rank);
+	snprintf(mine, sizeof mine, "%016llx", (unsigned long long)t->p->hash);
+	if (store_set(t->store, key, mine, strlen(mine), t->err, sizeof t->err) != 0)
+		return -1;
+	for (int r = 0; r < t->world; r++) {
+		snprintf(key, sizeof key, "plan/%d", r);
+		size_t len;
+		char *theirs = store_get(t->store, key, &len, timeout, t->err, sizeof t->err);
+		if (!theirs)
+			return -1;
+		bool same = len == strlen(mine) && memcmp(theirs, mine, len) == 0;
+		if (!same) {
+			snprintf(t->err, sizeof t->err,
+				 "rank %d compiled a different plan (%.*s) than rank %d (%s); every rank must run the same .net file and options",
+				 r, (int)len, theirs, t->rank, mine);
+			free(theirs);
+			return -1;
+		}
+		free(theirs);
+	}
+	/* collectives wait twice the job timeout: the launcher names a hung rank first */
+	t->comm = comm_open_gloo(t->store, t->rank, t->world, NULL, 2 * timeout, t->err, sizeof t->err);
+	if (!t->comm)
+		return -1;
+	enum comm_op op = t->p->train.global_batch && t->p->train.reduction == RED_SUM ? COMM_SUM : COMM_AVG;
+	if (ddp_init(&t->ddp, t->p, t->comm, t->e.grads, op, t->err, sizeof t->err) != 0)
+		return -1;
+	t->ddp_ok = true;
+	t->e.after_backward = ddp_after_backward;
+	t->e.hook_ctx = &t->ddp;
+	/* rank 0's parameters and buffers everywhere, as DDP's constructor does */
+	return ddp_broadcast(&t->ddp, t->e.params, t->p->dev[0].unsharded_elems, t->err, sizeof t->err);
+}
+
+static int setup(struct trainer *t)
+{
+	const struct plan *p = t->p;
+	const struct train_opts *o = t->o;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = o->threads > 0 ? o->threads : (int)((cores > 0 ? cores : 1) / t->world);
+	kern_set_threads(threads > 0 ? threads : 1);
+	if (open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
+		return -1;
+	t->has_test = p->test_data.kind != DATA_NONE;
+	if (t->has_test && open_data(p, &p->test_data, &t->test, t->err, sizeof t->err) != 0)
+		return -1;
+	const struct plan_train *tr = &p->train;
+	if (tr->global_batch) {
+		int64_t share = tr->global_batch / t->world;
+		t->micro = tr->micro_batch ? tr->micro_batch : share;
+		t->accum = (int)(share / t->micro);
+	} else {
+		t->micro = tr->batch;
+		t->accum = 1;
+	}
+	if (t->train.n < t->world) {
+		snprintf(t->err, sizeof t->err, "%lld training samples cannot feed %d ranks", (long long)t->train.n, t->world);
+		return -1;
+	}
+	int64_t B = t->micro, TB = tr->test_batch;
+	if (sampler_init(&t->s, t->train.n, t->world, t->rank, (int)B, tr->shuffle, 0, tr->drop_last, tr->seed, t->err, sizeof t->err) != 0)
+		return -1;
+	int64_t sizes[4] = { B, t->s.num_samples % B ? t->s.num_samples % B : B, TB, TB };
+	if (t->has_test) {
+		int64_t mine = (t->test.n - t->rank + t->world - 1) / t->world;
+		sizes[3] = mine % TB ? mine % TB : TB;
+		if (mine < TB)
+			sizes[2] = mine > 0 ? mine : TB;
+	}
+	if (exec_init(&t->e, p, sizes, 4, t->err, sizeof t->err) != 0)
+		return -1;
+	t->exec_ok = true;
+	t->e.seed = tr->seed;
+	t->e.rank = (uint32_t)t->rank; /* dropout masks differ per step and per rank */
+	/* mean losses: each micro-batch contributes its share of the step's mean */
+	if (tr->global_batch && tr->reduction == RED_MEAN)
+		t->e.loss_scale = 1.0f / (float)t->accum;
+	exec_init_params(&t->e, tr->seed);
+	t->oc = optim_of(&tr->optim);
+	t->sv = (struct optim_state_view){ t->e.optim, t->e.trainable };
+	optim_state_init(&t->oc, t->sv, t->e.trainable);
+	t->sc = sched_of(&tr->sched);
+	t->at = (struct ckpt_state){ 1, 0, 0, t->world };
+	if (o->resume) {
+		if (ckpt_load(o->resume, p, t->e.params, t->e.optim, t->e.trainable, tr->optim.state_per_param, &t->at, t->err,
+			      sizeof t->err) != 0)
+			return -1;
+		if (t->rank == 0)
+			printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", o->resume, (long long)t->at.step,
+			       (long long)t->at.epoch, (long long)t->at.batch);
+	} else if (o->init && weights_load(p, t->e.params, o->init, true, t->err, sizeof t->err) != 0) {
+		return -1;
+	}
+	if (t->world > 1 && join_job(t) != 0)
+		return -1;
+	if (t->rank == 0) {
+		if (rundir_create(&t->rd, o->run_dir, p, o->version, o->argc, o->argv, t->err, sizeof t->err) != 0)
+			return -1;
+		t->rd_ok = true;
+	}
+	int64_t xmax = (B > TB ? B : TB) * t->train.sample_numel;
+	size_t ymax = dataset_target_bytes(&t->train, (int)(B > TB ? B : TB));
+	for (int k = 0; k < 2; k++) {
+		t->xb[k] = malloc((size_t)xmax * 4);
+		t->yb[k] = malloc(ymax);
+	}
+	t->ex = malloc((size_t)TB * (size_t)(t->has_test ? t->test.sample_numel : 1) * 4 + 64);
+	t->ey = malloc(t->has_test ? dataset_target_bytes(&t->test, (int)TB) : 16);
+	if (!t->xb[0] || !t->xb[1] || !t->yb[0] || !t->yb[1] || !t->ex || !t->ey) {
+		snprintf(t->err, sizeof t->err, "out of memory for batch buffers");
+		return -1;
+	}
+	t->epochs = tr->epochs;
+	int64_t steps_per_epoch = (t->s.num_batches + t->accum - 1) / t->accum;
+	if (tr->steps)
+		t->epochs = (tr->steps + steps_per_epoch - 1) / steps_per_epoch;
+	struct sampler_pos start = { t->at.epoch - 1, t->at.batch };
+	if (loader_start(&t->l, &t->train, &t->s, t->xb, t->yb, start, t->epochs, (int)(p->parallel.timeout_s * 1000), t->err,
+			 sizeof t->err) != 0)
+		return -1;
+	t->loader_ok = true;
+	t->tty = t->rank == 0 && isatty(STDOUT_FILENO) && !getenv("TRAINC_PLAIN");
+	return 0;
+}
+
+/* Report a non-finite loss, naming the first layer whose output went bad. */
+static void report_nonfinite(struct trainer *t, double loss, const float *x, int b)
+{
+	int bad = exec_find_nonfinite(&t->e, x, b);
+	fprintf(stderr, "trainc: the loss is %g at step %lld (epoch %lld)", loss, (long long)t->at.step + 1, (long long)t->at.epoch);
+	if (bad >= 0)
+		fprintf(stderr, "; the first non-finite output is %s's", t->p->nodes[bad].what);
+	else
+		fprintf(stderr, "; every layer's output is finite, so the loss itself overflowed");
+	fprintf(stderr, "\ntrainc: lower the learning rate, clip gradients (clip_grad_norm) or check the data\n");
+}
+
+/* One epoch from the current position; returns 0, 1 when the step budget
+ * is spent, or -1. */
+static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
+{
+	const struct plan *p = t->p;
+	const struct plan_train *tr = &p->train;
+	double te = now(), loss_sum = 0, lr = 0;
+	int64_t seen = 0, micro_done = 0;
+	int in_step = 0;
+	bool budget_spent = false;
+	for (;;) {
+		float *x;
+		void *y;
+		int b;
+		int got = loader_next(&t->l, &x, &y, &b);
+		if (got < 0) {
+			snprintf(t->err, sizeof t->err, "%s", t->l.err);
+			return -1;
+		}
+		if (got == 0)
+			break;
+		if (in_step == 0)
+			memset(t->e.grads, 0, (size_t)t->e.trainable * 4);
+		bool last_micro = in_step + 1 == t->accum || t->at.batch + 1 == t->s.num_batches;
+		if (t->ddp_ok)
+			t->ddp.enabled = last_micro;
+		t->e.step = t->at.step + 1;
+		exec_forward(&t->e, x, b, true);
+		double loss;
+		long correct;
+		if (exec_loss(&t->e, y, b, true, &loss, &correct, t->err, sizeof t->err) != 0) {
+			loader_release(&t->l);
+			return -1;
+		}
+		if (!isfinite(loss)) {
+			report_nonfinite(t, loss, x, b);
+			loader_release(&t->l);
+			snprintf(t->err, sizeof t->err, "stopped at a non-finite loss");
+			return -1;
+		}
+		exec_backward(&t->e, b);
+		loader_release(&t->l);
+		t->at.batch++;
+		in_step++;
+		seen += b;
+		*images += b;
+		micro_done++;
+		double per_sample = tr->reduction == RED_SUM ? loss / b : loss;
+		loss_sum += per_sample * b;
+		launch_beat();
+		if (!last_micro)
+			continue;
+		if (t->ddp_ok && ddp_finish(&t->ddp, t->err, sizeof t->err) != 0)
+			return -1;
+		if (tr->clip_grad_norm > 0)
+			optim_clip_grad_norm(optim_sumsq(t->e.grads, t->e.trainable), tr->clip_grad_norm, scale_grads, &t->e);
+		lr = sched_lr(&t->sc, tr->optim.lr, t->at.epoch - 1, t->at.step);
+		t->at.step++;
+		optim_step(&t->oc, t->sv, t->e.params, t->e.grads, t->e.trainable, t->at.step, lr);
+		in_step = 0;
+		bool log = micro_done % tr->log_interval == 0 || t->at.batch == t->s.num_batches;
+		if (t->rank == 0) {
+			double rate = (double)seen * t->world / (now() - te);
+			if (log && t->rd_ok)
+				rundir_metric_step(&t->rd, t->at.step, t->at.epoch, per_sample, lr, rate);
+			if (t->tty) {
+				progress(t->at.epoch, t->at.batch * t->micro, t->s.num_samples, per_sample, rate);
+			} else if (log) {
+				int64_t done = t->at.batch * t->micro < t->s.num_samples ? t->at.batch * t->micro : t->s.num_samples;
+				printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", (long long)t->at.epoch, (long long)done,
+				       (long long)t->s.num_samples, 100.0 * (double)done / (double)t->s.num_samples, per_sample);
+				fflush(stdout);
+			}
+		}
+		if (tr->checkpoint_every && t->o->save && !is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
+		    checkpoint(t, t->o->save) != 0)
+			return -1;
+		if (tr->steps && t->at.step >= tr->steps) {
+			budget_spent = true;
+			break; /* the position stays mid-epoch, for a checkpoint */
+		}
+	}
+	if (t->tty)
+		fputs("\r\033[K", stdout);
+	double dt = now() - te;
+	*train_time += dt;
+	double sums[2] = { loss_sum, (double)seen };
+	if (reduce_sums(t, sums, 2) != 0)
+		return -1;
+	if (t->rank == 0)
+		printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)t->at.epoch, sums[1] ? sums[0] / sums[1] : 0.0,
+		       sums[1] / dt);
+	return budget_spent ? 1 : 0;
+}
+
+static void teardown(struct trainer *t)
+{
+	if (t->loader_ok)
+		loader_stop(&t->l);
+	if (t->ddp_ok)
+		ddp_free(&t->ddp);
+	if (t->comm)
+		comm_close(t->comm);
+	if (t->store)
+		store_client_close(t->store);
+	if (t->rd_ok)
+		rundir_close(&t->rd);
+	for (int k = 0; k < 2; k++) {
+		free(t->xb[k]);
+		free(t->yb[k]);
+	}
+	free(t->ex);
+	free(t->ey);
+	sampler_free(&t->s);
+	if (t->exec_ok)
+		exec_free(&t->e);
+	dataset_close(&t->train);
+	if (t->has_test)
+		dataset_close(&t->test);
+}
+
+static int finish(struct trainer *t, double t0, double train_time, int64_t images)
+{
+	const struct train_opts *o = t->o;
+	if (t->rank == 0)
+		printf("Training loop elapsed time: %.3f sec (%.0f images/s while training)\n", now() - t0,
+		       train_time > 0 ? (double)images * t->world / train_time : 0.0);
+	if (t->ddp_ok && t->rank == 0 && train_time > 0)
+		printf("DDP: %.1f%% of the training time waiting for gradient all-reduce\n", 100.0 * t->ddp.wait_s / train_time);
+	if (o->save && !is_weights_file(o->save)) {
+		if (checkpoint(t, o->save) != 0)
+			return fail(t, "cannot save the checkpoint");
+	}
+	if (t->rank != 0)
+		return 0;
+	char path[4200];
+	snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&t->rd));
+	if (weights_save(t->p, t->e.params, path, t->err, sizeof t->err) != 0)
+		return fail(t, "cannot save the weights");
+	if (o->save && is_weights_file(o->save)) {
+		if (weights_save(t->p, t->e.params, o->save, t->err, sizeof t->err) != 0)
+			return fail(t, "cannot save the weights");
+		printf("Saved the weights to %s\n", o->save);
+	}
+	printf("Run directory: %s\n", rundir_path(&t->rd));
 	return 0;
 }
 
 int train_run(const struct plan *p, const struct train_opts *o)
 {
-	char err[1024];
 	if (p->train_data.kind == DATA_NONE) {
 		fprintf(stderr, "trainc: %s has no data section with a training set; add data { train = ... }\n", p->path);
 		return 2;
 	}
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	kern_set_threads(o->threads > 0 ? o->threads : (int)(cores > 0 ? cores : 1));
-	struct dataset train = { 0 }, test = { 0 };
-	if (open_data(p, &p->train_data, &train, err, sizeof err) != 0) {
-		fprintf(stderr, "trainc: %s\n", err);
+	struct trainer *t = calloc(1, sizeof *t);
+	if (!t) {
+		fprintf(stderr, "trainc: out of memory\n");
 		return 1;
 	}
-	bool has_test = p->test_data.kind != DATA_NONE;
-	if (has_test && open_data(p, &p->test_data, &test, err, sizeof err) != 0) {
-		fprintf(stderr, "trainc: %s\n", err);
-		dataset_close(&train);
-		return 1;
-	}
-	int64_t B = p->train.global_batch ? p->train.global_batch : p->train.batch, TB = p->train.test_batch;
-	int64_t sizes[4] = { B, train.n % B ? train.n % B : B, TB, has_test && test.n % TB ? test.n % TB : TB };
-	struct exec e;
-	if (exec_init(&e, p, sizes, 4, err, sizeof err) != 0) {
-		fprintf(stderr, "trainc: %s\n", err);
-		return 1;
-	}
-	e.seed = p->train.seed;
-	exec_init_params(&e, p->train.seed);
-	if (o->init && weights_load(p, e.params, o->init, true, err, sizeof err) != 0) {
-		fprintf(stderr, "trainc: --init: %s\n", err);
-		exec_free(&e);
-		return 1;
-	}
-	struct rundir rd;
-	if (rundir_create(&rd, o->run_dir, p, o->version, o->argc, o->argv, err, sizeof err) != 0) {
-		fprintf(stderr, "trainc: %s\n", err);
-		exec_free(&e);
-		return 1;
-	}
-	struct optim_cfg oc = optim_of(&p->train.optim);
-	struct optim_state_view sv = { e.optim, e.trainable };
-	optim_state_init(&oc, sv, e.trainable);
-	struct sched_cfg sc = sched_of(&p->train.sched);
-
-	int64_t xmax = (B > TB ? B : TB) * train.sample_numel;
-	float *xb[2] = { malloc((size_t)xmax * 4), malloc((size_t)xmax * 4) };
-	size_t ybytes = dataset_target_bytes(&train, (int)(B > TB ? B : TB));
-	void *yb[2] = { malloc(ybytes), malloc(ybytes) };
-	struct sampler s = { 0 };
-	if (!xb[0] || !xb[1] || !yb[0] || !yb[1] ||
-	    sampler_init(&s, train.n, 1, 0, (int)B, p->train.shuffle, 0, p->train.drop_last, p->train.seed, err, sizeof err) != 0) {
-		fprintf(stderr, "trainc: %s\n", err[0] ? err : "out of memory");
-		return 1;
-	}
-	int64_t epochs = p->train.epochs;
-	if (p->train.steps)
-		epochs = (p->train.steps + s.num_batches - 1) / s.num_batches;
-	struct loader l = { 0 };
-	struct sampler_pos start = { 0, 0 };
-	if (loader_start(&l, &train, &s, xb, yb, start, epochs, 0, err, sizeof err) != 0) {
-		fprintf(stderr, "trainc: %s\n", err);
-		return 1;
-	}
-	printf("%s: %lld parameters, %lld training samples, batch %lld, %lld epoch%s\n", p->model_name, (long long)p->total_params,
-	       (long long)train.n, (long long)B, (long long)epochs, epochs == 1 ? "" : "s");
-	fflush(stdout);
-	/* a progress bar on a terminal; log lines as PyTorch's example prints them otherwise */
-	bool tty = isatty(STDOUT_FILENO) && !getenv("TRAINC_PLAIN");
-	double t0 = now(), train_time = 0;
-	int64_t step = 0, images = 0;
+	t->p = p;
+	t->o = o;
+	t->rank = o->rank;
+	t->world = o->world > 0 ? o->world : 1;
 	int rc = 0;
-	float *ex = malloc((size_t)TB * (size_t)test.sample_numel * 4 + 64);
-	void *ey = malloc(has_test ? dataset_target_bytes(&test, (int)TB) : 16);
-	for (int64_t epoch = 1; epoch <= epochs && rc == 0; epoch++) {
-		double te = now(), loss_sum = 0;
-		int64_t seen = 0, batches = 0;
-		for (;;) {
-			float *x;
-			void *y;
-			int b;
-			int got = loader_next(&l, &x, &y, &b);
-			if (got < 0) {
-				fprintf(stderr, "trainc: %s\n", l.err);
-				rc = 1;
-				break;
-			}
-			if (got == 0)
-				break;
-			if (p->train.steps && step >= p->train.steps) {
-				loader_release(&l);
-				continue;
-			}
-			step++;
-			e.step = step;
-			memset(e.grads, 0, (size_t)e.trainable * 4);
-			exec_forward(&e, x, b, true);
-			double loss;
-			long correct;
-			if (exec_loss(&e, y, b, true, &loss, &correct, err, sizeof err) != 0) {
-				fprintf(stderr, "trainc: step %lld: %s\n", (long long)step, err);
-				rc = 1;
-				break;
-			}
-			if (!isfinite(loss)) {
-				int bad = exec_find_nonfinite(&e, x, b);
-				fprintf(stderr, "trainc: the loss is %g at step %lld (epoch %lld)", loss, (long long)step, (long long)epoch);
-				if (bad >= 0)
-					fprintf(stderr, "; the first non-finite output is %s's", p->nodes[bad].what);
-				else
-					fprintf(stderr, "; every layer's output is finite, so the loss itself overflowed");
-				fprintf(stderr, "\ntrainc: lower the learning rate, clip gradients (clip_grad_norm) or check the data\n");
-				loader_release(&l);
-				rc = 1;
-				break;
-			}
-			exec_backward(&e, b);
-			loader_release(&l);
-			if (p->train.clip_grad_norm > 0)
-				optim_clip_grad_norm(optim_sumsq(e.grads, e.trainable), p->train.clip_grad_norm, scale_grads, &e);
-			double lr = sched_lr(&sc, p->train.optim.lr, epoch - 1, step - 1);
-			optim_step(&oc, sv, e.params, e.grads, e.trainable, step, lr);
-			double per_sample = p->train.reduction == RED_SUM ? loss / b : loss;
-			loss_sum += per_sample * b;
-			launch_beat();
-			seen += b;
-			batches++;
-			images += b;
-			if (batches % p->train.log_interval == 0 || seen == s.num_samples)
-				rundir_metric_step(&rd, step, epoch, per_sample, lr, (double)seen / (now() - te));
-			if (tty) {
-				progress(epoch, seen, s.num_samples, per_sample, (double)seen / (now() - te));
-			} else if (batches % p->train.log_interval == 0 || seen == s.num_samples) {
-				printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", (long long)epoch, (long long)seen,
-				       (long long)s.num_samples, 100.0 * (double)seen / (double)s.num_samples, per_sample);
-				fflush(stdout);
-			}
-		}
-		if (tty)
-			fputs("\r\033[K", stdout);
-		if (rc)
+	if (setup(t) != 0) {
+		rc = fail(t, NULL);
+		teardown(t);
+		free(t);
+		return rc;
+	}
+	if (t->rank == 0) {
+		printf("%s: %lld parameters, %lld training samples, %d rank%s, batch %lld per rank%s, %lld epoch%s\n", p->model_name,
+		       (long long)p->total_params, (long long)t->train.n, t->world, t->world == 1 ? "" : "s", (long long)t->micro,
+		       t->accum > 1 ? " (accumulated)" : "", (long long)t->epochs, t->epochs == 1 ? "" : "s");
+		fflush(stdout);
+	}
+	double t0 = now(), train_time = 0;
+	int64_t images = 0;
+	while (t->at.epoch <= t->epochs && rc == 0) {
+		int r = run_epoch(t, &train_time, &images);
+		if (r < 0) {
+			rc = fail(t, NULL);
 			break;
-		double dt = now() - te;
-		train_time += dt;
-		printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)epoch, seen ? loss_sum / (double)seen : 0.0,
-		       (double)seen / dt);
-		if (has_test && evaluate(&e, p, &test, ex, ey, &rd, epoch) != 0)
-			rc = 1;
-	}
-	loader_stop(&l);
-	if (rc == 0) {
-		printf("Training loop elapsed time: %.3f sec (%.0f images/s while training)\n", now() - t0, (double)images / train_time);
-		char path[4200];
-		snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&rd));
-		const char *targets[2] = { path, o->save };
-		for (int k = 0; k < 2 && rc == 0; k++) {
-			if (!targets[k])
-				continue;
-			if (weights_save(p, e.params, targets[k], err, sizeof err) != 0) {
-				fprintf(stderr, "trainc: cannot save the weights: %s\n", err);
-				rc = 1;
-			} else if (k == 1) {
-				printf("Saved the weights to %s\n", targets[k]);
-			}
 		}
-		printf("Run directory: %s\n", rundir_path(&rd));
+		if (t->has_test && evaluate(t) != 0) {
+			rc = fail(t, "evaluation");
+			break;
+		}
+		if (r == 1)
+			break; /* the step budget ended mid-epoch: keep the position */
+		t->at.epoch++;
+		t->at.batch = 0;
 	}
-	free(ex);
-	free(ey);
-	free(xb[0]);
-	free(xb[1]);
-	free(yb[0]);
-	free(yb[1]);
-	sampler_free(&s);
-	rundir_close(&rd);
-	exec_free(&e);
-	dataset_close(&train);
-	if (has_test)
-		dataset_close(&test);
+	if (rc == 0)
+		rc = finish(t, t0, train_time, images);
+	teardown(t);
+	free(t);
 	return rc;
 }

@@ -7,11 +7,13 @@
 #include "compiler/ir.h"
 
 struct train_opts {
-	const char *save;     /* safetensors path, or NULL */
+	const char *save;     /* PATH.safetensors: weights; any other path: a checkpoint directory */
 	const char *init;     /* start from these weights (safetensors), or NULL */
+	const char *resume;   /* continue from this checkpoint directory, or NULL */
 	const char *run_dir;  /* NULL: runs/<model>-<time> */
 	const char *version;
-	int threads;          /* 0: all cores */
+	int threads;          /* 0: the cores shared among the ranks */
+	int rank, world;
 	int argc;
 	char **argv;
 };

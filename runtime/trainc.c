@@ -19,6 +19,7 @@
 #include "compiler/print.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
+#include "runtime/launch.h"
 #include "runtime/train.h"
 
 #define TRAINC_VERSION "0.1.0"
@@ -27,7 +28,7 @@ enum { MAX_SETS = 64 };
 
 static void usage(FILE *out)
 {
-	fputs("usage: trainc FILE.net [--cpus N] [--set section.key=value]... [--save PATH] [--threads N]\n"
+	fputs("usage: trainc FILE.net [--cpus N] [--set section.key=value]... [--save PATH] [--resume DIR] [--init PATH]\n"
 	      "       trainc check FILE.net [--set section.key=value]...\n"
 	      "       trainc print FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
 	      "       trainc graph FILE.net [--set section.key=value]...\n"
@@ -43,7 +44,10 @@ static void usage(FILE *out)
 	      "  --gpus N     N GPUs: N/D ranks when each rank owns D devices (@device)\n"
 	      "  --cpus N     N CPU worker processes\n"
 	      "  --set k=v    override a data, train or parallel setting, e.g. --set train.epochs=1\n"
-	      "  --save PATH  after training, write the weights as safetensors with PyTorch's names\n"
+	      "  --save PATH  PATH.safetensors: after training, the weights with PyTorch's names;\n"
+	      "               any other PATH: a checkpoint directory (weights, optimizer state,\n"
+	      "               position), written at the end and every checkpoint_every steps\n"
+	      "  --resume DIR continue exactly where the checkpoint in DIR stopped\n"
 	      "  --init PATH  start from these weights (safetensors with PyTorch's names; names,\n"
 	      "               shapes and dtypes must match the model exactly)\n"
 	      "  --run-dir D  where the run's record goes (default runs/MODEL-TIME): the .net\n"
@@ -80,7 +84,7 @@ int main(int argc, char **argv)
 	const char *cmd = "train", *file = NULL;
 	const char *sets[MAX_SETS];
 	int nsets = 0, gpus = -1, cpus = -1, threads = 0;
-	const char *save = NULL, *init = NULL, *run_dir = NULL;
+	const char *save = NULL, *init = NULL, *run_dir = NULL, *resume = NULL;
 	int i = 1;
 	if (argc > 1 && (!strcmp(argv[1], "check") || !strcmp(argv[1], "print") || !strcmp(argv[1], "graph"))) {
 		cmd = argv[1];
@@ -117,10 +121,10 @@ int main(int argc, char **argv)
 			save = argv[++i];
 			continue;
 		}
-		if (!strcmp(a, "--init") || !strcmp(a, "--run-dir")) {
+		if (!strcmp(a, "--init") || !strcmp(a, "--run-dir") || !strcmp(a, "--resume")) {
 			if (i + 1 >= argc)
 				return usage_error("%s needs a path", a);
-			*(a[2] == 'i' ? &init : &run_dir) = argv[++i];
+			*(a[2] == 'i' ? &init : a[3] == 'u' ? &run_dir : &resume) = argv[++i];
 			continue;
 		}
 		if (!strcmp(a, "--threads")) {
@@ -182,14 +186,31 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cmd, "graph")) {
 		print_graph(stdout, p);
 	} else if (!strcmp(cmd, "train")) {
+		int wworld = 0, wrank = launch_worker_rank(&wworld);
+		struct train_opts to = { save, init, resume, run_dir, TRAINC_VERSION, threads, 0, o.world, argc, argv };
 		if (gpus > 0) {
-			fprintf(stderr, "trainc: --gpus: this build trains on the CPU only; use --cpus 1 (the CUDA backend is not built yet)\n");
+			fprintf(stderr, "trainc: --gpus %d: this build of trainc trains on CPUs only (the CUDA backend is not built yet); "
+				"use --cpus N\n", gpus);
 			rc = 2;
+		} else if (wrank >= 0) {
+			if (wworld != o.world) {
+				fprintf(stderr, "trainc: worker %d: the launcher started %d ranks, but this command line makes %d\n", wrank, wworld,
+					o.world);
+				rc = 2;
+			} else {
+				to.rank = wrank;
+				rc = train_run(p, &to);
+			}
 		} else if (o.world > 1) {
-			fprintf(stderr, "trainc: --cpus %d: training with several worker processes is not built yet; use --cpus 1\n", o.world);
-			rc = 2;
+			if (p->train_data.kind == DATA_SYNTHETIC && p->train_data.samples < o.world) {
+				fprintf(stderr, "trainc: %s: %lld training samples cannot feed %d ranks; lower --cpus or add samples\n", file,
+					(long long)p->train_data.samples, o.world);
+				rc = 2;
+			} else {
+				struct launch_opts lo = { o.world, p->parallel.timeout_s, 5.0 };
+				rc = launch_run(&lo, argc, argv);
+			}
 		} else {
-			struct train_opts to = { save, init, run_dir, TRAINC_VERSION, threads, argc, argv };
 			rc = train_run(p, &to);
 		}
 	}

@@ -1,0 +1,111 @@
+/* comm.h: collectives between the ranks of a job, behind one table with
+ * three engines: a world of one (copies, no engine), Gloo on CPUs and NCCL
+ * on GPUs.  DDP and FSDP are written once against this header.
+ * Every collective is asynchronous: it returns a work handle at once and
+ * comm_wait joins it.  On the CPU a comm thread per communicator runs the
+ * collectives one at a time in the order they were started, so the caller
+ * can start bucket k's all-reduce and keep computing; NCCL queues them on
+ * its stream.  Buffers live where the engine reads them: host memory for the
+ * world of one and Gloo, device memory for NCCL.  A buffer belongs to the
+ * collective from its start until its comm_wait returns.
+ * Does not: allocate per collective (work handles come from a fixed ring of
+ * COMM_MAX_INFLIGHT), name Gloo or NCCL types, or retry a failed collective.
+ * Invariant: every rank starts the same collectives in the same order with
+ * the same sizes; every wait is bounded by the communicator's timeout; after
+ * the first failure every later collective fails at once with that first
+ * error, which says what failed where and why.
+ */
+#ifndef COMM_H
+#define COMM_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define COMM_MAX_INFLIGHT 64
+
+struct comm;      /* opaque */
+struct comm_work; /* a collective in flight, valid until its comm_wait */
+struct store_client;
+
+enum comm_op { COMM_SUM, COMM_AVG };
+
+/* A world of one: collectives are copies or nothing.  NULL only when out of
+ * memory. */
+struct comm *comm_open_single(void);
+
+/* A Gloo communicator over TCP.  The ranks meet through the store st, which
+ * must stay open until comm_open_gloo returns; host is the address this rank
+ * listens on for its peers (NULL: loopback, enough for one node).  Each rank
+ * opens its communicators in the same order (their store keys are numbered
+ * in that order).  Blocks until every rank has joined or timeout_s passed. */
+struct comm *comm_open_gloo(struct store_client *st, int rank, int world, const char *host, double timeout_s,
+			    char *err, size_t errlen);
+
+/* An NCCL communicator on CUDA device `device`, running its collectives on
+ * stream (a cudaStream_t; NULL: the default stream).  Rank 0 makes the
+ * unique id and shares it through st. */
+struct comm *comm_open_nccl(struct store_client *st, int rank, int world, int device, void *stream,
+			    double timeout_s, char *err, size_t errlen);
+
+/* Finish what is queued (a failed communicator: drop it), then free. */
+void comm_close(struct comm *c);
+
+int comm_rank(const struct comm *c);
+int comm_world(const struct comm *c);
+const char *comm_name(const struct comm *c); /* "single", "gloo", "nccl" */
+
+/* buf (n) := the sum (or mean) of buf over the ranks. */
+struct comm_work *comm_all_reduce(struct comm *c, float *buf, int64_t n, enum comm_op op);
+
+/* The same in double precision, for metrics (loss sums, correct counts). */
+struct comm_work *comm_all_reduce_f64(struct comm *c, double *buf, int64_t n, enum comm_op op);
+
+/* out (n) := block `rank` of the sum (or mean) over ranks of in (world * n). */
+struct comm_work *comm_reduce_scatter(struct comm *c, const float *in, float *out, int64_t n, enum comm_op op);
+
+/* out (world * n) := every rank's in (n), in rank order. */
+struct comm_work *comm_all_gather(struct comm *c, const float *in, float *out, int64_t n);
+
+/* buf (n) := root's buf on every rank. */
+struct comm_work *comm_broadcast(struct comm *c, float *buf, int64_t n, int root);
+
+/* Return once every rank has reached its barrier and everything it started
+ * before has finished; 0, or -1 with the reason in err. */
+int comm_barrier(struct comm *c, char *err, size_t errlen);
+
+/* Wait for w and release it: 0, or -1 with the reason in err (the first
+ * failure of the communicator, a timeout, or bad arguments).  Bounded by the
+ * communicator's timeout once w has started. */
+int comm_wait(struct comm_work *w, char *err, size_t errlen);
+
+/* ---- for engines only (comm.c, comm_nccl.c) ---- */
+
+enum comm_kind { COMM_ALL_REDUCE, COMM_REDUCE_SCATTER, COMM_ALL_GATHER, COMM_BROADCAST, COMM_BARRIER };
+enum comm_dtype { COMM_F32, COMM_F64 };
+
+struct comm_req {
+	enum comm_kind kind;
+	enum comm_op op;
+	enum comm_dtype dtype;
+	const void *in; /* reduce-scatter (world * n), all-gather (n); else NULL */
+	void *out;      /* all-reduce and broadcast: in place (n); reduce-scatter (n); all-gather (world * n) */
+	int64_t n;
+	int root;
+};
+
+/* One static const table per engine.  run issues r as work `slot`
+ * (0 <= slot < COMM_MAX_INFLIGHT).  With wait == NULL, run finishes r
+ * before it returns; otherwise wait(slot) finishes it within timeout_s. */
+struct comm_ops {
+	const char *name;
+	int (*run)(void *impl, const struct comm_req *r, int slot, char *err, size_t errlen);
+	int (*wait)(void *impl, int slot, double timeout_s, char *err, size_t errlen);
+	void (*close)(void *impl);
+};
+
+/* Wrap an engine that runs in the caller's thread; NULL when out of memory. */
+struct comm *comm_new(const struct comm_ops *ops, void *impl, int rank, int world, double timeout_s);
+
+/* The number of communicators this process opened before (store key prefix). */
+int comm_next_id(void);
+
+#endif

@@ -26,12 +26,34 @@ enum { PATH_LEN = 4096, KEEP = 2 };
 static const char *const files[] = { "weights.safetensors", "optimizer.safetensors", "state.json" };
 enum { NFILES = 3 };
 
+/* Settings a resumed run may change: how long it trains and how it reports. */
+static bool resumable_setting(const char *line, size_t len)
+{
+	static const char *const keys[] = { "steps", "epochs", "log_interval", "checkpoint_every", "test_batch" };
+	while (len && (*line == ' ' || *line == '\t'))
+		line++, len--;
+	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+		size_t n = strlen(keys[k]);
+		if (len > n + 2 && strncmp(line, keys[k], n) == 0 && strncmp(line + n, " =", 2) == 0)
+			return true;
+	}
+	return false;
+}
+
 uint64_t ckpt_model_hash(const struct plan *p)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
-	for (const char *s = p->text; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ull;
+	const char *s = p->text;
+	while (*s) {
+		const char *e = strchr(s, '\n');
+		size_t len = e ? (size_t)(e - s) : strlen(s);
+		if (!resumable_setting(s, len)) {
+			for (size_t i = 0; i <= len && s[i]; i++) {
+				h ^= (unsigned char)s[i];
+				h *= 0x100000001b3ull;
+			}
+		}
+		s += len + (e ? 1 : 0);
 	}
 	return h;
 }

@@ -30,6 +30,7 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
  * and checksum, the model and the world size. */
 int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim, int64_t trainable, int k,
 	      struct ckpt_state *st, char *err, size_t errlen);
-/* A hash of the model and settings that ran, independent of the world size. */
+/* A hash of the model and settings that ran, independent of the world size
+ * and of the settings a resumed run may change (steps, epochs, logging). */
 uint64_t ckpt_model_hash(const struct plan *p);
 #endif

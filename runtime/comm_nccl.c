@@ -31,6 +31,7 @@ struct nccl {
 	cudaStream_t stream;
 	int device;
 	int aborted;
+	double timeout_s;
 	float *scratch;                      /* (1) device word for the barrier */
 	cudaEvent_t ev[COMM_MAX_INFLIGHT];   /* end of each work slot's collective */
 	int nev;
@@ -155,7 +156,7 @@ static int nccl_run(void *impl, const struct comm_req *r, int slot, char *err, s
 	}
 	/* A non-blocking communicator may still be enqueuing; nothing else may
 	 * be called on it until it is done. */
-	if (settle(g, now_s() + 60, what, line, err, errlen) != 0)
+	if (settle(g, now_s() + g->timeout_s, what, line, err, errlen) != 0)
 		return -1;
 	CUDA_CHECK(cudaEventRecord(g->ev[slot], g->stream), "is the stream on this rank's device?");
 	return 0;
@@ -199,7 +200,8 @@ static void nccl_close(void *impl)
 	char err[512];
 	if (g->comm && !g->aborted) {
 		ncclResult_t r = ncclCommFinalize(g->comm);
-		if ((r == ncclSuccess || r == ncclInProgress) && settle(g, now_s() + 60, "ncclCommFinalize", __LINE__, err, sizeof err) == 0)
+		if ((r == ncclSuccess || r == ncclInProgress) &&
+		    settle(g, now_s() + g->timeout_s, "ncclCommFinalize", __LINE__, err, sizeof err) == 0)
 			ncclCommDestroy(g->comm);
 		else if (!g->aborted)
 			ncclCommAbort(g->comm);
@@ -265,6 +267,7 @@ struct comm *comm_open_nccl(struct store_client *st, int rank, int world, int de
 		return NULL;
 	}
 	g->device = device;
+	g->timeout_s = timeout_s;
 	g->stream = (cudaStream_t)stream;
 	if (open_nccl(g, st, rank, world, timeout_s, err, errlen) != 0) {
 		nccl_close(g);

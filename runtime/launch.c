@@ -23,6 +23,7 @@
 #include "runtime/store.h"
 
 enum { TAIL_LINES = 12, LINE_MAX_LEN = 1024 };
+enum { BEAT_PROGRESS = 1, BEAT_WAIT = 2 }; /* bytes on a worker's heartbeat pipe */
 
 struct worker {
 	pid_t pid;
@@ -30,6 +31,7 @@ struct worker {
 	bool exited;
 	int status;
 	double last_beat;
+	bool waiting;            /* its last word: waiting for other ranks */
 	char partial[2][LINE_MAX_LEN]; /* an unfinished line of stdout, stderr */
 	int plen[2];
 	char tail[TAIL_LINES][LINE_MAX_LEN]; /* last stderr lines, a ring */
@@ -109,7 +111,7 @@ static const char *describe_status(int status, char *buf, size_t n)
 	if (WIFEXITED(status))
 		snprintf(buf, n, "exit code %d", WEXITSTATUS(status));
 	else if (WIFSIGNALED(status))
-		snprintf(buf, n, "signal %s (%d)", sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?",
+		snprintf(buf, n, "signal SIG%s (%d)", sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?",
 			 WTERMSIG(status));
 	else
 		snprintf(buf, n, "status %d", status);
@@ -232,8 +234,10 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 			if (p[2].fd >= 0 && (p[2].revents & (POLLIN | POLLHUP))) {
 				char b[256];
 				ssize_t k = read(ws[r].beat, b, sizeof b);
-				if (k > 0)
+				if (k > 0) {
 					ws[r].last_beat = t;
+					ws[r].waiting = b[k - 1] == BEAT_WAIT;
+				}
 				else if (k == 0)
 					close_fd(&ws[r].beat);
 			}
@@ -266,11 +270,14 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 				}
 			}
 		}
-		/* a hang: blame the rank silent the longest; the others are waiting for it */
+		/* a hang: blame a silent rank that is not itself waiting for others
+		 * (the longest silent of those), else the longest silent one */
 		int hung = -1;
-		for (int r = 0; r < n && failed < 0 && !stop_signal; r++)
-			if (!ws[r].exited && t - ws[r].last_beat > o->timeout_s && (hung < 0 || ws[r].last_beat < ws[hung].last_beat))
-				hung = r;
+		for (int pass = 0; pass < 2 && hung < 0; pass++)
+			for (int r = 0; r < n && failed < 0 && !stop_signal; r++)
+				if (!ws[r].exited && t - ws[r].last_beat > o->timeout_s && (pass == 1 || !ws[r].waiting) &&
+				    (hung < 0 || ws[r].last_beat < ws[hung].last_beat))
+					hung = r;
 		if (hung >= 0) {
 			failed = hung;
 			snprintf(why, sizeof why, "rank %d made no progress for %.0f s (parallel.timeout); it is stopped as hung", hung,
@@ -322,18 +329,30 @@ int launch_worker_rank(int *world)
 	return atoi(r);
 }
 
-void launch_beat(void)
+static void beat(char what)
 {
 	static int fd = -2;
 	if (fd == -2) {
 		const char *s = getenv("TRAINC_BEAT_FD");
 		fd = s ? atoi(s) : -1;
 	}
-	if (fd >= 0) {
-		char b = 1;
-		if (write(fd, &b, 1) < 0)
-			fd = -1;
-	}
+	if (fd >= 0 && write(fd, &what, 1) < 0)
+		fd = -1;
+}
+
+void launch_beat(void)
+{
+	beat(BEAT_PROGRESS);
+}
+
+void launch_wait_begin(void)
+{
+	beat(BEAT_WAIT);
+}
+
+void launch_wait_end(void)
+{
+	beat(BEAT_PROGRESS);
 }
 
 int launch_store_fd(void)

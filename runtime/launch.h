@@ -26,6 +26,10 @@ int launch_run(const struct launch_opts *o, int argc, char **argv);
 int launch_worker_rank(int *world);
 /* In a worker: tell the launcher it is making progress (cheap; call per step). */
 void launch_beat(void);
+/* In a worker: around waits for other ranks (collectives, barriers), so a
+ * rank waiting for a hung peer is not itself taken for the hung one. */
+void launch_wait_begin(void);
+void launch_wait_end(void);
 /* In a worker: the store connection inherited from the launcher, or -1. */
 int launch_store_fd(void);
 #endif

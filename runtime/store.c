@@ -11,6 +11,8 @@
  * buffers, so a slow or huge client never stalls the others; a get or wait
  * that cannot be answered yet parks its client until a set, an add or its
  * deadline.  A client has one request in flight at a time (under a mutex).
+ * One file past 1000 lines on purpose: both ends of one protocol, so the
+ * encoder and the parser of each message read side by side.
  * Does not: hash keys (a job has tens of them; a linear scan is enough).
  * Invariant: a client's bytes are parsed only within the length its header
  * declared, and that length is checked against STORE_MAX_VALUE first.

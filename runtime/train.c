@@ -159,7 +159,10 @@ static int reduce_sums(struct trainer *t, double *v, int n)
 {
 	if (t->world == 1)
 		return 0;
-	return comm_wait(comm_all_reduce_f64(t->comm, v, n, COMM_SUM), t->err, sizeof t->err);
+	launch_wait_begin();
+	int rc = comm_wait(comm_all_reduce_f64(t->comm, v, n, COMM_SUM), t->err, sizeof t->err);
+	launch_wait_end();
+	return rc;
 }
 
 /* Each rank takes test samples rank, rank + world, ...; sums are reduced. */
@@ -223,7 +226,10 @@ static int checkpoint(struct trainer *t, const char *dir)
 	}
 	if (t->world > 1) {
 		char err2[512];
-		if (comm_barrier(t->comm, err2, sizeof err2) != 0 && rc == 0) {
+		launch_wait_begin();
+		int b = comm_barrier(t->comm, err2, sizeof err2);
+		launch_wait_end();
+		if (b != 0 && rc == 0) {
 			snprintf(t->err, sizeof t->err, "%s", err2);
 			rc = -1;
 		}
@@ -433,7 +439,10 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		launch_beat();
 		if (!last_micro)
 			continue;
-		if (t->ddp_ok && ddp_finish(&t->ddp, t->err, sizeof t->err) != 0)
+		launch_wait_begin();
+		int synced = t->ddp_ok ? ddp_finish(&t->ddp, t->err, sizeof t->err) : 0;
+		launch_wait_end();
+		if (synced != 0)
 			return -1;
 		if (tr->clip_grad_norm > 0)
 			optim_clip_grad_norm(optim_sumsq(t->e.grads, t->e.trainable), tr->clip_grad_norm, scale_grads, &t->e);

@@ -1,0 +1,57 @@
+# Checkpoints: a run stopped after k steps and resumed continues exactly as
+# the uninterrupted run (same losses at every later step, same final
+# weights, bit for bit), at 1 and 2 ranks; kill -9 at random moments during
+# saves never destroys the previous checkpoint; a corrupted or truncated
+# checkpoint file is refused with its name.
+set -e
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+stcmp=build/tests/stcmp
+# the test MLP with dropout, so random streams must continue too
+sed 's/    tanh/    tanh\n    dropout(0.2)/' tests/cli/nets/mlp_mse.net > "$dir/net.net"
+losses() { grep '"kind": "step"' "$1/metrics.jsonl" | sed 's/.*"step": \([0-9]*\).*"loss": \([^,]*\),.*/\1 \2/'; }
+for w in 1 2; do
+	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=20 --run-dir "$dir/full$w" --save "$dir/ck_full$w" > /dev/null
+	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=7 --run-dir "$dir/half$w" --save "$dir/ck$w" > /dev/null
+	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=20 --resume "$dir/ck$w" --run-dir "$dir/rest$w" > "$dir/out" 
+	grep -q 'Resumed from .* at step 7' "$dir/out"
+	losses "$dir/full$w" | awk '$1 > 7' > "$dir/a"
+	losses "$dir/rest$w" > "$dir/b"
+	[ -s "$dir/a" ] && cmp "$dir/a" "$dir/b" || { echo "losses after the resume differ at $w rank(s)"; diff "$dir/a" "$dir/b" | head; exit 1; }
+	$stcmp "$dir/full$w/weights.safetensors" "$dir/rest$w/weights.safetensors" 0
+	echo "ok resume at $w rank(s): $(wc -l < "$dir/b") later steps identical"
+done
+
+# kill -9 while checkpoints are written every step
+big="--set train.checkpoint_every=1 --set train.steps=100000000 --set train.log_interval=1000000"
+for i in 1 2 3 4 5; do
+	"$TRAINC" models/fashion_mnist_cnn.net $big --run-dir "$dir/k$i" --save "$dir/kill" ${resume:-} > /dev/null 2>&1 &
+	pid=$!
+	sleep "$(awk -v s=$i 'BEGIN { srand(s * 7919); printf "%.2f", 1.0 + rand() * 1.5 }')"
+	kill -9 $pid 2>/dev/null || true
+	wait $pid 2>/dev/null || true
+	if [ -e "$dir/kill/latest" ]; then
+		"$TRAINC" models/fashion_mnist_cnn.net --resume "$dir/kill" $big --run-dir "$dir/kr$i" > "$dir/out" 2>&1 &
+		rp=$!
+		for t in $(seq 100); do grep -q 'Resumed from' "$dir/out" && break; kill -0 $rp 2>/dev/null || break; sleep 0.1; done
+		kill -9 $rp 2>/dev/null || true
+		wait $rp 2>/dev/null || true
+		grep -q 'Resumed from' "$dir/out" || { echo "kill -9 round $i: the previous checkpoint does not load"; cat "$dir/out"; exit 1; }
+		resume="--resume $dir/kill"
+	fi
+done
+ls "$dir/kill" | grep -q '^step-' || { echo "no checkpoint was ever completed"; exit 1; }
+echo "ok kill -9 during saves: the latest checkpoint always loads"
+
+# corruption and truncation are named
+ck="$dir/ck1/$(cat "$dir/ck1/latest")"
+cp "$ck/weights.safetensors" "$dir/keep"
+printf 'X' | dd of="$ck/weights.safetensors" bs=1 seek=200 conv=notrunc 2> /dev/null
+if "$TRAINC" "$dir/net.net" --resume "$dir/ck1" --run-dir "$dir/c1" > /dev/null 2> "$dir/err"; then echo "corrupt file accepted"; exit 1; fi
+grep -q "weights.safetensors: checksum .* the file is corrupt" "$dir/err" || { cat "$dir/err"; exit 1; }
+head -c 100 "$dir/keep" > "$ck/weights.safetensors"
+if "$TRAINC" "$dir/net.net" --resume "$dir/ck1" --run-dir "$dir/c2" > /dev/null 2> "$dir/err"; then echo "truncated file accepted"; exit 1; fi
+grep -q "weights.safetensors: 100 bytes, but the manifest says" "$dir/err" || { cat "$dir/err"; exit 1; }
+if "$TRAINC" "$dir/net.net" --cpus 2 --resume "$dir/ck_full1" --run-dir "$dir/c3" > /dev/null 2> "$dir/err"; then echo "world change accepted"; exit 1; fi
+grep -q "was made by 1 rank, this run has 2" "$dir/err" || { cat "$dir/err"; exit 1; }
+echo "ok corrupt, truncated and mismatched checkpoints are refused by name"

@@ -1,0 +1,76 @@
+# Faults of a multi-process job: a worker killed with SIGKILL, SIGINT to
+# the launcher, a hung worker, and bad rank counts.  Each must end the whole
+# job within seconds, name the cause, and leave no process behind.
+set -e
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+net=tests/cli/nets/mlp_mse.net
+long="--set train.steps=100000000 --set train.log_interval=100000"
+
+rank_pid() { # rank_pid LAUNCHER RANK
+	for c in $(pgrep -P "$1"); do
+		if tr '\0' '\n' < /proc/$c/environ 2>/dev/null | grep -qx "RANK=$2"; then echo $c; return; fi
+	done
+}
+wait_ranks() { # wait_ranks LAUNCHER N: until N workers exist and have started training
+	for i in $(seq 100); do
+		[ "$(pgrep -P "$1" | wc -l)" -ge "$2" ] && grep -q 'Train\|parameters' "$dir/out" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "workers did not start"; return 1
+}
+gone() { # gone PID...: none of them exists any more
+	for p in "$@"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && { echo "process $p survived"; return 1; }; done
+	return 0
+}
+finish_within() { # finish_within SECONDS PID: wait for the launcher to exit, return its status
+	for i in $(seq $(($1 * 10))); do kill -0 "$2" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$2" 2>/dev/null; then echo "launcher still running after $1 s"; kill -9 "$2"; return 99; fi
+	wait "$2"
+}
+
+# 1. kill -9 of one worker mid-training
+"$TRAINC" $net --cpus 2 $long --run-dir "$dir/a" > "$dir/out" 2> "$dir/err" &
+L=$!
+wait_ranks $L 2
+r0=$(rank_pid $L 0); r1=$(rank_pid $L 1)
+kill -9 "$r1"
+set +e; finish_within 10 $L; rc=$?; set -e
+[ $rc -ne 0 ] && [ $rc -ne 99 ] || { echo "kill -9: launcher exit $rc"; exit 1; }
+grep -q 'rank 1 failed with signal SIGKILL' "$dir/err" || { echo "kill -9: cause not named"; cat "$dir/err"; exit 1; }
+sleep 0.2; gone "$r0" "$r1"
+echo "ok kill -9 of rank 1: exit $rc, named, nothing left"
+
+# 2. SIGINT to the launcher
+"$TRAINC" $net --cpus 2 $long --run-dir "$dir/b" > "$dir/out" 2> "$dir/err" &
+L=$!
+wait_ranks $L 2
+r0=$(rank_pid $L 0); r1=$(rank_pid $L 1)
+kill -INT $L
+set +e; finish_within 10 $L; rc=$?; set -e
+[ $rc -eq 130 ] || { echo "SIGINT: exit $rc, expected 130"; cat "$dir/err"; exit 1; }
+sleep 0.2; gone "$r0" "$r1"
+echo "ok SIGINT: exit 130, nothing left"
+
+# 3. a hung worker (stopped): the job timeout names it
+"$TRAINC" models/fashion_mnist_ddp.net --cpus 2 $long --set parallel.timeout=3 --run-dir "$dir/c" > "$dir/out" 2> "$dir/err" &
+L=$!
+wait_ranks $L 2
+r0=$(rank_pid $L 0); r1=$(rank_pid $L 1)
+kill -STOP "$r1"
+set +e; finish_within 20 $L; rc=$?; set -e
+[ $rc -ne 0 ] && [ $rc -ne 99 ] || { echo "hang: launcher exit $rc"; exit 1; }
+grep -q 'rank 1 made no progress' "$dir/err" || { echo "hang: rank 1 not named"; cat "$dir/err"; exit 1; }
+sleep 0.2; gone "$r0" "$r1"
+echo "ok hung rank 1: named after the timeout, nothing left"
+
+# 4. bad rank counts, before anything starts
+for n in 0 -1; do
+	if "$TRAINC" $net --cpus $n > "$dir/out" 2> "$dir/err"; then echo "--cpus $n accepted"; exit 1; fi
+	grep -q 'at least 1' "$dir/err"
+done
+sed 's/samples=96/samples=3/' $net > "$dir/few.net"
+set +e; "$TRAINC" "$dir/few.net" --cpus 4 > "$dir/out" 2> "$dir/err"; rc=$?; set -e
+[ $rc -eq 2 ] && grep -q '3 training samples cannot feed 4 ranks' "$dir/err" || { echo "more ranks than samples: exit $rc"; cat "$dir/err"; exit 1; }
+! grep -q 'parameters' "$dir/out"
+echo "ok bad rank counts refused before spawning"

@@ -284,24 +284,17 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 			dp->bytes[REG_COMM] = 0;
 		}
 		if (sharded) {
-			int64_t shards = 0, buffers = 0, trainable_shards = 0, big1 = 0, big2 = 0, all = 0;
+			int64_t shards = 0, buffers = 0, trainable_shards = 0;
 			for (int u = 0; u < p->nunits; u++) {
 				const struct unit *un = &p->units[u];
 				if (un->device != dev)
 					continue;
 				shards += un->shard;
-				all += un->padded;
 				bool any_trainable = false;
 				for (int k = 0; k < p->nparams; k++)
 					any_trainable |= p->params[k].unit == u && p->params[k].trainable;
 				if (any_trainable)
 					trainable_shards += un->shard;
-				if (un->padded > big1) {
-					big2 = big1;
-					big1 = un->padded;
-				} else if (un->padded > big2) {
-					big2 = un->padded;
-				}
 			}
 			for (int k = 0; k < p->nparams; k++)
 				if (p->params[k].device == dev && is_buffer(&p->params[k]))
@@ -309,11 +302,33 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 			dp->bytes[REG_PARAMS] = (shards + buffers) * 4;
 			dp->bytes[REG_GRADS] = trainable_shards * 4;
 			dp->bytes[REG_OPTIM] = trainable_shards * 4 * k_opt;
-			/* gathered parameters: two units at once with prefetch (FULL_SHARD),
-			 * every unit from forward to backward (SHARD_GRAD_OP); plus one
-			 * unsharded gradient buffer for the reduce-scatter */
-			int64_t gathered = p->parallel.shard == SHARD_GRAD_OP ? all : big1 + big2;
-			dp->bytes[REG_COMM] = (gathered + big1) * 4;
+			/* the runtime's buffers (fsdp.c): the root unit's gathered parameters
+			 * and unsharded gradients; a pool of slots, each as large as the
+			 * largest other unit, for its parameters and for its gradients, as
+			 * many as units are active at one layer plus one for the prefetch
+			 * (every unit under SHARD_GRAD_OP); the reduce-scatter results */
+			int64_t root = 0, biggest = 0;
+			int most = 0;
+			for (int u = 0; u < p->nunits; u++) {
+				const struct unit *un = &p->units[u];
+				if (un->device != dev)
+					continue;
+				if (un->parent < 0)
+					root += un->padded;
+				else if (un->padded > biggest)
+					biggest = un->padded;
+			}
+			for (int i = 0; i < p->nnodes; i++) {
+				int active = 0;
+				for (int u = 0; u < p->nunits; u++) {
+					const struct unit *un = &p->units[u];
+					active += un->device == dev && un->parent >= 0 && un->padded && un->first_node <= i && i <= un->last_node;
+				}
+				if (active > most)
+					most = active;
+			}
+			int64_t slots = p->parallel.shard == SHARD_GRAD_OP ? p->nunits : most + 1;
+			dp->bytes[REG_COMM] = (2 * root + 2 * slots * biggest + shards) * 4;
 		}
 		plan_acts(a, p, dev, batch, p->train.test_batch);
 	}

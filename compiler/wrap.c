@@ -70,6 +70,7 @@ bool wrap_units(struct arena *a, struct diag *d, struct plan *p)
 	/* the root unit comes first, even when every parameter is claimed below it */
 	p->units[0].scope = 0;
 	p->units[0].device = 0;
+	p->units[0].first_node = p->nnodes; /* lowered to its first layer below */
 	unit_of[0] = p->nunits++;
 	/* owner scope of each param: innermost wrapped ancestor */
 	for (int k = 0; k < p->nparams; k++) {
@@ -93,7 +94,6 @@ bool wrap_units(struct arena *a, struct diag *d, struct plan *p)
 	for (int u = 0; u < p->nunits; u++) {
 		struct unit *un = &p->units[u];
 		un->parent = -1;
-		un->last_node = un->first_node;
 		if (un->scope != 0 || un->device != 0) {
 			int s = un->scope == 0 ? 0 : p->scopes[un->scope].parent;
 			while (s > 0 && !wrapped[s])
@@ -106,6 +106,11 @@ bool wrap_units(struct arena *a, struct diag *d, struct plan *p)
 		}
 	}
 	int64_t world = p->world > 0 ? p->world : 1;
+	/* spans: from the first to the last layer owning one of the unit's parameters */
+	for (int u = 0; u < p->nunits; u++) {
+		p->units[u].first_node = p->nnodes;
+		p->units[u].last_node = -1;
+	}
 	for (int k = 0; k < p->nparams; k++) {
 		struct param *pr = &p->params[k];
 		struct unit *un = &p->units[pr->unit];

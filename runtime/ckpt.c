@@ -198,9 +198,9 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
 	}
 	char text[1024];
 	snprintf(text, sizeof text,
-		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n"
+		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
 		 "  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
-		 st->epoch, st->batch, st->step, st->world, ckpt_model_hash(p), p->hash);
+		 st->epoch, st->batch, st->step, st->world, st->micro, ckpt_model_hash(p), p->hash);
 	join(path, sizeof path, tmp, files[2]);
 	if (write_text(path, text, err, errlen) != 0)
 		goto fail;
@@ -331,6 +331,7 @@ int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim
 	st->batch = json_int(text, "batch", &ok);
 	st->step = json_int(text, "step", &ok);
 	st->world = (int)json_int(text, "world", &ok);
+	st->micro = json_int(text, "micro", &ok);
 	const char *mh = strstr(text, "\"model_hash\": \"");
 	if (!ok || !mh) {
 		snprintf(err, errlen, "%s: missing fields", path);
@@ -342,13 +343,6 @@ int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim
 			 "%s was made by a different model or settings (hash %016" PRIx64 ", this run %016" PRIx64 "); resume with the same "
 			 ".net file and --set options, or start from its weights with --init %s/weights.safetensors",
 			 folder, hash, ckpt_model_hash(p), folder);
-		return -1;
-	}
-	if (st->world != p->world) {
-		snprintf(err, errlen,
-			 "%s was made by %d rank%s, this run has %d; the data order depends on the rank count, so resume with --cpus %d, "
-			 "or start from its weights with --init %s/weights.safetensors",
-			 folder, st->world, st->world == 1 ? "" : "s", p->world, st->world, folder);
 		return -1;
 	}
 	join(path, sizeof path, folder, "weights.safetensors");

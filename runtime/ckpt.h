@@ -20,6 +20,7 @@ struct ckpt_state {
 	int64_t batch;  /* micro-batches of it already consumed */
 	int64_t step;   /* optimizer steps done */
 	int world;
+	int64_t micro;  /* samples per micro-batch per rank */
 };
 
 /* Save params (the unsharded layout) and the optimizer's k planes of
@@ -27,7 +28,7 @@ struct ckpt_state {
 int ckpt_save(const char *dir, const struct plan *p, const float *params, const float *optim, int64_t trainable, int k,
 	      const struct ckpt_state *st, char *err, size_t errlen);
 /* Load the newest complete checkpoint in dir, checking every file's size
- * and checksum, the model and the world size. */
+ * and checksum and the model (the caller checks the world size). */
 int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim, int64_t trainable, int k,
 	      struct ckpt_state *st, char *err, size_t errlen);
 /* A hash of the model and settings that ran, independent of the world size

@@ -75,7 +75,7 @@ static struct pool2d_desc pool_desc(const struct plan *p, const struct node *nd,
 	return d;
 }
 
-int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, char *err, size_t errlen)
+int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp, char *err, size_t errlen)
 {
 	memset(e, 0, sizeof *e);
 	e->p = p;
@@ -92,11 +92,25 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 	for (int i = 0; i < p->nparams; i++)
 		if (p->params[i].trainable)
 			e->trainable += p->params[i].numel;
-	/* one process holds the unsharded layout whatever the parallel mode */
+	/* without FSDP a process holds the whole unsharded layout; with it, only
+	 * the buffers after the parameters (fsdp.c holds the units) */
 	const struct devplan *dp = &p->dev[0];
-	e->params = region(dp->unsharded_elems * 4);
-	e->grads = region(e->trainable * 4);
-	e->optim = region(e->trainable * 4 * p->train.optim.state_per_param);
+	e->fsdp = fsdp;
+	if (fsdp) {
+		e->buffer_start = dp->unsharded_elems;
+		for (int k = 0; k < p->nparams; k++)
+			if (p->params[k].unit_offset < 0 && p->params[k].offset < e->buffer_start)
+				e->buffer_start = p->params[k].offset;
+		e->params = region((dp->unsharded_elems - e->buffer_start) * 4);
+		e->grads = region(4);
+		e->optim = region(4);
+		e->unit_param = calloc((size_t)p->nunits + 1, sizeof *e->unit_param);
+		e->unit_grad = calloc((size_t)p->nunits + 1, sizeof *e->unit_grad);
+	} else {
+		e->params = region(dp->unsharded_elems * 4);
+		e->grads = region(e->trainable * 4);
+		e->optim = region(e->trainable * 4 * p->train.optim.state_per_param);
+	}
 	e->acts = region(dp->bytes[REG_ACTS]);
 	e->written = calloc((size_t)p->nnodes, sizeof *e->written);
 	e->conv = calloc((size_t)p->nnodes * EXEC_MAX_SIZES, sizeof *e->conv);
@@ -146,34 +160,47 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 	return 0;
 }
 
+void exec_init_param(const struct plan *p, int k, uint64_t seed, float *x)
+{
+	const struct param *pr = &p->params[k];
+	const struct node *nd = &p->nodes[pr->node];
+	struct init_param ip = { 0 };
+	ip.index = (uint32_t)k;
+	ip.fan_in = pr->fan_in;
+	ip.padding_idx = -1;
+	switch (pr->init) {
+	case INIT_KAIMING_UNIFORM: ip.role = nd->op == OP_CONV2D ? INIT_CONV_WEIGHT : INIT_LINEAR_WEIGHT; break;
+	case INIT_BIAS_UNIFORM: ip.role = nd->op == OP_CONV2D ? INIT_CONV_BIAS : INIT_LINEAR_BIAS; break;
+	case INIT_ONES: ip.role = pr->role == ROLE_RUNNING_VAR ? INIT_RUNNING_VAR : INIT_NORM_WEIGHT; break;
+	case INIT_ZEROS: ip.role = pr->role == ROLE_RUNNING_MEAN ? INIT_RUNNING_MEAN : INIT_NORM_BIAS; break;
+	case INIT_NORMAL:
+		ip.role = INIT_EMBEDDING;
+		ip.row_len = nd->a.emb.dim;
+		ip.padding_idx = nd->a.emb.padding_idx;
+		break;
+	}
+	if (pr->dtype == DT_I64) {
+		memset(x, 0, 8);
+		return;
+	}
+	init_fill(&ip, seed, x, 0, pr->numel);
+}
+
+float *exec_param_ptr(struct exec *e, int k)
+{
+	const struct param *pr = &e->p->params[k];
+	if (!e->fsdp)
+		return e->params + pr->offset;
+	if (pr->unit_offset < 0)
+		return e->params + (pr->offset - e->buffer_start);
+	return e->unit_param[pr->unit] ? e->unit_param[pr->unit] + pr->unit_offset : NULL;
+}
+
 void exec_init_params(struct exec *e, uint64_t seed)
 {
-	const struct plan *p = e->p;
-	for (int k = 0; k < p->nparams; k++) {
-		const struct param *pr = &p->params[k];
-		const struct node *nd = &p->nodes[pr->node];
-		float *x = e->params + pr->offset;
-		struct init_param ip = { 0 };
-		ip.index = (uint32_t)k;
-		ip.fan_in = pr->fan_in;
-		ip.padding_idx = -1;
-		switch (pr->init) {
-		case INIT_KAIMING_UNIFORM: ip.role = nd->op == OP_CONV2D ? INIT_CONV_WEIGHT : INIT_LINEAR_WEIGHT; break;
-		case INIT_BIAS_UNIFORM: ip.role = nd->op == OP_CONV2D ? INIT_CONV_BIAS : INIT_LINEAR_BIAS; break;
-		case INIT_ONES: ip.role = pr->role == ROLE_RUNNING_VAR ? INIT_RUNNING_VAR : INIT_NORM_WEIGHT; break;
-		case INIT_ZEROS: ip.role = pr->role == ROLE_RUNNING_MEAN ? INIT_RUNNING_MEAN : INIT_NORM_BIAS; break;
-		case INIT_NORMAL:
-			ip.role = INIT_EMBEDDING;
-			ip.row_len = nd->a.emb.dim;
-			ip.padding_idx = nd->a.emb.padding_idx;
-			break;
-		}
-		if (pr->dtype == DT_I64) {
-			memset(x, 0, 8);
-			continue;
-		}
-		init_fill(&ip, seed, x, 0, pr->numel);
-	}
+	for (int k = 0; k < e->p->nparams; k++)
+		if (!e->fsdp || e->p->params[k].unit_offset < 0)
+			exec_init_param(e->p, k, seed, exec_param_ptr(e, k));
 }
 
 static int size_slot(const struct exec *e, int64_t n)
@@ -193,13 +220,17 @@ float *exec_output(struct exec *e, int i, bool train)
 
 static float *param(struct exec *e, const struct node *nd, int k)
 {
-	return e->params + e->p->params[nd->param0 + k].offset;
+	return exec_param_ptr(e, nd->param0 + k);
 }
 
 static float *grad(struct exec *e, const struct node *nd, int k)
 {
 	const struct param *pr = &e->p->params[nd->param0 + k];
-	return pr->trainable ? e->grads + pr->offset : NULL;
+	if (!pr->trainable)
+		return NULL;
+	if (e->fsdp)
+		return e->unit_grad[pr->unit] + pr->unit_offset;
+	return e->grads + pr->offset;
 }
 
 static void forward_node(struct exec *e, int i, int64_t n, bool train)
@@ -304,8 +335,15 @@ void exec_forward(struct exec *e, const float *x, int n, bool train)
 	const struct plan *p = e->p;
 	float *in = exec_output(e, 0, train);
 	memcpy(in, x, (size_t)(numel(&p->nodes[0].out) * n) * 4);
-	for (int i = 1; i < p->nnodes; i++)
+	for (int i = 1; i < p->nnodes; i++) {
+		if (e->phase_hook)
+			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_FWD);
+		if (e->stop)
+			return;
 		forward_node(e, i, n, train);
+		if (e->phase_hook)
+			e->phase_hook(e->phase_ctx, i, EXEC_AFTER_FWD);
+	}
 }
 
 /* Where node i's backward writes the gradient of its input j: the
@@ -475,7 +513,13 @@ void exec_backward(struct exec *e, int n)
 	memset(e->written, 0, (size_t)p->nnodes * sizeof *e->written);
 	e->written[last] = true;
 	for (int i = last; i >= 1; i--) {
+		if (e->phase_hook)
+			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_BWD);
+		if (e->stop)
+			return;
 		backward_node(e, i, n);
+		if (e->phase_hook)
+			e->phase_hook(e->phase_ctx, i, EXEC_AFTER_BWD);
 		if (e->after_backward)
 			e->after_backward(e->hook_ctx, i);
 	}
@@ -487,8 +531,14 @@ int exec_find_nonfinite(struct exec *e, const float *x, int n)
 	float *in = exec_output(e, 0, true);
 	memcpy(in, x, (size_t)(numel(&p->nodes[0].out) * n) * 4);
 	for (int i = 0; i < p->nnodes; i++) {
+		if (i > 0 && e->phase_hook)
+			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_FWD);
+		if (e->stop)
+			return -1;
 		if (i > 0)
 			forward_node(e, i, n, true);
+		if (i > 0 && e->phase_hook)
+			e->phase_hook(e->phase_ctx, i, EXEC_AFTER_FWD);
 		const float *y = exec_output(e, i, true);
 		int64_t cnt = numel(&p->nodes[i].out) * n;
 		for (int64_t k = 0; k < cnt; k++)
@@ -512,5 +562,7 @@ void exec_free(struct exec *e)
 	free(e->optim);
 	free(e->acts);
 	free(e->written);
+	free(e->unit_param);
+	free(e->unit_grad);
 	memset(e, 0, sizeof *e);
 }

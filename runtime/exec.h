@@ -33,13 +33,30 @@ struct exec {
 	float loss_scale;              /* multiplies the loss's gradient (micro-steps) */
 	void (*after_backward)(void *ctx, int node); /* called after each layer's backward */
 	void *hook_ctx;
+	/* FSDP: parameters and gradients of units live where fsdp.c gathers
+	 * them; params holds only the buffers (running statistics) */
+	bool fsdp;
+	float **unit_param, **unit_grad; /* (nunits) current bases, set by fsdp.c */
+	int64_t buffer_start;            /* unsharded offset of the first buffer */
+	void (*phase_hook)(void *ctx, int node, int phase); /* EXEC_* below */
+	void *phase_ctx;
+	bool stop;                       /* set by a hook whose collective failed: the pass ends there */
 };
 
-/* Allocate the regions and prepare kernels for the given batch sizes.
+enum { EXEC_BEFORE_FWD, EXEC_AFTER_FWD, EXEC_BEFORE_BWD, EXEC_AFTER_BWD };
+
+/* Allocate the regions and prepare kernels for the given batch sizes;
+ * with fsdp, only buffers are held here (fsdp.c owns the units).
  * Returns 0, or -1 with a message in err. */
-int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, char *err, size_t errlen);
-/* Initialise parameters and buffers as PyTorch's defaults, from the seed. */
+int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp, char *err, size_t errlen);
+/* Initialise parameters and buffers as PyTorch's defaults, from the seed
+ * (with fsdp: the buffers only). */
 void exec_init_params(struct exec *e, uint64_t seed);
+/* Parameter k of the plan, initialised as PyTorch would, written at dst. */
+void exec_init_param(const struct plan *p, int k, uint64_t seed, float *dst);
+/* Where parameter k lives now (unsharded layout, a gathered unit, or the
+ * buffers), or NULL for an FSDP unit that is not gathered. */
+float *exec_param_ptr(struct exec *e, int k);
 /* Forward over a batch of n samples in x (n, input...); train selects
  * dropout and batch statistics. */
 void exec_forward(struct exec *e, const float *x, int n, bool train);

@@ -34,6 +34,7 @@
 #include "runtime/ckpt.h"
 #include "runtime/comm.h"
 #include "runtime/ddp.h"
+#include "runtime/fsdp.h"
 #include "runtime/store.h"
 
 static double now(void)
@@ -140,6 +141,9 @@ struct trainer {
 	struct comm *comm;
 	struct ddp ddp;
 	bool ddp_ok;
+	bool sharded;        /* FSDP with FULL_SHARD or SHARD_GRAD_OP over several ranks */
+	struct fsdp fsdp;
+	bool fsdp_ok;
 	int64_t micro;       /* samples per micro-batch on this rank */
 	int accum;           /* micro-batches per optimizer step */
 	int64_t epochs;
@@ -181,6 +185,11 @@ static int evaluate(struct trainer *t)
 			idx[m] = next;
 		dataset_fill(&t->test, idx, m, t->ex, t->ey);
 		exec_forward(&t->e, t->ex, m, false);
+		if (t->e.stop) {
+			snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
+			free(idx);
+			return -1;
+		}
 		double loss;
 		long c;
 		if (exec_loss(&t->e, t->ey, m, false, &loss, &c, t->err, sizeof t->err) != 0) {
@@ -193,6 +202,8 @@ static int evaluate(struct trainer *t)
 		sums[2] += m;
 	}
 	free(idx);
+	if (t->fsdp_ok)
+		fsdp_release_all(&t->fsdp);
 	if (reduce_sums(t, sums, 3) != 0)
 		return -1;
 	if (t->rank != 0)
@@ -214,16 +225,53 @@ static bool is_weights_file(const char *path)
 	return n > 12 && strcmp(path + n - 12, ".safetensors") == 0;
 }
 
-/* Rank 0 writes, every rank waits at the barrier: the seed's protocol. */
+/* The unsharded parameters (and optimizer state) on rank 0: the executor's
+ * own regions, or with FSDP gathered into buffers the caller frees with
+ * free_full.  Every rank calls it; only rank 0's pointers are valid. */
+static int full_state(struct trainer *t, float **params, float **optim, bool with_optim)
+{
+	if (!t->sharded) {
+		*params = t->e.params;
+		*optim = t->e.optim;
+		return 0;
+	}
+	*params = *optim = NULL;
+	if (t->rank == 0) {
+		*params = calloc((size_t)t->p->dev[0].unsharded_elems + 1, 4);
+		*optim = calloc((size_t)(t->e.trainable * t->p->train.optim.state_per_param) + 1, 4);
+		if (!*params || !*optim) {
+			snprintf(t->err, sizeof t->err, "out of memory gathering the full state dict");
+			return -1;
+		}
+	}
+	if (fsdp_gather_full(&t->fsdp, *params, *optim, with_optim) != 0) {
+		snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
+		return -1;
+	}
+	return 0;
+}
+
+static void free_full(struct trainer *t, float *params, float *optim)
+{
+	if (t->sharded) {
+		free(params);
+		free(optim);
+	}
+}
+
+/* Rank 0 writes, every rank waits at the barrier: the seed's protocol.
+ * With FSDP the full state dict is gathered to rank 0 first. */
 static int checkpoint(struct trainer *t, const char *dir)
 {
-	int rc = 0;
-	if (t->rank == 0) {
-		rc = ckpt_save(dir, t->p, t->e.params, t->e.optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err,
-			       sizeof t->err);
+	float *params, *optim;
+	int rc = full_state(t, &params, &optim, true);
+	t->at.micro = t->micro;
+	if (rc == 0 && t->rank == 0) {
+		rc = ckpt_save(dir, t->p, params, optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err, sizeof t->err);
 		if (rc == 0)
 			printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
 	}
+	free_full(t, params, optim);
 	if (t->world > 1) {
 		char err2[512];
 		launch_wait_begin();
@@ -274,14 +322,79 @@ static int join_job(struct trainer *t)
 	t->comm = comm_open_gloo(t->store, t->rank, t->world, NULL, 2 * timeout, t->err, sizeof t->err);
 	if (!t->comm)
 		return -1;
+	if (t->sharded) {
+		if (fsdp_init(&t->fsdp, t->p, t->comm, &t->e, t->err, sizeof t->err) != 0)
+			return -1;
+		t->fsdp_ok = true;
+		return 0;
+	}
 	enum comm_op op = t->p->train.global_batch && t->p->train.reduction == RED_SUM ? COMM_SUM : COMM_AVG;
 	if (ddp_init(&t->ddp, t->p, t->comm, t->e.grads, op, t->err, sizeof t->err) != 0)
 		return -1;
 	t->ddp_ok = true;
 	t->e.after_backward = ddp_after_backward;
 	t->e.hook_ctx = &t->ddp;
-	/* rank 0's parameters and buffers everywhere, as DDP's constructor does */
-	return ddp_broadcast(&t->ddp, t->e.params, t->p->dev[0].unsharded_elems, t->err, sizeof t->err);
+	return 0;
+}
+
+/* Initial parameters and optimizer state: PyTorch's initialisation, a
+ * weights file (--init) or a checkpoint (--resume), unsharded or sharded. */
+static int load_state(struct trainer *t)
+{
+	const struct plan *p = t->p;
+	const struct train_opts *o = t->o;
+	int k = p->train.optim.state_per_param;
+	float *params = t->e.params, *optim = t->e.optim;
+	if (t->sharded && (o->resume || o->init)) {
+		params = calloc((size_t)p->dev[0].unsharded_elems + 1, 4);
+		optim = calloc((size_t)(t->e.trainable * k) + 1, 4);
+		if (!params || !optim) {
+			snprintf(t->err, sizeof t->err, "out of memory loading the state");
+			free(params);
+			free(optim);
+			return -1;
+		}
+	}
+	int rc = 0;
+	if (t->sharded) {
+		fsdp_init_params(&t->fsdp, p->train.seed);
+		struct optim_state_view sv = { t->fsdp.optim, t->fsdp.total };
+		optim_state_init(&t->oc, sv, t->fsdp.total);
+	} else {
+		exec_init_params(&t->e, p->train.seed);
+		t->sv = (struct optim_state_view){ t->e.optim, t->e.trainable };
+		optim_state_init(&t->oc, t->sv, t->e.trainable);
+	}
+	if (o->resume) {
+		rc = ckpt_load(o->resume, p, params, optim, t->e.trainable, k, &t->at, t->err, sizeof t->err);
+		if (rc == 0 && t->at.world != t->world) {
+			/* the data order is the same at any world size only for a global batch */
+			int64_t samples = t->at.batch * t->at.micro * t->at.world;
+			if (!p->train.global_batch || samples % (t->micro * t->world) != 0) {
+				snprintf(t->err, sizeof t->err,
+					 "%s was made by %d rank%s, this run has %d; with a per-rank batch the data order depends on the "
+					 "rank count, so resume with --cpus %d, use global_batch, or start from its weights with --init",
+					 o->resume, t->at.world, t->at.world == 1 ? "" : "s", t->world, t->at.world);
+				rc = -1;
+			} else {
+				t->at.batch = samples / (t->micro * t->world);
+			}
+		}
+		t->at.world = t->world;
+		t->at.micro = t->micro;
+		if (rc == 0 && t->rank == 0)
+			printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", o->resume, (long long)t->at.step,
+			       (long long)t->at.epoch, (long long)t->at.batch);
+	} else if (o->init) {
+		rc = weights_load(p, params, o->init, true, t->err, sizeof t->err);
+	}
+	if (rc == 0 && t->sharded && (o->resume || o->init))
+		fsdp_load_full(&t->fsdp, params, o->resume ? optim : NULL);
+	if (t->sharded && (o->resume || o->init)) {
+		free(params);
+		free(optim);
+	}
+	return rc;
 }
 
 static int setup(struct trainer *t)
@@ -319,7 +432,8 @@ static int setup(struct trainer *t)
 		if (mine < TB)
 			sizes[2] = mine > 0 ? mine : TB;
 	}
-	if (exec_init(&t->e, p, sizes, 4, t->err, sizeof t->err) != 0)
+	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
+	if (exec_init(&t->e, p, sizes, 4, t->sharded, t->err, sizeof t->err) != 0)
 		return -1;
 	t->exec_ok = true;
 	t->e.seed = tr->seed;
@@ -327,24 +441,15 @@ static int setup(struct trainer *t)
 	/* mean losses: each micro-batch contributes its share of the step's mean */
 	if (tr->global_batch && tr->reduction == RED_MEAN)
 		t->e.loss_scale = 1.0f / (float)t->accum;
-	exec_init_params(&t->e, tr->seed);
 	t->oc = optim_of(&tr->optim);
-	t->sv = (struct optim_state_view){ t->e.optim, t->e.trainable };
-	optim_state_init(&t->oc, t->sv, t->e.trainable);
 	t->sc = sched_of(&tr->sched);
-	t->at = (struct ckpt_state){ 1, 0, 0, t->world };
-	if (o->resume) {
-		if (ckpt_load(o->resume, p, t->e.params, t->e.optim, t->e.trainable, tr->optim.state_per_param, &t->at, t->err,
-			      sizeof t->err) != 0)
-			return -1;
-		if (t->rank == 0)
-			printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", o->resume, (long long)t->at.step,
-			       (long long)t->at.epoch, (long long)t->at.batch);
-	} else if (o->init && weights_load(p, t->e.params, o->init, true, t->err, sizeof t->err) != 0) {
-		return -1;
-	}
+	t->at = (struct ckpt_state){ 1, 0, 0, t->world, t->micro };
 	if (t->world > 1 && join_job(t) != 0)
 		return -1;
+	if (load_state(t) != 0)
+		return -1;
+	if (t->ddp_ok && ddp_broadcast(&t->ddp, t->e.params, p->dev[0].unsharded_elems, t->err, sizeof t->err) != 0)
+		return -1; /* rank 0's parameters and buffers everywhere, as DDP's constructor does */
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, o->run_dir, p, o->version, o->argc, o->argv, t->err, sizeof t->err) != 0)
 			return -1;
@@ -387,6 +492,27 @@ static void report_nonfinite(struct trainer *t, double loss, const float *x, int
 	fprintf(stderr, "\ntrainc: lower the learning rate, clip gradients (clip_grad_norm) or check the data\n");
 }
 
+static void scale_shards(void *ctx, float coef)
+{
+	fsdp_scale_grads(ctx, coef);
+}
+
+/* Gradient clipping by the global norm; with FSDP the shards' sums of
+ * squares are added over the ranks first. */
+static int clip(struct trainer *t)
+{
+	double max = t->p->train.clip_grad_norm;
+	if (!t->fsdp_ok) {
+		optim_clip_grad_norm(optim_sumsq(t->e.grads, t->e.trainable), max, scale_grads, &t->e);
+		return 0;
+	}
+	double sumsq = fsdp_grad_sumsq(&t->fsdp);
+	if (reduce_sums(t, &sumsq, 1) != 0)
+		return -1;
+	optim_clip_grad_norm(sumsq, max, scale_shards, &t->fsdp);
+	return 0;
+}
+
 /* One epoch from the current position; returns 0, 1 when the step budget
  * is spent, or -1. */
 static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
@@ -408,13 +534,20 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		}
 		if (got == 0)
 			break;
-		if (in_step == 0)
+		if (in_step == 0 && t->fsdp_ok)
+			fsdp_begin_step(&t->fsdp);
+		else if (in_step == 0)
 			memset(t->e.grads, 0, (size_t)t->e.trainable * 4);
 		bool last_micro = in_step + 1 == t->accum || t->at.batch + 1 == t->s.num_batches;
 		if (t->ddp_ok)
 			t->ddp.enabled = last_micro;
 		t->e.step = t->at.step + 1;
 		exec_forward(&t->e, x, b, true);
+		if (t->e.stop) { /* a collective inside the forward failed */
+			loader_release(&t->l);
+			snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
+			return -1;
+		}
 		double loss;
 		long correct;
 		if (exec_loss(&t->e, y, b, true, &loss, &correct, t->err, sizeof t->err) != 0) {
@@ -429,6 +562,13 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		}
 		exec_backward(&t->e, b);
 		loader_release(&t->l);
+		if (t->fsdp_ok) {
+			launch_wait_begin();
+			int done = fsdp_finish_micro(&t->fsdp, t->err, sizeof t->err);
+			launch_wait_end();
+			if (done != 0)
+				return -1;
+		}
 		t->at.batch++;
 		in_step++;
 		seen += b;
@@ -444,11 +584,14 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		launch_wait_end();
 		if (synced != 0)
 			return -1;
-		if (tr->clip_grad_norm > 0)
-			optim_clip_grad_norm(optim_sumsq(t->e.grads, t->e.trainable), tr->clip_grad_norm, scale_grads, &t->e);
+		if (tr->clip_grad_norm > 0 && clip(t) != 0)
+			return -1;
 		lr = sched_lr(&t->sc, tr->optim.lr, t->at.epoch - 1, t->at.step);
 		t->at.step++;
-		optim_step(&t->oc, t->sv, t->e.params, t->e.grads, t->e.trainable, t->at.step, lr);
+		if (t->fsdp_ok)
+			fsdp_optim_step(&t->fsdp, &t->oc, t->at.step, lr);
+		else
+			optim_step(&t->oc, t->sv, t->e.params, t->e.grads, t->e.trainable, t->at.step, lr);
 		in_step = 0;
 		bool log = micro_done % tr->log_interval == 0 || t->at.batch == t->s.num_batches;
 		if (t->rank == 0) {
@@ -491,6 +634,8 @@ static void teardown(struct trainer *t)
 		loader_stop(&t->l);
 	if (t->ddp_ok)
 		ddp_free(&t->ddp);
+	if (t->fsdp_ok)
+		fsdp_free(&t->fsdp);
 	if (t->comm)
 		comm_close(t->comm);
 	if (t->store)
@@ -511,6 +656,20 @@ static void teardown(struct trainer *t)
 		dataset_close(&t->test);
 }
 
+/* The process's peak resident set, from /proc (0 when unavailable). */
+static double peak_rss_mib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	double kib = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "VmHWM:", 6) == 0)
+			kib = atof(line + 6);
+	if (f)
+		fclose(f);
+	return kib / 1024.0;
+}
+
 static int finish(struct trainer *t, double t0, double train_time, int64_t images)
 {
 	const struct train_opts *o = t->o;
@@ -519,23 +678,44 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 		       train_time > 0 ? (double)images * t->world / train_time : 0.0);
 	if (t->ddp_ok && t->rank == 0 && train_time > 0)
 		printf("DDP: %.1f%% of the training time waiting for gradient all-reduce\n", 100.0 * t->ddp.wait_s / train_time);
+	/* what this rank holds for parameters, gradients and optimizer state */
+	int64_t state = t->fsdp_ok ? (2 * t->fsdp.total + t->fsdp.total * t->p->train.optim.state_per_param) * 4
+				   : (t->p->dev[0].unsharded_elems + t->e.trainable * (1 + t->p->train.optim.state_per_param)) * 4;
+	printf("Rank %d: parameters, gradients and optimizer state %.2f MiB; peak resident memory %.1f MiB\n", t->rank,
+	       (double)state / 1048576.0, peak_rss_mib());
+	fflush(stdout);
+	if (t->fsdp_ok && train_time > 0) {
+		const struct devplan *dp = &t->p->dev[0];
+		int64_t planned = dp->bytes[REG_PARAMS] + dp->bytes[REG_GRADS] + dp->bytes[REG_OPTIM] + dp->bytes[REG_COMM];
+		printf("FSDP rank %d: %.1f%% of the training time waiting for all-gather / reduce-scatter; parameters, gradients, "
+		       "optimizer state and gather buffers: planned %.2f MiB, allocated %.2f MiB\n",
+		       t->rank, 100.0 * t->fsdp.wait_s / train_time, (double)planned / 1048576.0, (double)t->fsdp.peak_bytes / 1048576.0);
+		fflush(stdout);
+	}
 	if (o->save && !is_weights_file(o->save)) {
 		if (checkpoint(t, o->save) != 0)
 			return fail(t, "cannot save the checkpoint");
 	}
-	if (t->rank != 0)
-		return 0;
-	char path[4200];
-	snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&t->rd));
-	if (weights_save(t->p, t->e.params, path, t->err, sizeof t->err) != 0)
-		return fail(t, "cannot save the weights");
-	if (o->save && is_weights_file(o->save)) {
-		if (weights_save(t->p, t->e.params, o->save, t->err, sizeof t->err) != 0)
-			return fail(t, "cannot save the weights");
-		printf("Saved the weights to %s\n", o->save);
+	float *params, *optim;
+	if (full_state(t, &params, &optim, false) != 0)
+		return fail(t, "cannot gather the weights");
+	int rc = 0;
+	if (t->rank == 0) {
+		char path[4200];
+		snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&t->rd));
+		if (weights_save(t->p, params, path, t->err, sizeof t->err) != 0)
+			rc = fail(t, "cannot save the weights");
+		if (rc == 0 && o->save && is_weights_file(o->save)) {
+			if (weights_save(t->p, params, o->save, t->err, sizeof t->err) != 0)
+				rc = fail(t, "cannot save the weights");
+			else
+				printf("Saved the weights to %s\n", o->save);
+		}
+		if (rc == 0)
+			printf("Run directory: %s\n", rundir_path(&t->rd));
 	}
-	printf("Run directory: %s\n", rundir_path(&t->rd));
-	return 0;
+	free_full(t, params, optim);
+	return rc;
 }
 
 int train_run(const struct plan *p, const struct train_opts *o)

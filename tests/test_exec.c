@@ -133,7 +133,7 @@ static void test_network_gradients(void)
 	struct exec e;
 	char err[256];
 	int64_t sizes[1] = { 4 };
-	CHECK(exec_init(&e, p, sizes, 1, err, sizeof err) == 0);
+	CHECK(exec_init(&e, p, sizes, 1, false, err, sizeof err) == 0);
 	exec_init_params(&e, 7);
 	e.step = 3; /* the same dropout mask for every evaluation */
 	float x[4 * 72];
@@ -180,7 +180,7 @@ static long allocations_in_steps(long *big)
 	struct exec e;
 	char err[256];
 	int64_t sizes[1] = { 4 };
-	CHECK(exec_init(&e, p, sizes, 1, err, sizeof err) == 0);
+	CHECK(exec_init(&e, p, sizes, 1, false, err, sizeof err) == 0);
 	exec_init_params(&e, 1);
 	struct optim_cfg oc = optim_cfg_default(OPTIM_SGD);
 	oc.lr = 0.05;

@@ -523,6 +523,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 	int64_t seen = 0, micro_done = 0;
 	int in_step = 0;
 	bool budget_spent = false;
+	double step_loss = 0, step_n = 0; /* this optimizer step's loss over its micro-batches */
 	for (;;) {
 		float *x;
 		void *y;
@@ -576,6 +577,8 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		micro_done++;
 		double per_sample = tr->reduction == RED_SUM ? loss / b : loss;
 		loss_sum += per_sample * b;
+		step_loss += per_sample * b;
+		step_n += b;
 		launch_beat();
 		if (!last_micro)
 			continue;
@@ -594,6 +597,14 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			optim_step(&t->oc, t->sv, t->e.params, t->e.grads, t->e.trainable, t->at.step, lr);
 		in_step = 0;
 		bool log = micro_done % tr->log_interval == 0 || t->at.batch == t->s.num_batches;
+		if (log) {
+			/* the logged loss is the step's mean over every rank's samples */
+			double v[2] = { step_loss, step_n };
+			if (reduce_sums(t, v, 2) != 0)
+				return -1;
+			per_sample = v[0] / v[1];
+		}
+		step_loss = step_n = 0;
 		if (t->rank == 0) {
 			double rate = (double)seen * t->world / (now() - te);
 			if (log && t->rd_ok)

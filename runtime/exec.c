@@ -1,5 +1,7 @@
-/* exec.c: forward and backward over the plan's layers on the CPU.
- * Dispatch is one switch per direction.  Buffers come from the plan:
+/* exec.c: forward and backward over the plan's layers, on a backend.
+ * The backend runs each layer (backend_cpu.c: one switch per direction);
+ * this file owns the order, the regions and the hooks.  Buffers come from
+ * the plan:
  * a node's output, its output gradient and what it keeps for backward sit
  * at fixed offsets of the activation region (evaluation uses its own
  * offsets, since the test batch differs).  A gradient with several
@@ -13,72 +15,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/backend.h"
 #include "runtime/init.h"
-#include "runtime/kern.h"
-#include "runtime/philox.h"
 
-static void *region(int64_t bytes)
-{
-	size_t n = (size_t)(bytes + 63) / 64 * 64;
-	void *p = aligned_alloc(64, n ? n : 64);
-	if (p)
-		memset(p, 0, n ? n : 64);
-	return p;
-}
 
 static int64_t numel(const struct shape *s)
 {
 	return shape_numel(s);
 }
 
-static struct conv2d_desc conv_desc(const struct plan *p, const struct node *nd, int64_t n)
-{
-	const struct shape *in = &p->nodes[nd->in].out;
-	struct conv2d_desc d = { 0 };
-	d.n = (int)n;
-	d.c_in = (int)in->d[0];
-	d.h = (int)in->d[1];
-	d.w = (int)in->d[2];
-	d.c_out = (int)nd->a.conv.cout;
-	d.kh = (int)nd->a.conv.kh;
-	d.kw = (int)nd->a.conv.kw;
-	d.sh = (int)nd->a.conv.sh;
-	d.sw = (int)nd->a.conv.sw;
-	d.ph = (int)nd->a.conv.ph;
-	d.pw = (int)nd->a.conv.pw;
-	d.dh = (int)nd->a.conv.dh;
-	d.dw = (int)nd->a.conv.dw;
-	d.groups = (int)nd->a.conv.groups;
-	d.bias = nd->a.conv.bias;
-	d.path = KERN_CONV_AUTO;
-	return d;
-}
 
-static struct pool2d_desc pool_desc(const struct plan *p, const struct node *nd, int64_t n)
-{
-	const struct shape *in = &p->nodes[nd->in].out;
-	struct pool2d_desc d = { 0 };
-	d.n = (int)n;
-	d.c = (int)in->d[0];
-	d.h = (int)in->d[1];
-	d.w = (int)in->d[2];
-	d.kh = (int)nd->a.pool.kh;
-	d.kw = (int)nd->a.pool.kw;
-	d.sh = (int)nd->a.pool.sh;
-	d.sw = (int)nd->a.pool.sw;
-	d.ph = (int)nd->a.pool.ph;
-	d.pw = (int)nd->a.pool.pw;
-	d.dh = (int)nd->a.pool.dh;
-	d.dw = (int)nd->a.pool.dw;
-	d.ceil_mode = nd->a.pool.ceil_mode;
-	d.count_include_pad = nd->a.pool.count_include_pad;
-	return d;
-}
 
 int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp, char *err, size_t errlen)
 {
 	memset(e, 0, sizeof *e);
 	e->p = p;
+	e->be = &backend_cpu;
 	e->loss_scale = 1.0f;
 	if (p->ndevices != 1) {
 		snprintf(err, errlen, "%s places layers on %d devices; the CPU runtime runs single-device ranks only so far", p->path,
@@ -101,63 +53,26 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 		for (int k = 0; k < p->nparams; k++)
 			if (p->params[k].unit_offset < 0 && p->params[k].offset < e->buffer_start)
 				e->buffer_start = p->params[k].offset;
-		e->params = region((dp->unsharded_elems - e->buffer_start) * 4);
-		e->grads = region(4);
-		e->optim = region(4);
+		e->params = e->be->alloc((dp->unsharded_elems - e->buffer_start) * 4);
+		e->grads = e->be->alloc(4);
+		e->optim = e->be->alloc(4);
 		e->unit_param = calloc((size_t)p->nunits + 1, sizeof *e->unit_param);
 		e->unit_grad = calloc((size_t)p->nunits + 1, sizeof *e->unit_grad);
 	} else {
-		e->params = region(dp->unsharded_elems * 4);
-		e->grads = region(e->trainable * 4);
-		e->optim = region(e->trainable * 4 * p->train.optim.state_per_param);
+		e->params = e->be->alloc(dp->unsharded_elems * 4);
+		e->grads = e->be->alloc(e->trainable * 4);
+		e->optim = e->be->alloc(e->trainable * 4 * p->train.optim.state_per_param);
 	}
-	e->acts = region(dp->bytes[REG_ACTS]);
+	e->acts = e->be->alloc(dp->bytes[REG_ACTS]);
 	e->written = calloc((size_t)p->nnodes, sizeof *e->written);
-	e->conv = calloc((size_t)p->nnodes * EXEC_MAX_SIZES, sizeof *e->conv);
-	if (!e->params || !e->grads || !e->optim || !e->acts || !e->written || !e->conv) {
+	if (!e->params || !e->grads || !e->optim || !e->acts || !e->written) {
 		snprintf(err, errlen, "out of memory allocating the plan's regions (%.1f MiB)",
 			 (double)(dp->bytes[REG_PARAMS] + dp->bytes[REG_GRADS] + dp->bytes[REG_OPTIM] + dp->bytes[REG_ACTS]) / 1048576.0);
 		return -1;
 	}
 	e->nsizes = nsizes < EXEC_MAX_SIZES ? nsizes : EXEC_MAX_SIZES;
 	memcpy(e->sizes, sizes, (size_t)e->nsizes * sizeof *sizes);
-	size_t ws = 0;
-	for (int i = 0; i < p->nnodes; i++) {
-		if (p->nodes[i].op != OP_CONV2D)
-			continue;
-		for (int s = 0; s < e->nsizes; s++) {
-			struct conv2d_desc d = conv_desc(p, &p->nodes[i], e->sizes[s]);
-			d.path = KERN_CONV_IM2COL;
-			size_t a = kern_conv2d_workspace(&d);
-			d.path = KERN_CONV_AUTO;
-			size_t b = kern_conv2d_workspace(&d);
-			ws += ((a > b ? a : b) + 63) / 64 * 64;
-		}
-	}
-	/* TRAINC_CONV_PATH=im2col|onednn forces one convolution path (debugging, tests) */
-	const char *force = getenv("TRAINC_CONV_PATH");
-	enum kern_conv_path path = !force ? KERN_CONV_AUTO : !strcmp(force, "im2col") ? KERN_CONV_IM2COL
-		: !strcmp(force, "onednn") ? KERN_CONV_DNNL : KERN_CONV_AUTO;
-	e->conv_ws = region((int64_t)ws);
-	char *w = e->conv_ws;
-	for (int i = 0; i < p->nnodes; i++) {
-		if (p->nodes[i].op != OP_CONV2D)
-			continue;
-		for (int s = 0; s < e->nsizes; s++) {
-			struct conv2d_desc d = conv_desc(p, &p->nodes[i], e->sizes[s]);
-			d.path = path;
-			if (kern_conv2d_prepare(&e->conv[i * EXEC_MAX_SIZES + s], &d, w) != 0) {
-				snprintf(err, errlen, "%s: cannot prepare the convolution for batch %lld", p->nodes[i].path, (long long)e->sizes[s]);
-				return -1;
-			}
-			d.path = KERN_CONV_IM2COL;
-			size_t a = kern_conv2d_workspace(&d);
-			d.path = KERN_CONV_AUTO;
-			size_t b = kern_conv2d_workspace(&d);
-			w += ((a > b ? a : b) + 63) / 64 * 64;
-		}
-	}
-	return 0;
+	return e->be->prepare(e, err, errlen);
 }
 
 void exec_init_param(const struct plan *p, int k, uint64_t seed, float *x)
@@ -203,14 +118,6 @@ void exec_init_params(struct exec *e, uint64_t seed)
 			exec_init_param(e->p, k, seed, exec_param_ptr(e, k));
 }
 
-static int size_slot(const struct exec *e, int64_t n)
-{
-	for (int s = 0; s < e->nsizes; s++)
-		if (e->sizes[s] == n)
-			return s;
-	fprintf(stderr, "trainc: internal error: no convolution prepared for batch %lld\n", (long long)n);
-	abort();
-}
 
 float *exec_output(struct exec *e, int i, bool train)
 {
@@ -218,14 +125,9 @@ float *exec_output(struct exec *e, int i, bool train)
 	return (float *)(e->acts + (train ? m->out_off : m->eval_off));
 }
 
-static float *param(struct exec *e, const struct node *nd, int k)
+float *exec_grad_ptr(struct exec *e, int k)
 {
-	return exec_param_ptr(e, nd->param0 + k);
-}
-
-static float *grad(struct exec *e, const struct node *nd, int k)
-{
-	const struct param *pr = &e->p->params[nd->param0 + k];
+	const struct param *pr = &e->p->params[k];
 	if (!pr->trainable)
 		return NULL;
 	if (e->fsdp)
@@ -233,102 +135,6 @@ static float *grad(struct exec *e, const struct node *nd, int k)
 	return e->grads + pr->offset;
 }
 
-static void forward_node(struct exec *e, int i, int64_t n, bool train)
-{
-	const struct plan *p = e->p;
-	const struct node *nd = &p->nodes[i];
-	float *y = exec_output(e, i, train);
-	const float *x = nd->in >= 0 ? exec_output(e, nd->in, train) : NULL;
-	int64_t out_n = numel(&nd->out) * n;
-	const struct nodemem *m = &p->mem[i];
-	char *save = e->acts + m->save_off;
-	switch (nd->op) {
-	case OP_INPUT: case OP_FLATTEN: case OP_TRANSFER:
-		if (nd->op == OP_TRANSFER && y != x)
-			memcpy(y, x, (size_t)out_n * 4);
-		break;
-	case OP_LINEAR: {
-		int64_t rows = out_n / nd->a.linear.out;
-		kern_linear_fwd(x, param(e, nd, 0), nd->a.linear.bias ? param(e, nd, 1) : NULL, y, (int)rows, (int)nd->a.linear.in,
-				(int)nd->a.linear.out);
-		break;
-	}
-	case OP_CONV2D:
-		kern_conv2d_fwd(&e->conv[i * EXEC_MAX_SIZES + size_slot(e, n)], x, param(e, nd, 0), nd->a.conv.bias ? param(e, nd, 1) : NULL, y);
-		break;
-	case OP_MAXPOOL2D: {
-		struct pool2d_desc d = pool_desc(p, nd, n);
-		kern_maxpool2d_fwd(&d, x, y, train ? (int32_t *)save : (int32_t *)(e->acts + p->dev[0].scratch_off));
-		break;
-	}
-	case OP_AVGPOOL2D: {
-		struct pool2d_desc d = pool_desc(p, nd, n);
-		kern_avgpool2d_fwd(&d, x, y);
-		break;
-	}
-	case OP_ADAPTIVE_AVGPOOL2D: {
-		const struct shape *in = &p->nodes[nd->in].out;
-		kern_adaptive_avgpool2d_fwd(x, y, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh, (int)nd->a.apool.ow);
-		break;
-	}
-	case OP_BATCHNORM2D: {
-		int c = (int)nd->a.bn.c, hw = (int)(numel(&nd->out) / c);
-		float *g = nd->a.bn.affine ? param(e, nd, 0) : NULL, *b = nd->a.bn.affine ? param(e, nd, 1) : NULL;
-		int rs = nd->a.bn.affine ? 2 : 0;
-		float *rm = nd->a.bn.track ? param(e, nd, rs) : NULL, *rv = nd->a.bn.track ? param(e, nd, rs + 1) : NULL;
-		if (train || !nd->a.bn.track) {
-			float *sm = (float *)save, *si = sm + c;
-			kern_batchnorm2d_fwd_train(x, g, b, y, train ? rm : NULL, train ? rv : NULL, train ? sm : (float *)(e->acts + p->dev[0].scratch_off),
-						   train ? si : (float *)(e->acts + p->dev[0].scratch_off) + c, (int)n, c, hw, (float)nd->a.bn.eps,
-						   (float)nd->a.bn.momentum);
-			if (train && nd->a.bn.track) {
-				int64_t *nb = (int64_t *)(void *)param(e, nd, rs + 2);
-				(*nb)++;
-			}
-		} else {
-			kern_batchnorm2d_fwd_eval(x, g, b, rm, rv, y, (int)n, c, hw, (float)nd->a.bn.eps);
-		}
-		break;
-	}
-	case OP_LAYERNORM: {
-		int64_t row = 1;
-		for (int k = 0; k < nd->a.ln.nd; k++)
-			row *= nd->a.ln.d[k];
-		float *sm = train ? (float *)save : (float *)(e->acts + p->dev[0].scratch_off);
-		int rows = (int)(out_n / row);
-		kern_layernorm_fwd(x, nd->a.ln.affine ? param(e, nd, 0) : NULL, nd->a.ln.affine ? param(e, nd, 1) : NULL, y, sm, sm + rows,
-				   rows, (int)row, (float)nd->a.ln.eps);
-		break;
-	}
-	case OP_DROPOUT:
-		if (train) {
-			struct rng r = rng_stream(e->seed + 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1), RNG_DROPOUT, e->rank, (uint32_t)e->step);
-			kern_dropout_fwd(x, y, (uint8_t *)save, (size_t)out_n, (float)nd->a.drop.p, &r);
-		} else if (y != x) {
-			memcpy(y, x, (size_t)out_n * 4);
-		}
-		break;
-	case OP_RELU: kern_relu_fwd(x, y, (size_t)out_n); break;
-	case OP_GELU: kern_gelu_fwd(x, y, (size_t)out_n, nd->a.gelu.tanh ? KERN_GELU_TANH : KERN_GELU_NONE); break;
-	case OP_TANH: kern_tanh_fwd(x, y, (size_t)out_n); break;
-	case OP_SIGMOID: kern_sigmoid_fwd(x, y, (size_t)out_n); break;
-	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
-		int64_t outer = n, inner = 1;
-		for (int k = 0; k < nd->a.softmax.dim; k++)
-			outer *= nd->out.d[k];
-		for (int k = nd->a.softmax.dim + 1; k < nd->out.rank; k++)
-			inner *= nd->out.d[k];
-		int dim = (int)nd->out.d[nd->a.softmax.dim];
-		if (nd->op == OP_SOFTMAX)
-			kern_softmax_fwd(x, y, (int)outer, dim, (int)inner);
-		else
-			kern_log_softmax_fwd(x, y, (int)outer, dim, (int)inner);
-		break;
-	}
-	case OP_ADD: kern_add(x, exec_output(e, nd->in2, train), y, (size_t)out_n); break;
-	case OP_EMBEDDING: case OP__COUNT: break;
-	}
-}
 
 void exec_forward(struct exec *e, const float *x, int n, bool train)
 {
@@ -340,7 +146,7 @@ void exec_forward(struct exec *e, const float *x, int n, bool train)
 			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_FWD);
 		if (e->stop)
 			return;
-		forward_node(e, i, n, train);
+		e->be->forward(e, i, n, train);
 		if (e->phase_hook)
 			e->phase_hook(e->phase_ctx, i, EXEC_AFTER_FWD);
 	}
@@ -348,159 +154,14 @@ void exec_forward(struct exec *e, const float *x, int n, bool train)
 
 /* Where node i's backward writes the gradient of its input j: the
  * gradient buffer itself, or the scratch when another consumer wrote it. */
-static float *dx_target(struct exec *e, int j, bool *accumulate)
-{
-	const struct plan *p = e->p;
-	*accumulate = false;
-	if (j <= 0 || p->nodes[j].dtype != DT_F32)
-		return NULL;
-	int r = j;
-	while (p->nodes[r].alias >= 0)
-		r = p->nodes[r].alias;
-	if (r == 0)
-		return NULL;
-	if (e->written[r]) {
-		*accumulate = true;
-		return (float *)(e->acts + p->dev[0].scratch_off);
-	}
-	e->written[r] = true;
-	return (float *)(e->acts + p->mem[r].grad_off);
-}
 
-static void finish_dx(struct exec *e, int j, float *dx, bool accumulate, int64_t count)
-{
-	if (!accumulate || !dx)
-		return;
-	int r = j;
-	while (e->p->nodes[r].alias >= 0)
-		r = e->p->nodes[r].alias;
-	kern_accumulate((float *)(e->acts + e->p->mem[r].grad_off), dx, (size_t)count);
-}
 
-static void backward_node(struct exec *e, int i, int64_t n)
-{
-	const struct plan *p = e->p;
-	const struct node *nd = &p->nodes[i];
-	if (nd->op == OP_FLATTEN)
-		return; /* a view: its gradient is its input's */
-	const struct nodemem *m = &p->mem[i];
-	const float *dy = (const float *)(e->acts + m->grad_off);
-	const float *y = exec_output(e, i, true);
-	const float *x = nd->in >= 0 ? exec_output(e, nd->in, true) : NULL;
-	char *save = e->acts + m->save_off;
-	int64_t out_n = numel(&nd->out) * n;
-	int64_t in_n = nd->in >= 0 ? numel(&p->nodes[nd->in].out) * n : 0;
-	bool acc;
-	float *dx = dx_target(e, nd->in, &acc);
-	switch (nd->op) {
-	case OP_LINEAR: {
-		int64_t rows = out_n / nd->a.linear.out;
-		kern_linear_bwd(x, param(e, nd, 0), dy, dx, grad(e, nd, 0), nd->a.linear.bias ? grad(e, nd, 1) : NULL, (int)rows,
-				(int)nd->a.linear.in, (int)nd->a.linear.out);
-		if (!grad(e, nd, 0) && !dx)
-			break;
-		break;
-	}
-	case OP_CONV2D:
-		kern_conv2d_bwd(&e->conv[i * EXEC_MAX_SIZES + size_slot(e, n)], x, param(e, nd, 0), dy, dx, grad(e, nd, 0),
-				nd->a.conv.bias ? grad(e, nd, 1) : NULL);
-		break;
-	case OP_MAXPOOL2D: {
-		struct pool2d_desc d = pool_desc(p, nd, n);
-		if (dx)
-			kern_maxpool2d_bwd(&d, (const int32_t *)save, dy, dx);
-		break;
-	}
-	case OP_AVGPOOL2D: {
-		struct pool2d_desc d = pool_desc(p, nd, n);
-		if (dx)
-			kern_avgpool2d_bwd(&d, dy, dx);
-		break;
-	}
-	case OP_ADAPTIVE_AVGPOOL2D: {
-		const struct shape *in = &p->nodes[nd->in].out;
-		if (dx)
-			kern_adaptive_avgpool2d_bwd(dy, dx, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh,
-						    (int)nd->a.apool.ow);
-		break;
-	}
-	case OP_BATCHNORM2D: {
-		int c = (int)nd->a.bn.c, hw = (int)(numel(&nd->out) / c);
-		float *sm = (float *)save;
-		kern_batchnorm2d_bwd(x, nd->a.bn.affine ? param(e, nd, 0) : NULL, sm, sm + c, dy, dx, nd->a.bn.affine ? grad(e, nd, 0) : NULL,
-				     nd->a.bn.affine ? grad(e, nd, 1) : NULL, (int)n, c, hw);
-		break;
-	}
-	case OP_LAYERNORM: {
-		int64_t row = 1;
-		for (int k = 0; k < nd->a.ln.nd; k++)
-			row *= nd->a.ln.d[k];
-		int rows = (int)(out_n / row);
-		float *sm = (float *)save;
-		kern_layernorm_bwd(x, nd->a.ln.affine ? param(e, nd, 0) : NULL, sm, sm + rows, dy, dx, nd->a.ln.affine ? grad(e, nd, 0) : NULL,
-				   nd->a.ln.affine ? grad(e, nd, 1) : NULL, rows, (int)row);
-		break;
-	}
-	case OP_DROPOUT: if (dx) kern_dropout_bwd(dy, (const uint8_t *)save, dx, (size_t)out_n, (float)nd->a.drop.p); break;
-	case OP_RELU: if (dx) kern_relu_bwd(y, dy, dx, (size_t)out_n); break;
-	case OP_GELU: if (dx) kern_gelu_bwd(x, dy, dx, (size_t)out_n, nd->a.gelu.tanh ? KERN_GELU_TANH : KERN_GELU_NONE); break;
-	case OP_TANH: if (dx) kern_tanh_bwd(y, dy, dx, (size_t)out_n); break;
-	case OP_SIGMOID: if (dx) kern_sigmoid_bwd(y, dy, dx, (size_t)out_n); break;
-	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
-		int64_t outer = n, inner = 1;
-		for (int k = 0; k < nd->a.softmax.dim; k++)
-			outer *= nd->out.d[k];
-		for (int k = nd->a.softmax.dim + 1; k < nd->out.rank; k++)
-			inner *= nd->out.d[k];
-		int dim = (int)nd->out.d[nd->a.softmax.dim];
-		if (dx && nd->op == OP_SOFTMAX)
-			kern_softmax_bwd(y, dy, dx, (int)outer, dim, (int)inner);
-		else if (dx)
-			kern_log_softmax_bwd(y, dy, dx, (int)outer, dim, (int)inner);
-		break;
-	}
-	case OP_TRANSFER: if (dx) memcpy(dx, dy, (size_t)out_n * 4); break;
-	case OP_ADD: {
-		if (dx)
-			memcpy(dx, dy, (size_t)out_n * 4);
-		finish_dx(e, nd->in, dx, acc, out_n);
-		bool acc2;
-		float *dx2 = dx_target(e, nd->in2, &acc2);
-		if (dx2)
-			memcpy(dx2, dy, (size_t)out_n * 4);
-		finish_dx(e, nd->in2, dx2, acc2, out_n);
-		return;
-	}
-	case OP_INPUT: case OP_FLATTEN: case OP_EMBEDDING: case OP__COUNT: break;
-	}
-	finish_dx(e, nd->in, dx, acc, in_n);
-}
 
 int exec_loss(struct exec *e, const void *y, int n, bool train, double *loss, long *correct, char *err, size_t errlen)
 {
-	const struct plan *p = e->p;
-	int last = p->nnodes - 1;
-	const float *out = exec_output(e, last, train);
-	float *dout = train ? (float *)(e->acts + p->mem[last].grad_off) : NULL;
-	int64_t per = numel(&p->nodes[last].out);
-	enum kern_reduction red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
-	*correct = 0;
-	int rc = 0;
-	switch (p->train.loss) {
-	case LOSS_MSE:
-		*loss = kern_mse(out, (const float *)y, dout, (size_t)(per * n), red, e->loss_scale);
-		break;
-	case LOSS_NLL:
-		rc = kern_nll(out, (const int32_t *)y, dout, n, (int)per, -100, red, e->loss_scale, loss);
-		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);
-		break;
-	case LOSS_CROSS_ENTROPY:
-		rc = kern_cross_entropy(out, (const int32_t *)y, dout, n, (int)per, -100, red, e->loss_scale, loss);
-		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);
-		break;
-	}
-	if (rc != 0) {
-		snprintf(err, errlen, "a target class is outside 0..%lld, the model's output classes", (long long)per - 1);
+	if (e->be->loss(e, y, n, train, loss, correct) != 0) {
+		snprintf(err, errlen, "a target class is outside 0..%lld, the model's output classes",
+			 (long long)shape_numel(&e->p->nodes[e->p->nnodes - 1].out) - 1);
 		return -1;
 	}
 	return 0;
@@ -517,7 +178,7 @@ void exec_backward(struct exec *e, int n)
 			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_BWD);
 		if (e->stop)
 			return;
-		backward_node(e, i, n);
+		e->be->backward(e, i, n);
 		if (e->phase_hook)
 			e->phase_hook(e->phase_ctx, i, EXEC_AFTER_BWD);
 		if (e->after_backward)
@@ -536,7 +197,7 @@ int exec_find_nonfinite(struct exec *e, const float *x, int n)
 		if (e->stop)
 			return -1;
 		if (i > 0)
-			forward_node(e, i, n, true);
+			e->be->forward(e, i, n, true);
 		if (i > 0 && e->phase_hook)
 			e->phase_hook(e->phase_ctx, i, EXEC_AFTER_FWD);
 		const float *y = exec_output(e, i, true);
@@ -550,17 +211,13 @@ int exec_find_nonfinite(struct exec *e, const float *x, int n)
 
 void exec_free(struct exec *e)
 {
-	if (e->conv) {
-		for (int i = 0; i < e->p->nnodes * EXEC_MAX_SIZES; i++)
-			if (e->p->nodes[i / EXEC_MAX_SIZES].op == OP_CONV2D && i % EXEC_MAX_SIZES < e->nsizes)
-				kern_conv2d_release(&e->conv[i]);
+	if (e->be) {
+		e->be->release(e);
+		e->be->free(e->params);
+		e->be->free(e->grads);
+		e->be->free(e->optim);
+		e->be->free(e->acts);
 	}
-	free(e->conv);
-	free(e->conv_ws);
-	free(e->params);
-	free(e->grads);
-	free(e->optim);
-	free(e->acts);
 	free(e->written);
 	free(e->unit_param);
 	free(e->unit_grad);

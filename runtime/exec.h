@@ -11,7 +11,7 @@
 
 #include "compiler/ir.h"
 
-struct kern_conv2d;
+struct backend_ops;
 
 enum { EXEC_MAX_SIZES = 4 };
 
@@ -24,8 +24,8 @@ struct exec {
 	int64_t trainable;
 	int64_t sizes[EXEC_MAX_SIZES]; /* batch sizes convolutions are prepared for */
 	int nsizes;
-	struct kern_conv2d *conv;      /* (nnodes, EXEC_MAX_SIZES) */
-	void *conv_ws;
+	const struct backend_ops *be;  /* where the layers run */
+	void *be_state;                /* the backend's own (prepared convolutions, ...) */
 	bool *written;                 /* per node: gradient written this backward */
 	uint64_t seed;
 	uint32_t rank;
@@ -69,6 +69,8 @@ void exec_backward(struct exec *e, int n);
 /* Forward again, checking each layer's output: the first node whose output
  * holds a NaN or an infinity, or -1.  For reporting a non-finite loss. */
 int exec_find_nonfinite(struct exec *e, const float *x, int n);
+/* Where parameter k's gradient lives now, or NULL if it has none. */
+float *exec_grad_ptr(struct exec *e, int k);
 /* Pointer to node i's output of the last forward. */
 float *exec_output(struct exec *e, int node, bool train);
 void exec_free(struct exec *e);

@@ -121,6 +121,29 @@ bool infer_shapes(struct arena *a, struct diag *d, struct plan *p)
 	if (!ok)
 		return false;
 	ok = check_data(d, p, &p->train_data) && check_data(d, p, &p->test_data);
+	const struct plan_dataset *sets[2] = { &p->train_data, &p->test_data };
+	for (int i = 0; ok && i < 2; i++) {
+		const struct plan_dataset *ds = sets[i];
+		if (ds->kind != DATA_SYNTHETIC)
+			continue;
+		if (p->nodes[0].dtype == DT_I64 && !ds->input_high) {
+			diag_error(d, ds->loc, "the model takes token ids (dtype=\"long\"); draw them with input=randint(high, sizes...)");
+			ok = false;
+		} else if (ds->input_high) {
+			for (int n = 0; n < p->nnodes; n++) {
+				const struct node *nd = &p->nodes[n];
+				if (nd->op == OP_EMBEDDING && nd->in == 0 && ds->input_high > nd->a.emb.num) {
+					diag_error(d, ds->loc, "token ids go up to %" PRId64 ", but %s has %" PRId64 " rows", ds->input_high - 1,
+						   nd->what, nd->a.emb.num);
+					ok = false;
+				}
+			}
+		}
+		if (ok && p->nodes[0].dtype != DT_I64 && ds->input_high) {
+			diag_error(d, ds->loc, "randint gives token ids, but the model's input is float; declare input(..., dtype=\"long\")");
+			ok = false;
+		}
+	}
 	if (ok && p->nnodes && p->nodes[0].dtype == DT_I64 && p->train_data.kind == DATA_MNIST) {
 		diag_error(d, p->train_data.loc, "mnist gives images, but the model's input is integer token ids");
 		ok = false;

@@ -150,6 +150,7 @@ struct plan_dataset {
 	const char *root, *split;   /* mnist */
 	double mean, std;           /* normalisation; std 1, mean 0 when absent */
 	struct shape sample;        /* per-sample input shape */
+	int64_t input_high;         /* synthetic randint(high, ...): token ids below high; 0: randn */
 	enum tgt_kind target;
 	struct shape target_shape;  /* TGT_VECTOR */
 	int64_t classes;            /* TGT_CLASS */

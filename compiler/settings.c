@@ -395,8 +395,25 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 	if (!bind(r, v, names, 0, 3, s))
 		return false;
 	ds->kind = DATA_SYNTHETIC;
-	if (!random_shape(r, s[0], "input", &ds->sample))
+	if (s[0] && s[0]->kind == V_CALL && strcmp(s[0]->s, "randint") == 0) {
+		/* randint(high, sizes...): integer token ids, as torch.randint */
+		if (s[0]->n < 2 || s[0]->n > SHAPE_MAX + 1 || s[0]->items[0].key) {
+			diag_error(r->d, s[0]->loc, "randint takes the upper bound then the sizes: randint(1000, 16)");
+			return false;
+		}
+		if (!int_at_least(r, s[0]->items[0].v, "randint's upper bound", 1, &ds->input_high))
+			return false;
+		if (ds->input_high > (1 << 24)) {
+			diag_error(r->d, s[0]->items[0].v->loc, "randint's upper bound must be at most 16777216");
+			return false;
+		}
+		ds->sample.rank = s[0]->n - 1;
+		for (int i = 1; i < s[0]->n; i++)
+			if (s[0]->items[i].key || !int_at_least(r, s[0]->items[i].v, "a size", 1, &ds->sample.d[i - 1]))
+				return false;
+	} else if (!random_shape(r, s[0], "input (randn(sizes...) or randint(high, sizes...))", &ds->sample)) {
 		return false;
+	}
 	if (s[1] && s[1]->kind == V_CALL && strcmp(s[1]->s, "classes") == 0) {
 		ds->target = TGT_CLASS;
 		if (s[1]->n != 1 || !int_at_least(r, s[1]->items[0].v, "the class count", 2, &ds->classes))

@@ -269,7 +269,12 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		break;
 	}
 	case OP_ADD: kern_add(x, exec_output(e, nd->in2, train), y, (size_t)out_n); break;
-	case OP_EMBEDDING: case OP__COUNT: break;
+	case OP_EMBEDDING:
+		/* an out-of-range id leaves the output untouched; exec checks ids first */
+		kern_embedding_fwd((const int32_t *)(const void *)x, exec_param_ptr(e, nd->param0), y, (int)(out_n / nd->a.emb.dim),
+				   (int)nd->a.emb.num, (int)nd->a.emb.dim);
+		break;
+	case OP__COUNT: break;
 	}
 }
 
@@ -396,7 +401,12 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 		finish_dx(e, nd->in2, dx2, acc2, out_n);
 		return;
 	}
-	case OP_INPUT: case OP_FLATTEN: case OP_EMBEDDING: case OP__COUNT: break;
+	case OP_EMBEDDING:
+		if (exec_grad_ptr(e, nd->param0))
+			kern_embedding_bwd((const int32_t *)(const void *)x, dy, exec_grad_ptr(e, nd->param0), (int)(out_n / nd->a.emb.dim),
+					   (int)nd->a.emb.num, (int)nd->a.emb.dim, (int)nd->a.emb.padding_idx);
+		break;
+	case OP_INPUT: case OP_FLATTEN: case OP__COUNT: break;
 	}
 	finish_dx(e, nd->in, dx, acc, in_n);
 }

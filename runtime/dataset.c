@@ -224,6 +224,9 @@ int dataset_synthetic(struct dataset *ds, const struct synthetic_spec *spec, cha
 	ds->ndim = spec->ndim;
 	memcpy(ds->shape, spec->shape, sizeof ds->shape);
 	ds->seed = spec->seed;
+	if (spec->input_high < 0 || spec->input_high > (1 << 24))
+		return fail(err, errlen, "synthetic data: randint(%lld, ...) must draw below 2^24", (long long)spec->input_high);
+	ds->input_high = spec->input_high;
 	return 0;
 }
 
@@ -251,8 +254,14 @@ static void fill_synthetic(const struct dataset *ds, const int64_t *idx, int b, 
 	int64_t m = ds->sample_numel, k = ds->target_numel;
 	for (int s = 0; s < b; s++) {
 		uint64_t base = (uint64_t)idx[s] * (uint64_t)m;
-		for (int64_t j = 0; j < m; j++)
-			x[(int64_t)s * m + j] = rng_normal(&in, base + (uint64_t)j);
+		if (ds->input_high > 0) {
+			/* token ids, exact in a float below 2^24 */
+			for (int64_t j = 0; j < m; j++)
+				x[(int64_t)s * m + j] = (float)((rng_u32(&in, base + (uint64_t)j) * (uint64_t)ds->input_high) >> 32);
+		} else {
+			for (int64_t j = 0; j < m; j++)
+				x[(int64_t)s * m + j] = rng_normal(&in, base + (uint64_t)j);
+		}
 		if (ds->target == TARGET_CLASS) {
 			/* multiply-shift maps 32 random bits onto 0..C-1 without a division */
 			uint64_t u = rng_u32(&tg, (uint64_t)idx[s]);

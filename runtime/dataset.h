@@ -39,6 +39,7 @@ struct dataset {
 	float lut[256];                         /* pixel value -> (p/255 - mean)/std */
 	/* DATASET_SYNTHETIC */
 	uint64_t seed;
+	int64_t input_high;                     /* as synthetic_spec's */
 };
 
 /* torchvision.datasets.MNIST(root, train=split=="train") followed by
@@ -69,6 +70,7 @@ struct synthetic_spec {
 	int target_ndim;
 	int64_t target_shape[DATASET_MAX_DIMS];
 	uint64_t seed;
+	int64_t input_high;                     /* > 0: inputs are integers in [0, input_high) (token ids), as floats */
 };
 
 /* Make a synthetic dataset; allocates nothing.  Returns 0, or -1 with a

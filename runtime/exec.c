@@ -37,10 +37,6 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 			 p->ndevices);
 		return -1;
 	}
-	if (p->nodes[0].dtype != DT_F32) {
-		snprintf(err, errlen, "%s takes integer token ids; the CPU runtime takes floating-point inputs only so far", p->path);
-		return -1;
-	}
 	for (int i = 0; i < p->nparams; i++)
 		if (p->params[i].trainable)
 			e->trainable += p->params[i].numel;
@@ -136,11 +132,25 @@ float *exec_grad_ptr(struct exec *e, int k)
 }
 
 
+/* The batch into the input node's buffer: floats as they are; token ids
+ * (carried as exact floats by the data path) as int32, the embedding's index type. */
+static void copy_input(const struct plan *p, float *in, const float *x, int n)
+{
+	int64_t count = numel(&p->nodes[0].out) * n;
+	if (p->nodes[0].dtype == DT_I64) {
+		int32_t *ids = (int32_t *)(void *)in;
+		for (int64_t i = 0; i < count; i++)
+			ids[i] = (int32_t)x[i];
+	} else {
+		memcpy(in, x, (size_t)count * 4);
+	}
+}
+
 void exec_forward(struct exec *e, const float *x, int n, bool train)
 {
 	const struct plan *p = e->p;
 	float *in = exec_output(e, 0, train);
-	memcpy(in, x, (size_t)(numel(&p->nodes[0].out) * n) * 4);
+	copy_input(p, in, x, n);
 	for (int i = 1; i < p->nnodes; i++) {
 		if (e->phase_hook)
 			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_FWD);
@@ -190,7 +200,7 @@ int exec_find_nonfinite(struct exec *e, const float *x, int n)
 {
 	const struct plan *p = e->p;
 	float *in = exec_output(e, 0, true);
-	memcpy(in, x, (size_t)(numel(&p->nodes[0].out) * n) * 4);
+	copy_input(p, in, x, n);
 	for (int i = 0; i < p->nnodes; i++) {
 		if (i > 0 && e->phase_hook)
 			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_FWD);

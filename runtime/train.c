@@ -57,6 +57,7 @@ static int open_data(const struct plan *p, const struct plan_dataset *pd, struct
 	sp.target_ndim = pd->target_shape.rank;
 	memcpy(sp.target_shape, pd->target_shape.d, sizeof(int64_t) * (size_t)sp.target_ndim);
 	sp.seed = p->train.seed;
+	sp.input_high = pd->input_high;
 	return dataset_synthetic(ds, &sp, err, n);
 }
 

@@ -563,6 +563,18 @@ static void gloo_failure(int rank, int world, struct store_client *st, void *arg
 	struct comm *c = open_gloo(rank, world, st, arg->timeout_s);
 	if (!c)
 		return;
+	/* every rank has finished opening before one dies: its death must hit
+	 * a collective, not a peer's connection setup */
+	char key[32], serr[256];
+	const char *keys[16];
+	char names[16][32];
+	snprintf(key, sizeof key, "opened/%d", rank);
+	CHECK(store_set(st, key, "1", 1, serr, sizeof serr) == 0);
+	for (int r = 0; r < world && r < 16; r++) {
+		snprintf(names[r], sizeof names[r], "opened/%d", r);
+		keys[r] = names[r];
+	}
+	CHECK(store_wait(st, keys, world, 10, serr, sizeof serr) == 0);
 	if (rank == arg->die_rank) {
 		fflush(stderr);
 		_exit(0); /* no goodbye: sockets close with the process */

@@ -106,6 +106,19 @@ static const char *const NET =
 	"data { train = synthetic(input=randn(2, 6, 6), target=classes(4), samples=8) }\n"
 	"train { loss = nll(reduction=\"sum\"); optimizer = sgd(lr=0.05, momentum=0.9); batch = 4 }\n";
 
+/* token ids through an embedding, layernorm, softmax; cross entropy */
+static const char *const TOKENS =
+	"model K {\n"
+	"  input(5, dtype=\"long\")\n"
+	"  emb = embedding(11, 3, padding_idx=0)\n"
+	"  norm = layernorm(3)\n"
+	"  softmax\n"
+	"  flatten\n"
+	"  out = linear(4)\n"
+	"}\n"
+	"data { train = synthetic(input=randint(11, 5), target=classes(4), samples=8) }\n"
+	"train { loss = cross_entropy; optimizer = sgd(lr=0.1); batch = 4 }\n";
+
 static double loss_at(struct exec *e, const float *x, const int32_t *y, int n)
 {
 	double loss;
@@ -124,9 +137,9 @@ static void fill(float *x, int n, uint32_t seed)
 	}
 }
 
-static void test_network_gradients(void)
+static void check_gradients(const char *text, const float *x)
 {
-	struct plan *p = compile_text(NET);
+	struct plan *p = compile_text(text);
 	CHECK(p != NULL);
 	if (!p)
 		return;
@@ -136,9 +149,7 @@ static void test_network_gradients(void)
 	CHECK(exec_init(&e, p, sizes, 1, false, err, sizeof err) == 0);
 	exec_init_params(&e, 7);
 	e.step = 3; /* the same dropout mask for every evaluation */
-	float x[4 * 72];
 	int32_t y[4] = { 0, 3, 1, 2 };
-	fill(x, 4 * 72, 11);
 	memset(e.grads, 0, (size_t)e.trainable * 4);
 	loss_at(&e, x, y, 4);
 	exec_backward(&e, 4);
@@ -168,6 +179,23 @@ static void test_network_gradients(void)
 	CHECK_NEAR(worst / maxg, 0, 2e-2);
 	free(g);
 	exec_free(&e);
+}
+
+static void test_network_gradients(void)
+{
+	float x[4 * 72];
+	fill(x, 4 * 72, 11);
+	check_gradients(NET, x);
+}
+
+/* The embedding path: ids avoid the padding index 0, whose row PyTorch
+ * keeps out of the gradient although it reaches the output. */
+static void test_token_gradients(void)
+{
+	float x[4 * 5];
+	for (int i = 0; i < 20; i++)
+		x[i] = (float)(1 + (i * 7) % 10);
+	check_gradients(TOKENS, x);
 }
 
 /* Steps 3..30 of training: allocations counted. */
@@ -238,6 +266,7 @@ int main(void)
 {
 	kern_set_threads(2);
 	RUN(test_network_gradients);
+	RUN(test_token_gradients);
 	RUN(test_training_step_allocates_nothing);
 	RUN(test_onednn_allocates_no_tensors);
 	arena_release(&A);

@@ -53,6 +53,20 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 			return NULL;
 		}
 	}
+	int64_t m = p->parallel.microbatches, per_rank = t->global_batch ? (t->micro_batch ? t->micro_batch : t->global_batch / p->world)
+											: t->batch;
+	if (m > 1 && per_rank % m != 0) {
+		struct loc nowhere = { 0 };
+		diag_error(d, s.parallel ? s.parallel->kind_loc : nowhere,
+			   "microbatches = %lld does not divide the batch of %lld per rank; choose a divisor", (long long)m,
+			   (long long)per_rank);
+		return NULL;
+	}
+	if (m > 64) {
+		struct loc nowhere = { 0 };
+		diag_error(d, s.parallel ? s.parallel->kind_loc : nowhere, "at most 64 micro-batches");
+		return NULL;
+	}
 	if (!place_nodes(a, d, p) || !infer_shapes(a, d, p) || !wrap_units(a, d, p) || !memplan_build(a, d, p) || d->errors > before)
 		return NULL;
 	p->text = unparse_sections(a, &s);

@@ -122,7 +122,6 @@ enum region { REG_PARAMS, REG_GRADS, REG_OPTIM, REG_ACTS, REG_COMM, REG__COUNT }
 struct devplan {
 	int64_t bytes[REG__COUNT];   /* per region, what one rank allocates on this device */
 	int64_t act_train, act_eval; /* activation peaks of the two modes, bytes */
-	int64_t unsharded_elems; /* float slots of the unsharded parameter layout */
 	int64_t scratch_off, scratch_bytes; /* summing gradients with several producers; eval-only statistics */
 };
 
@@ -204,6 +203,7 @@ struct plan {
 	const char *path;          /* the main .net file */
 	int world;                 /* ranks the plan was made for */
 	int ndevices;              /* devices per rank (from @device) */
+	struct loc device_loc;     /* the @device annotation with the highest index */
 	struct node *nodes;  int nnodes;
 	struct param *params; int nparams;
 	struct scope *scopes; int nscopes;
@@ -212,6 +212,7 @@ struct plan {
 	struct nodemem *mem;       /* per node */
 	struct devplan dev[PLAN_MAX_DEVICES];
 	int64_t total_params, trainable_params;
+	int64_t unsharded_elems;   /* float slots of the rank's unsharded parameter layout, all devices */
 	struct plan_dataset train_data, test_data;
 	struct plan_train train;
 	struct plan_parallel parallel;

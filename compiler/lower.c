@@ -30,6 +30,7 @@ struct lower {
 	const struct ast_section *active[MAX_BLOCK_DEPTH];
 	int nactive;
 	bool failed_size;
+	int max_device; /* highest @device index + 1 seen */
 };
 
 /* Placement and freezing flow from a scope to everything inside it. */
@@ -133,6 +134,10 @@ static bool annotations(struct lower *L, const struct ast_stmt *st, const struct
 				} else {
 					inh->device = (int)k;
 					inh->device_loc = an->loc;
+					if (k >= L->max_device) {
+						L->max_device = (int)k + 1;
+						L->p->device_loc = an->loc;
+					}
 				}
 			} else {
 				ok = false;

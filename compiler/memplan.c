@@ -254,31 +254,48 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 	p->mem = arena_array(a, (size_t)p->nnodes, sizeof *p->mem);
 	int k_opt = p->train.optim.state_per_param;
 	bool sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE;
+	int64_t at = 0;
+	for (int dev = 0; dev < p->ndevices; dev++) {
+		/* trainable parameters in reverse execution order, device by device */
+		for (int k = p->nparams - 1; k >= 0; k--) {
+			struct param *pr = &p->params[k];
+			if (pr->device == dev && pr->trainable) {
+				pr->offset = at;
+				at += pr->numel;
+			}
+		}
+	}
+	for (int dev = 0; dev < p->ndevices; dev++) {
+		for (int k = 0; k < p->nparams; k++) {
+			struct param *pr = &p->params[k];
+			if (pr->device == dev && !pr->trainable) {
+				at = (at + 1) / 2 * 2;
+				pr->offset = at;
+				at += slots(pr);
+			}
+		}
+	}
+	p->unsharded_elems = at;
 	for (int dev = 0; dev < p->ndevices; dev++) {
 		struct devplan *dp = &p->dev[dev];
-		int64_t trainable = 0, other = 0;
 		/* the unsharded layout always exists: a single process runs it, and
-		 * FSDP gathers each unit into it */
+		 * FSDP gathers each unit into it.  Offsets are global over the
+		 * rank's devices (trainables of device 0, of device 1, ..., then
+		 * the rest device by device), so parameters, gradients and
+		 * optimizer planes share them and a bucket is one range */
 		{
-			/* trainable parameters in reverse execution order, then the rest */
+			int64_t trainable = 0, other = 0;
 			for (int k = p->nparams - 1; k >= 0; k--) {
-				struct param *pr = &p->params[k];
-				if (pr->device == dev && pr->trainable) {
-					pr->offset = trainable;
+				const struct param *pr = &p->params[k];
+				if (pr->device == dev && pr->trainable)
 					trainable += pr->numel;
-				}
 			}
-			other = trainable;
 			for (int k = 0; k < p->nparams; k++) {
-				struct param *pr = &p->params[k];
-				if (pr->device == dev && !pr->trainable) {
-					other = (other + 1) / 2 * 2;
-					pr->offset = other;
-					other += slots(pr);
-				}
+				const struct param *pr = &p->params[k];
+				if (pr->device == dev && !pr->trainable)
+					other = (other + 1) / 2 * 2 + slots(pr);
 			}
-			dp->unsharded_elems = other;
-			dp->bytes[REG_PARAMS] = other * 4;
+			dp->bytes[REG_PARAMS] = (trainable + other) * 4;
 			dp->bytes[REG_GRADS] = trainable * 4;
 			dp->bytes[REG_OPTIM] = trainable * 4 * k_opt;
 			dp->bytes[REG_COMM] = 0;

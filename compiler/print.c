@@ -106,9 +106,17 @@ static void children(const struct plan *p, struct lines *ls, int s, int depth)
 		const char *key = p->scopes[c].name[0] ? p->scopes[c].name : "residual";
 		scope_lines(p, ls, c, depth, key);
 	}
-	/* residual joins belong to their scope */
+	/* residual joins belong to their scope, after the transfers feeding them */
 	for (int i = 0; i < p->nnodes; i++) {
 		if (p->nodes[i].scope == s && p->nodes[i].op == OP_ADD) {
+			for (int t = 0; t < i; t++) {
+				const struct node *tn = &p->nodes[t];
+				if (tn->op == OP_TRANSFER && (p->nodes[i].in == t || p->nodes[i].in2 == t)) {
+					struct line *l = add(ls, depth, "(to_device%d): Transfer(device %d -> device %d)", tn->a.xfer.to, tn->a.xfer.from,
+							     tn->a.xfer.to);
+					node_note(p, tn, l->note, sizeof l->note);
+				}
+			}
 			struct line *l = add(ls, depth, "(+): Add(input)");
 			node_note(p, &p->nodes[i], l->note, sizeof l->note);
 		}

@@ -184,7 +184,7 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 	const float *x = nd->in >= 0 ? exec_output(e, nd->in, train) : NULL;
 	int64_t out_n = numel(&nd->out) * n;
 	const struct nodemem *m = &p->mem[i];
-	char *save = e->acts + m->save_off;
+	char *save = exec_act(e, i) + m->save_off;
 	switch (nd->op) {
 	case OP_INPUT: case OP_FLATTEN: case OP_TRANSFER:
 		if (nd->op == OP_TRANSFER && y != x)
@@ -201,7 +201,7 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		break;
 	case OP_MAXPOOL2D: {
 		struct pool2d_desc d = pool_desc(p, nd, n);
-		kern_maxpool2d_fwd(&d, x, y, train ? (int32_t *)save : (int32_t *)(e->acts + p->dev[0].scratch_off));
+		kern_maxpool2d_fwd(&d, x, y, train ? (int32_t *)save : (int32_t *)exec_scratch(e, i));
 		break;
 	}
 	case OP_AVGPOOL2D: {
@@ -221,8 +221,8 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		float *rm = nd->a.bn.track ? exec_param_ptr(e, nd->param0 + rs) : NULL, *rv = nd->a.bn.track ? exec_param_ptr(e, nd->param0 + rs + 1) : NULL;
 		if (train || !nd->a.bn.track) {
 			float *sm = (float *)save, *si = sm + c;
-			kern_batchnorm2d_fwd_train(x, g, b, y, train ? rm : NULL, train ? rv : NULL, train ? sm : (float *)(e->acts + p->dev[0].scratch_off),
-						   train ? si : (float *)(e->acts + p->dev[0].scratch_off) + c, (int)n, c, hw, (float)nd->a.bn.eps,
+			kern_batchnorm2d_fwd_train(x, g, b, y, train ? rm : NULL, train ? rv : NULL, train ? sm : (float *)exec_scratch(e, i),
+						   train ? si : (float *)exec_scratch(e, i) + c, (int)n, c, hw, (float)nd->a.bn.eps,
 						   (float)nd->a.bn.momentum);
 			if (train && nd->a.bn.track) {
 				int64_t *nb = (int64_t *)(void *)exec_param_ptr(e, nd->param0 + rs + 2);
@@ -237,7 +237,7 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		int64_t row = 1;
 		for (int k = 0; k < nd->a.ln.nd; k++)
 			row *= nd->a.ln.d[k];
-		float *sm = train ? (float *)save : (float *)(e->acts + p->dev[0].scratch_off);
+		float *sm = train ? (float *)save : (float *)exec_scratch(e, i);
 		int rows = (int)(out_n / row);
 		kern_layernorm_fwd(x, nd->a.ln.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL, nd->a.ln.affine ? exec_param_ptr(e, nd->param0 + 1) : NULL, y, sm, sm + rows,
 				   rows, (int)row, (float)nd->a.ln.eps);
@@ -289,12 +289,13 @@ static float *dx_target(struct exec *e, int j, bool *accumulate)
 		r = p->nodes[r].alias;
 	if (r == 0)
 		return NULL;
-	if (e->written[r]) {
+	bool *written = exec_written(e);
+	if (written[r]) {
 		*accumulate = true;
-		return (float *)(e->acts + p->dev[0].scratch_off);
+		return (float *)exec_scratch(e, r);
 	}
-	e->written[r] = true;
-	return (float *)(e->acts + p->mem[r].grad_off);
+	written[r] = true;
+	return (float *)(exec_act(e, r) + p->mem[r].grad_off);
 }
 
 static void finish_dx(struct exec *e, int j, float *dx, bool accumulate, int64_t count)
@@ -304,7 +305,7 @@ static void finish_dx(struct exec *e, int j, float *dx, bool accumulate, int64_t
 	int r = j;
 	while (e->p->nodes[r].alias >= 0)
 		r = e->p->nodes[r].alias;
-	kern_accumulate((float *)(e->acts + e->p->mem[r].grad_off), dx, (size_t)count);
+	kern_accumulate((float *)(exec_act(e, r) + e->p->mem[r].grad_off), dx, (size_t)count);
 }
 
 static void cpu_backward(struct exec *e, int i, int64_t n)
@@ -314,10 +315,10 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 	if (nd->op == OP_FLATTEN)
 		return; /* a view: its gradient is its input's */
 	const struct nodemem *m = &p->mem[i];
-	const float *dy = (const float *)(e->acts + m->grad_off);
+	const float *dy = (const float *)(exec_act(e, i) + m->grad_off);
 	const float *y = exec_output(e, i, true);
 	const float *x = nd->in >= 0 ? exec_output(e, nd->in, true) : NULL;
-	char *save = e->acts + m->save_off;
+	char *save = exec_act(e, i) + m->save_off;
 	int64_t out_n = numel(&nd->out) * n;
 	int64_t in_n = nd->in >= 0 ? numel(&p->nodes[nd->in].out) * n : 0;
 	bool acc;
@@ -416,7 +417,7 @@ static int cpu_loss(struct exec *e, const void *y, int n, bool train, double *lo
 	const struct plan *p = e->p;
 	int last = p->nnodes - 1;
 	const float *out = exec_output(e, last, train);
-	float *dout = train ? (float *)(e->acts + p->mem[last].grad_off) : NULL;
+	float *dout = train ? (float *)(exec_act(e, last) + p->mem[last].grad_off) : NULL;
 	int64_t per = numel(&p->nodes[last].out);
 	enum kern_reduction red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
 	*correct = 0;

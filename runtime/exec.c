@@ -26,17 +26,13 @@ static int64_t numel(const struct shape *s)
 
 
 
-int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp, char *err, size_t errlen)
+int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp, int copies, char *err,
+	      size_t errlen)
 {
 	memset(e, 0, sizeof *e);
 	e->p = p;
 	e->be = &backend_cpu;
 	e->loss_scale = 1.0f;
-	if (p->ndevices != 1) {
-		snprintf(err, errlen, "%s places layers on %d devices; the CPU runtime runs single-device ranks only so far", p->path,
-			 p->ndevices);
-		return -1;
-	}
 	for (int i = 0; i < p->nparams; i++)
 		if (p->params[i].trainable)
 			e->trainable += p->params[i].numel;
@@ -45,23 +41,30 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 	const struct devplan *dp = &p->dev[0];
 	e->fsdp = fsdp;
 	if (fsdp) {
-		e->buffer_start = dp->unsharded_elems;
+		e->buffer_start = p->unsharded_elems;
 		for (int k = 0; k < p->nparams; k++)
 			if (p->params[k].unit_offset < 0 && p->params[k].offset < e->buffer_start)
 				e->buffer_start = p->params[k].offset;
-		e->params = e->be->alloc((dp->unsharded_elems - e->buffer_start) * 4);
+		e->params = e->be->alloc((p->unsharded_elems - e->buffer_start) * 4);
 		e->grads = e->be->alloc(4);
 		e->optim = e->be->alloc(4);
 		e->unit_param = calloc((size_t)p->nunits + 1, sizeof *e->unit_param);
 		e->unit_grad = calloc((size_t)p->nunits + 1, sizeof *e->unit_grad);
 	} else {
-		e->params = e->be->alloc(dp->unsharded_elems * 4);
+		e->params = e->be->alloc(p->unsharded_elems * 4);
 		e->grads = e->be->alloc(e->trainable * 4);
 		e->optim = e->be->alloc(e->trainable * 4 * p->train.optim.state_per_param);
 	}
-	e->acts = e->be->alloc(dp->bytes[REG_ACTS]);
-	e->written = calloc((size_t)p->nnodes, sizeof *e->written);
-	if (!e->params || !e->grads || !e->optim || !e->acts || !e->written) {
+	/* activations: one arena per device of the rank (virtual devices on the CPU) */
+	bool acts_ok = true;
+	e->copies = copies > 0 ? copies : 1;
+	for (int d = 0; d < p->ndevices; d++) {
+		e->act_stride[d] = (p->dev[d].bytes[REG_ACTS] + 63) / 64 * 64;
+		e->acts[d] = e->be->alloc(e->act_stride[d] * e->copies);
+		acts_ok &= e->acts[d] != NULL;
+	}
+	e->written = calloc((size_t)p->nnodes * (size_t)e->copies, sizeof *e->written);
+	if (!e->params || !e->grads || !e->optim || !acts_ok || !e->written) {
 		snprintf(err, errlen, "out of memory allocating the plan's regions (%.1f MiB)",
 			 (double)(dp->bytes[REG_PARAMS] + dp->bytes[REG_GRADS] + dp->bytes[REG_OPTIM] + dp->bytes[REG_ACTS]) / 1048576.0);
 		return -1;
@@ -115,10 +118,36 @@ void exec_init_params(struct exec *e, uint64_t seed)
 }
 
 
+/* The micro-batch this thread works on: pipeline stages run on threads of
+ * their own, each on its own micro-batch's copy of the activations. */
+static _Thread_local int current_mb;
+
+void exec_set_micro(int mb)
+{
+	current_mb = mb;
+}
+
+char *exec_act(struct exec *e, int node)
+{
+	int d = e->p->nodes[node].device;
+	return e->acts[d] + (size_t)current_mb * (size_t)e->act_stride[d];
+}
+
+char *exec_scratch(struct exec *e, int node)
+{
+	int d = e->p->nodes[node].device;
+	return exec_act(e, node) + e->p->dev[d].scratch_off;
+}
+
+bool *exec_written(struct exec *e)
+{
+	return e->written + (size_t)current_mb * (size_t)e->p->nnodes;
+}
+
 float *exec_output(struct exec *e, int i, bool train)
 {
 	const struct nodemem *m = &e->p->mem[i];
-	return (float *)(e->acts + (train ? m->out_off : m->eval_off));
+	return (float *)(exec_act(e, i) + (train ? m->out_off : m->eval_off));
 }
 
 float *exec_grad_ptr(struct exec *e, int k)
@@ -146,12 +175,20 @@ static void copy_input(const struct plan *p, float *in, const float *x, int n)
 	}
 }
 
+void exec_input(struct exec *e, const float *x, int n, bool train)
+{
+	copy_input(e->p, exec_output(e, 0, train), x, n);
+}
+
 void exec_forward(struct exec *e, const float *x, int n, bool train)
 {
-	const struct plan *p = e->p;
-	float *in = exec_output(e, 0, train);
-	copy_input(p, in, x, n);
-	for (int i = 1; i < p->nnodes; i++) {
+	exec_input(e, x, n, train);
+	exec_forward_range(e, 1, e->p->nnodes, n, train);
+}
+
+void exec_forward_range(struct exec *e, int begin, int end, int n, bool train)
+{
+	for (int i = begin; i < end; i++) {
 		if (e->phase_hook)
 			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_FWD);
 		if (e->stop)
@@ -161,11 +198,6 @@ void exec_forward(struct exec *e, const float *x, int n, bool train)
 			e->phase_hook(e->phase_ctx, i, EXEC_AFTER_FWD);
 	}
 }
-
-/* Where node i's backward writes the gradient of its input j: the
- * gradient buffer itself, or the scratch when another consumer wrote it. */
-
-
 
 int exec_loss(struct exec *e, const void *y, int n, bool train, double *loss, long *correct, char *err, size_t errlen)
 {
@@ -179,11 +211,20 @@ int exec_loss(struct exec *e, const void *y, int n, bool train, double *loss, lo
 
 void exec_backward(struct exec *e, int n)
 {
-	const struct plan *p = e->p;
-	int last = p->nnodes - 1;
-	memset(e->written, 0, (size_t)p->nnodes * sizeof *e->written);
-	e->written[last] = true;
-	for (int i = last; i >= 1; i--) {
+	exec_backward_begin(e);
+	exec_backward_range(e, 1, e->p->nnodes, n);
+}
+
+void exec_backward_begin(struct exec *e)
+{
+	bool *w = exec_written(e);
+	memset(w, 0, (size_t)e->p->nnodes * sizeof *w);
+	w[e->p->nnodes - 1] = true;
+}
+
+void exec_backward_range(struct exec *e, int begin, int end, int n)
+{
+	for (int i = end - 1; i >= begin; i--) {
 		if (e->phase_hook)
 			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_BWD);
 		if (e->stop)
@@ -226,7 +267,9 @@ void exec_free(struct exec *e)
 		e->be->free(e->params);
 		e->be->free(e->grads);
 		e->be->free(e->optim);
-		e->be->free(e->acts);
+		for (int d = 0; d < PLAN_MAX_DEVICES; d++)
+			if (e->acts[d])
+				e->be->free(e->acts[d]);
 	}
 	free(e->written);
 	free(e->unit_param);

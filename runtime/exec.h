@@ -13,20 +13,22 @@
 
 struct backend_ops;
 
-enum { EXEC_MAX_SIZES = 4 };
+enum { EXEC_MAX_SIZES = 8 };
 
 struct exec {
 	const struct plan *p;
 	float *params;   /* REG_PARAMS: trainables in reverse order, then buffers */
 	float *grads;    /* REG_GRADS: same offsets as the trainables */
 	float *optim;    /* REG_OPTIM: k planes of `trainable` floats */
-	char *acts;      /* REG_ACTS: activation buffers at the plan's byte offsets */
+	char *acts[PLAN_MAX_DEVICES]; /* REG_ACTS per device: activation buffers at the plan's byte offsets */
+	int64_t act_stride[PLAN_MAX_DEVICES]; /* bytes from one micro-batch's copy to the next */
+	int copies;                    /* activation copies: micro-batches in flight in a pipeline */
 	int64_t trainable;
 	int64_t sizes[EXEC_MAX_SIZES]; /* batch sizes convolutions are prepared for */
 	int nsizes;
 	const struct backend_ops *be;  /* where the layers run */
 	void *be_state;                /* the backend's own (prepared convolutions, ...) */
-	bool *written;                 /* per node: gradient written this backward */
+	bool *written;                 /* (copies, nnodes): gradient written this backward */
 	uint64_t seed;
 	uint32_t rank;
 	int64_t step;                  /* dropout stream of the current step */
@@ -48,7 +50,8 @@ enum { EXEC_BEFORE_FWD, EXEC_AFTER_FWD, EXEC_BEFORE_BWD, EXEC_AFTER_BWD };
 /* Allocate the regions and prepare kernels for the given batch sizes;
  * with fsdp, only buffers are held here (fsdp.c owns the units).
  * Returns 0, or -1 with a message in err. */
-int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp, char *err, size_t errlen);
+int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp, int copies, char *err,
+	      size_t errlen);
 /* Initialise parameters and buffers as PyTorch's defaults, from the seed
  * (with fsdp: the buffers only). */
 void exec_init_params(struct exec *e, uint64_t seed);
@@ -66,11 +69,23 @@ void exec_forward(struct exec *e, const float *x, int n, bool train);
 int exec_loss(struct exec *e, const void *y, int n, bool train, double *loss, long *correct, char *err, size_t errlen);
 /* Backward of the last training forward; parameter gradients accumulate. */
 void exec_backward(struct exec *e, int n);
+/* Pieces of the above for pipelines: the input, a range of layers forward,
+ * the start of a backward and a range of layers backward (from end - 1
+ * down to begin), on this thread's micro-batch (exec_set_micro). */
+void exec_input(struct exec *e, const float *x, int n, bool train);
+void exec_forward_range(struct exec *e, int begin, int end, int n, bool train);
+void exec_backward_begin(struct exec *e);
+void exec_backward_range(struct exec *e, int begin, int end, int n);
+void exec_set_micro(int mb);
+bool *exec_written(struct exec *e);
 /* Forward again, checking each layer's output: the first node whose output
  * holds a NaN or an infinity, or -1.  For reporting a non-finite loss. */
 int exec_find_nonfinite(struct exec *e, const float *x, int n);
 /* Where parameter k's gradient lives now, or NULL if it has none. */
 float *exec_grad_ptr(struct exec *e, int k);
+/* The activation arena of node's device, and that device's scratch buffer. */
+char *exec_act(struct exec *e, int node);
+char *exec_scratch(struct exec *e, int node);
 /* Pointer to node i's output of the last forward. */
 float *exec_output(struct exec *e, int node, bool train);
 void exec_free(struct exec *e);

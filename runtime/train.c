@@ -35,6 +35,7 @@
 #include "runtime/comm.h"
 #include "runtime/ddp.h"
 #include "runtime/fsdp.h"
+#include "runtime/pipe.h"
 #include "runtime/store.h"
 
 static double now(void)
@@ -145,6 +146,10 @@ struct trainer {
 	bool sharded;        /* FSDP with FULL_SHARD or SHARD_GRAD_OP over several ranks */
 	struct fsdp fsdp;
 	bool fsdp_ok;
+	bool use_pipe;       /* several devices per rank, or micro-batches */
+	struct pipe pipe;
+	bool pipe_ok;
+	int micro_pipe;      /* micro-batches of the pipeline */
 	int64_t micro;       /* samples per micro-batch on this rank */
 	int accum;           /* micro-batches per optimizer step */
 	int64_t epochs;
@@ -238,7 +243,7 @@ static int full_state(struct trainer *t, float **params, float **optim, bool wit
 	}
 	*params = *optim = NULL;
 	if (t->rank == 0) {
-		*params = calloc((size_t)t->p->dev[0].unsharded_elems + 1, 4);
+		*params = calloc((size_t)t->p->unsharded_elems + 1, 4);
 		*optim = calloc((size_t)(t->e.trainable * t->p->train.optim.state_per_param) + 1, 4);
 		if (!*params || !*optim) {
 			snprintf(t->err, sizeof t->err, "out of memory gathering the full state dict");
@@ -347,7 +352,7 @@ static int load_state(struct trainer *t)
 	int k = p->train.optim.state_per_param;
 	float *params = t->e.params, *optim = t->e.optim;
 	if (t->sharded && (o->resume || o->init)) {
-		params = calloc((size_t)p->dev[0].unsharded_elems + 1, 4);
+		params = calloc((size_t)p->unsharded_elems + 1, 4);
 		optim = calloc((size_t)(t->e.trainable * k) + 1, 4);
 		if (!params || !optim) {
 			snprintf(t->err, sizeof t->err, "out of memory loading the state");
@@ -426,15 +431,33 @@ static int setup(struct trainer *t)
 	int64_t B = t->micro, TB = tr->test_batch;
 	if (sampler_init(&t->s, t->train.n, t->world, t->rank, (int)B, tr->shuffle, 0, tr->drop_last, tr->seed, t->err, sizeof t->err) != 0)
 		return -1;
-	int64_t sizes[4] = { B, t->s.num_samples % B ? t->s.num_samples % B : B, TB, TB };
+	/* every batch size convolutions will see: the training batch (or its
+	 * micro-batches), the epoch's last batch (chunked alike), the test batches */
+	t->use_pipe = p->ndevices > 1 || p->parallel.microbatches > 1;
+	t->micro_pipe = t->use_pipe ? (int)p->parallel.microbatches : 1;
+	int64_t last = t->s.num_samples % B ? t->s.num_samples % B : B;
+	int64_t sizes[8];
+	int nsizes = 0;
+	int64_t lchunk = (last + t->micro_pipe - 1) / t->micro_pipe;
+	sizes[nsizes++] = B / t->micro_pipe;
+	sizes[nsizes++] = lchunk;
+	sizes[nsizes++] = last - lchunk * ((last + lchunk - 1) / lchunk - 1);
+	sizes[nsizes++] = TB;
+	sizes[nsizes++] = TB;
 	if (t->has_test) {
 		int64_t mine = (t->test.n - t->rank + t->world - 1) / t->world;
-		sizes[3] = mine % TB ? mine % TB : TB;
+		sizes[4] = mine % TB ? mine % TB : TB;
 		if (mine < TB)
-			sizes[2] = mine > 0 ? mine : TB;
+			sizes[3] = mine > 0 ? mine : TB;
+	}
+	int copies = t->micro_pipe;
+	if (t->use_pipe && p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1) {
+		snprintf(t->err, sizeof t->err, "FSDP with several devices per rank or micro-batches is not built yet; "
+			 "use parallel ddp, or one device per rank");
+		return -1;
 	}
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
-	if (exec_init(&t->e, p, sizes, 4, t->sharded, t->err, sizeof t->err) != 0)
+	if (exec_init(&t->e, p, sizes, nsizes, t->sharded, copies, t->err, sizeof t->err) != 0)
 		return -1;
 	t->exec_ok = true;
 	t->e.seed = tr->seed;
@@ -449,8 +472,14 @@ static int setup(struct trainer *t)
 		return -1;
 	if (load_state(t) != 0)
 		return -1;
-	if (t->ddp_ok && ddp_broadcast(&t->ddp, t->e.params, p->dev[0].unsharded_elems, t->err, sizeof t->err) != 0)
+	if (t->ddp_ok && ddp_broadcast(&t->ddp, t->e.params, p->unsharded_elems, t->err, sizeof t->err) != 0)
 		return -1; /* rank 0's parameters and buffers everywhere, as DDP's constructor does */
+	if (t->use_pipe) {
+		if (pipe_init(&t->pipe, &t->e, threads > 0 ? threads : 1, t->err, sizeof t->err) != 0)
+			return -1;
+		t->pipe_ok = true;
+		t->e.after_backward = NULL; /* buckets start after the last micro-batch, in ddp_finish */
+	}
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, o->run_dir, p, o->version, o->argc, o->argv, t->err, sizeof t->err) != 0)
 			return -1;
@@ -544,25 +573,39 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		if (t->ddp_ok)
 			t->ddp.enabled = last_micro;
 		t->e.step = t->at.step + 1;
-		exec_forward(&t->e, x, b, true);
-		if (t->e.stop) { /* a collective inside the forward failed */
-			loader_release(&t->l);
-			snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
-			return -1;
-		}
 		double loss;
 		long correct;
-		if (exec_loss(&t->e, y, b, true, &loss, &correct, t->err, sizeof t->err) != 0) {
-			loader_release(&t->l);
-			return -1;
+		if (t->use_pipe) {
+			if (pipe_run(&t->pipe, x, y, b, t->micro_pipe, true, &loss, &correct, t->err, sizeof t->err) != 0) {
+				loader_release(&t->l);
+				return -1;
+			}
+			if (!isfinite(loss)) {
+				fprintf(stderr, "trainc: the loss is %g at step %lld (epoch %lld)\n", loss, (long long)t->at.step + 1,
+					(long long)t->at.epoch);
+				loader_release(&t->l);
+				snprintf(t->err, sizeof t->err, "stopped at a non-finite loss; lower the learning rate or check the data");
+				return -1;
+			}
+		} else {
+			exec_forward(&t->e, x, b, true);
+			if (t->e.stop) { /* a collective inside the forward failed */
+				loader_release(&t->l);
+				snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
+				return -1;
+			}
+			if (exec_loss(&t->e, y, b, true, &loss, &correct, t->err, sizeof t->err) != 0) {
+				loader_release(&t->l);
+				return -1;
+			}
+			if (!isfinite(loss)) {
+				report_nonfinite(t, loss, x, b);
+				loader_release(&t->l);
+				snprintf(t->err, sizeof t->err, "stopped at a non-finite loss");
+				return -1;
+			}
+			exec_backward(&t->e, b);
 		}
-		if (!isfinite(loss)) {
-			report_nonfinite(t, loss, x, b);
-			loader_release(&t->l);
-			snprintf(t->err, sizeof t->err, "stopped at a non-finite loss");
-			return -1;
-		}
-		exec_backward(&t->e, b);
 		loader_release(&t->l);
 		if (t->fsdp_ok) {
 			launch_wait_begin();
@@ -648,6 +691,8 @@ static void teardown(struct trainer *t)
 		ddp_free(&t->ddp);
 	if (t->fsdp_ok)
 		fsdp_free(&t->fsdp);
+	if (t->pipe_ok)
+		pipe_free(&t->pipe);
 	if (t->comm)
 		comm_close(t->comm);
 	if (t->store)
@@ -688,11 +733,18 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 	if (t->rank == 0)
 		printf("Training loop elapsed time: %.3f sec (%.0f images/s while training)\n", now() - t0,
 		       train_time > 0 ? (double)images * t->world / train_time : 0.0);
+	if (t->pipe_ok && t->rank == 0) {
+		printf("Pipeline: %d stage%s over %d device%s, %d micro-batch%s; idle share:", t->pipe.nst, t->pipe.nst == 1 ? "" : "s",
+		       t->p->ndevices, t->p->ndevices == 1 ? "" : "s", t->micro_pipe, t->micro_pipe == 1 ? "" : "es");
+		for (int d = 0; d < t->p->ndevices; d++)
+			printf(" device %d %.0f%%", d, 100.0 * pipe_idle(&t->pipe, d));
+		printf("\n");
+	}
 	if (t->ddp_ok && t->rank == 0 && train_time > 0)
 		printf("DDP: %.1f%% of the training time waiting for gradient all-reduce\n", 100.0 * t->ddp.wait_s / train_time);
 	/* what this rank holds for parameters, gradients and optimizer state */
 	int64_t state = t->fsdp_ok ? (2 * t->fsdp.total + t->fsdp.total * t->p->train.optim.state_per_param) * 4
-				   : (t->p->dev[0].unsharded_elems + t->e.trainable * (1 + t->p->train.optim.state_per_param)) * 4;
+				   : (t->p->unsharded_elems + t->e.trainable * (1 + t->p->train.optim.state_per_param)) * 4;
 	printf("Rank %d: parameters, gradients and optimizer state %.2f MiB; peak resident memory %.1f MiB\n", t->rank,
 	       (double)state / 1048576.0, peak_rss_mib());
 	fflush(stdout);

@@ -166,8 +166,15 @@ int main(int argc, char **argv)
 	if (p && (gpus > 0 || cpus > 0)) {
 		int n = gpus > 0 ? gpus : cpus;
 		if (n % p->ndevices != 0) {
-			fprintf(stderr, "trainc: %s: each rank owns %d devices (@device(0) .. @device(%d)), so %s must be a multiple of %d, not %d\n",
-				file, p->ndevices, p->ndevices - 1, gpus > 0 ? "--gpus" : "--cpus", p->ndevices, n);
+			/* point at the annotation that makes a rank own that many devices */
+			const char *flag = gpus > 0 ? "--gpus" : "--cpus";
+			if (n < p->ndevices)
+				diag_error(&d, p->device_loc, "this places a layer on device %d of each rank, but %s %d gives a rank only %d device%s",
+					   p->ndevices - 1, flag, n, n, n == 1 ? "" : "s");
+			else
+				diag_error(&d, p->device_loc, "each rank owns %d devices (up to this @device), so %s must be a multiple of %d, not %d",
+					   p->ndevices, flag, p->ndevices, n);
+			fprintf(stderr, "1 error\n");
 			arena_release(&arena);
 			return 2;
 		}

@@ -51,14 +51,12 @@ static int by_offset(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* Every param inside device 0's unsharded parameter region, none overlapping another,
- * I64s on an 8-byte boundary: what params + offset addressing needs. */
+/* Every param inside the rank's unsharded parameter region (all its
+ * devices), none overlapping another, I64s on an 8-byte boundary: what
+ * params + offset addressing needs. */
 static int check_region(const struct plan *p, const char *path, char *err, size_t errlen)
 {
-	if (p->ndevices != 1)
-		return fail(err, errlen, "%s: the model places layers on %d devices; weights are saved and loaded for "
-			    "single-device models only so far", path, p->ndevices);
-	int64_t total = p->dev[0].unsharded_elems;
+	int64_t total = p->unsharded_elems;
 	struct span *order = malloc((size_t)(p->nparams ? p->nparams : 1) * sizeof *order);
 	if (!order)
 		return fail(err, errlen, "%s: out of memory", path);

@@ -146,7 +146,7 @@ static void check_gradients(const char *text, const float *x)
 	struct exec e;
 	char err[256];
 	int64_t sizes[1] = { 4 };
-	CHECK(exec_init(&e, p, sizes, 1, false, err, sizeof err) == 0);
+	CHECK(exec_init(&e, p, sizes, 1, false, 1, err, sizeof err) == 0);
 	exec_init_params(&e, 7);
 	e.step = 3; /* the same dropout mask for every evaluation */
 	int32_t y[4] = { 0, 3, 1, 2 };
@@ -208,7 +208,7 @@ static long allocations_in_steps(long *big)
 	struct exec e;
 	char err[256];
 	int64_t sizes[1] = { 4 };
-	CHECK(exec_init(&e, p, sizes, 1, false, err, sizeof err) == 0);
+	CHECK(exec_init(&e, p, sizes, 1, false, 1, err, sizeof err) == 0);
 	exec_init_params(&e, 1);
 	struct optim_cfg oc = optim_cfg_default(OPTIM_SGD);
 	oc.lr = 0.05;

@@ -86,7 +86,7 @@ static struct plan *P; /* net, compiled once */
 
 static int64_t region_floats(const struct plan *p)
 {
-	return p->dev[0].unsharded_elems;
+	return p->unsharded_elems;
 }
 
 /* every float a distinct value, every num_batches_tracked 7 + its index */

@@ -33,7 +33,7 @@ enum op {
 	OP__COUNT
 };
 
-enum dtype { DT_F32, DT_I64 };
+enum dtype { DT_F32, DT_I64, DT_BF16, DT_F16 };
 
 struct node {
 	enum op op;
@@ -108,6 +108,8 @@ struct unit {
 	int64_t padded;     /* numel rounded up to a multiple of the world size */
 	int64_t shard;      /* padded / world */
 	int first_node, last_node; /* span of layers in execution order */
+	enum dtype param_dtype;    /* of the gathered parameters (mixed precision) */
+	enum dtype reduce_dtype;   /* of gradients in the reduce-scatter */
 };
 
 /* A DDP gradient bucket: a contiguous range of one device's gradient region. */
@@ -194,6 +196,7 @@ struct plan_parallel {
 	struct loc wrap_block_locs[PLAN_MAX_WRAP_BLOCKS];
 	int nwrap_blocks;
 	double bucket_mb;
+	enum dtype param_dtype, reduce_dtype; /* FSDP mixed precision; float32 today */
 	int64_t microbatches;
 	double timeout_s;
 };

@@ -538,9 +538,28 @@ static bool read_parallel(struct reader *r, const struct ast_section *sec, struc
 			   near ? near : "", near ? "'?" : "");
 		return false;
 	}
-	static const char *const keys[] = { "wrap", "shard", "bucket_mb", "microbatches", "timeout" };
-	struct val *v[5];
-	bool keys_ok = read_keys(r, sec, keys, 5, v);
+	static const char *const keys[] = { "wrap", "shard", "bucket_mb", "microbatches", "timeout", "param_dtype", "reduce_dtype" };
+	struct val *v[7];
+	bool keys_ok = read_keys(r, sec, keys, 7, v);
+	pp->param_dtype = pp->reduce_dtype = DT_F32;
+	for (int k = 5; k < 7; k++) {
+		if (!v[k])
+			continue;
+		const char *name;
+		if (!val_str(r->d, v[k], keys[k], &name))
+			return false;
+		if (pp->mode == PAR_DDP) {
+			diag_error(r->d, v[k]->loc, "'%s' is an FSDP setting; this section is parallel ddp", keys[k]);
+			return false;
+		}
+		if (strcmp(name, "float32") != 0) {
+			bool known = !strcmp(name, "bfloat16") || !strcmp(name, "float16");
+			diag_error(r->d, v[k]->loc, known ? "%s \"%s\" is part of the plan's design but not implemented yet; use \"float32\""
+							   : "%s must be \"float32\" (\"bfloat16\" and \"float16\" are not implemented yet), not \"%s\"",
+				   keys[k], name);
+			return false;
+		}
+	}
 	if (pp->mode == PAR_DDP) {
 		for (int k = 0; k < 2; k++) {
 			if (v[k]) {

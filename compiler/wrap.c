@@ -125,6 +125,8 @@ bool wrap_units(struct arena *a, struct diag *d, struct plan *p)
 	}
 	for (int u = 0; u < p->nunits; u++) {
 		struct unit *un = &p->units[u];
+		un->param_dtype = p->parallel.param_dtype;
+		un->reduce_dtype = p->parallel.reduce_dtype;
 		un->padded = (un->numel + world - 1) / world * world;
 		un->shard = un->padded / world;
 	}

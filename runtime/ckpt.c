@@ -163,6 +163,24 @@ static void prune(const char *dir)
 	}
 }
 
+/* Point `latest` at step-N, atomically, then drop old saves. */
+static int point_latest(const char *dir, int64_t step, char *err, size_t errlen)
+{
+	char latest[PATH_LEN], latest_tmp[PATH_LEN], line[64], leaf[64];
+	join(latest, sizeof latest, dir, "latest");
+	snprintf(leaf, sizeof leaf, ".tmp-latest-%d", (int)getpid());
+	join(latest_tmp, sizeof latest_tmp, dir, leaf);
+	snprintf(line, sizeof line, "step-%08" PRId64 "\n", step);
+	if (write_text(latest_tmp, line, err, errlen) != 0)
+		return -1;
+	if (rename(latest_tmp, latest) != 0 || fsync_path(dir, true) != 0) {
+		snprintf(err, errlen, "%s: cannot update: %s", latest, strerror(errno));
+		return -1;
+	}
+	prune(dir);
+	return 0;
+}
+
 int ckpt_save(const char *dir, const struct plan *p, const float *params, const float *optim, int64_t trainable, int k,
 	      const struct ckpt_state *st, char *err, size_t errlen)
 {
@@ -225,22 +243,204 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
 		snprintf(err, errlen, "%s: cannot move the checkpoint into place: %s", final, strerror(errno));
 		goto fail;
 	}
-	/* point `latest` at it, atomically */
-	char latest[PATH_LEN], latest_tmp[PATH_LEN], line[64];
-	join(latest, sizeof latest, dir, "latest");
-	snprintf(latest_tmp, sizeof latest_tmp, "%s/.tmp-latest-%d", dir, (int)getpid());
-	snprintf(line, sizeof line, "step-%08" PRId64 "\n", st->step);
-	if (write_text(latest_tmp, line, err, errlen) != 0)
-		return -1;
-	if (rename(latest_tmp, latest) != 0 || fsync_path(dir, true) != 0) {
-		snprintf(err, errlen, "%s: cannot update: %s", latest, strerror(errno));
-		return -1;
-	}
-	prune(dir);
-	return 0;
+	return point_latest(dir, st->step, err, errlen);
 fail:
 	remove_tree(tmp);
 	return -1;
+}
+
+/* ---- sharded checkpoints ---- */
+
+static void tmp_name(char *out, size_t n, const char *dir, int64_t step)
+{
+	char leaf[64];
+	snprintf(leaf, sizeof leaf, ".tmp-shards-%08" PRId64, step);
+	join(out, n, dir, leaf);
+}
+
+int ckpt_shard_begin(const char *dir, int64_t step, char *err, size_t errlen)
+{
+	char tmp[PATH_LEN];
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: cannot create the checkpoint directory: %s", dir, strerror(errno));
+		return -1;
+	}
+	tmp_name(tmp, sizeof tmp, dir, step);
+	remove_tree(tmp);
+	if (mkdir(tmp, 0755) != 0) {
+		snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int ckpt_shard_write(const char *dir, const struct plan *p, int64_t step, int rank, int world, const float *shard,
+		     const float *optim, int64_t total, const int64_t *at, float *(*buffer)(void *ctx, int k), void *ctx,
+		     char *err, size_t errlen)
+{
+	char tmp[PATH_LEN], path[PATH_LEN], leaf[64];
+	tmp_name(tmp, sizeof tmp, dir, step);
+	snprintf(leaf, sizeof leaf, "shard-%05d-of-%05d.safetensors", rank, world);
+	join(path, sizeof path, tmp, leaf);
+	int kopt = p->train.optim.state_per_param;
+	int cap = p->nunits * (1 + kopt) + p->nparams + 1, n = 0;
+	struct safetensors_typed *t = calloc((size_t)cap, sizeof *t);
+	char (*names)[96] = calloc((size_t)cap, sizeof *names);
+	if (!t || !names) {
+		free(t);
+		free(names);
+		snprintf(err, errlen, "out of memory writing %s", path);
+		return -1;
+	}
+	for (int u = 0; u < p->nunits; u++) {
+		if (!p->units[u].shard)
+			continue;
+		for (int j = -1; j < kopt; j++) {
+			if (j < 0)
+				snprintf(names[n], sizeof names[n], "unit.%d.param", u);
+			else
+				snprintf(names[n], sizeof names[n], "unit.%d.state.%d", u, j);
+			const float *src = j < 0 ? shard : optim + (size_t)j * (size_t)total;
+			t[n] = (struct safetensors_typed){ names[n], ST_F32, 1, { p->units[u].shard }, src + at[u] };
+			n++;
+		}
+	}
+	/* the replicated buffers (batch-norm statistics) once, from rank 0 */
+	for (int k = 0; rank == 0 && k < p->nparams; k++) {
+		const struct param *pr = &p->params[k];
+		if (pr->unit_offset >= 0)
+			continue;
+		snprintf(names[n], sizeof names[n], "buffer.%s", pr->name);
+		t[n] = (struct safetensors_typed){ names[n], pr->dtype == DT_I64 ? ST_I64 : ST_F32, pr->shape.rank, { 0 }, buffer(ctx, k) };
+		memcpy(t[n].shape, pr->shape.d, sizeof(int64_t) * (size_t)pr->shape.rank);
+		n++;
+	}
+	char meta_world[32];
+	snprintf(meta_world, sizeof meta_world, "%d", world);
+	struct safetensors_meta meta[2] = { { "format", "trainc-fsdp-shard" }, { "world", meta_world } };
+	int rc = safetensors_write_typed(path, t, n, meta, 2, err, errlen);
+	free(t);
+	free(names);
+	return rc;
+}
+
+int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_state *st, char *err, size_t errlen)
+{
+	char tmp[PATH_LEN], final[PATH_LEN], path[PATH_LEN], leaf[64];
+	tmp_name(tmp, sizeof tmp, dir, st->step);
+	snprintf(leaf, sizeof leaf, "step-%08" PRId64, st->step);
+	join(final, sizeof final, dir, leaf);
+	char text[1024];
+	snprintf(text, sizeof text,
+		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
+		 "  \"shards\": %d,\n  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
+		 st->epoch, st->batch, st->step, st->world, st->micro, st->world, ckpt_model_hash(p), p->hash);
+	join(path, sizeof path, tmp, "state.json");
+	if (write_text(path, text, err, errlen) != 0)
+		return -1;
+	size_t cap = 64 + (size_t)st->world * 96;
+	char *manifest = calloc(cap, 1);
+	if (!manifest) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int r = -1; r < st->world; r++) {
+		if (r < 0)
+			snprintf(leaf, sizeof leaf, "state.json");
+		else
+			snprintf(leaf, sizeof leaf, "shard-%05d-of-%05d.safetensors", r, st->world);
+		int64_t size;
+		uint32_t crc;
+		join(path, sizeof path, tmp, leaf);
+		if (fsync_path(path, false) != 0 || file_crc(path, &size, &crc) != 0) {
+			snprintf(err, errlen, "%s: cannot read back: %s", path, strerror(errno));
+			free(manifest);
+			return -1;
+		}
+		size_t len = strlen(manifest);
+		snprintf(manifest + len, cap - len, "%s %" PRId64 " %08" PRIx32 "\n", leaf, size, crc);
+	}
+	join(path, sizeof path, tmp, "manifest.txt");
+	int rc = write_text(path, manifest, err, errlen);
+	free(manifest);
+	if (rc != 0 || fsync_path(tmp, true) != 0)
+		return -1;
+	remove_tree(final);
+	if (rename(tmp, final) != 0 || fsync_path(dir, true) != 0) {
+		snprintf(err, errlen, "%s: cannot move the checkpoint into place: %s", final, strerror(errno));
+		return -1;
+	}
+	return point_latest(dir, st->step, err, errlen);
+}
+
+/* Unsharded parameters and optimizer planes from a sharded checkpoint
+ * written at `world` ranks. */
+static int load_shards(const char *folder, const struct plan *p, int world, float *params, float *optim, int64_t trainable, int k,
+		       char *err, size_t errlen)
+{
+	int64_t biggest = 1;
+	for (int u = 0; u < p->nunits; u++) {
+		int64_t padded = (p->units[u].numel + world - 1) / world * world;
+		if (padded > biggest)
+			biggest = padded;
+	}
+	float *full = calloc((size_t)biggest, 4);
+	struct safetensors_file *sf = calloc((size_t)world, sizeof *sf);
+	if (!full || !sf) {
+		free(full);
+		free(sf);
+		snprintf(err, errlen, "out of memory reading %s", folder);
+		return -1;
+	}
+	int opened = 0, rc = 0;
+	char path[PATH_LEN], leaf[64], name[96];
+	for (int r = 0; r < world && rc == 0; r++, opened++) {
+		snprintf(leaf, sizeof leaf, "shard-%05d-of-%05d.safetensors", r, world);
+		join(path, sizeof path, folder, leaf);
+		rc = safetensors_open(&sf[r], path, err, errlen);
+	}
+	for (int u = 0; u < p->nunits && rc == 0; u++) {
+		const struct unit *un = &p->units[u];
+		int64_t shard = (un->numel + world - 1) / world;
+		if (!un->numel)
+			continue;
+		for (int j = -1; j < k && rc == 0; j++) {
+			for (int r = 0; r < world && rc == 0; r++) {
+				if (j < 0)
+					snprintf(name, sizeof name, "unit.%d.param", u);
+				else
+					snprintf(name, sizeof name, "unit.%d.state.%d", u, j);
+				int64_t shape[1] = { shard };
+				rc = safetensors_read_f32(&sf[r], name, 1, shape, full + (size_t)r * (size_t)shard, err, errlen);
+			}
+			for (int q = 0; q < p->nparams && rc == 0; q++) {
+				const struct param *pr = &p->params[q];
+				if (pr->unit != u || pr->unit_offset < 0 || (j >= 0 && !pr->trainable))
+					continue;
+				float *dst = j < 0 ? params + pr->offset : optim + (size_t)j * (size_t)trainable + pr->offset;
+				memcpy(dst, full + pr->unit_offset, (size_t)pr->numel * 4);
+			}
+		}
+	}
+	for (int q = 0; q < p->nparams && rc == 0; q++) {
+		const struct param *pr = &p->params[q];
+		if (pr->unit_offset >= 0)
+			continue;
+		snprintf(name, sizeof name, "buffer.%s", pr->name);
+		const struct safetensors_entry *en = safetensors_find(&sf[0], name);
+		size_t bytes = pr->dtype == DT_I64 ? 8 : (size_t)pr->numel * 4;
+		if (!en || en->end - en->begin != bytes) {
+			snprintf(err, errlen, "%s: shard 0 lacks the buffer '%s' (or its size differs)", folder, pr->name);
+			rc = -1;
+			break;
+		}
+		memcpy(params + pr->offset, en->data, bytes);
+	}
+	for (int r = 0; r < opened; r++)
+		safetensors_close(&sf[r]);
+	free(sf);
+	free(full);
+	return rc;
 }
 
 static int check_manifest(const char *folder, char *err, size_t errlen)
@@ -281,8 +481,8 @@ static int check_manifest(const char *folder, char *err, size_t errlen)
 		seen++;
 	}
 	fclose(f);
-	if (seen != NFILES) {
-		snprintf(err, errlen, "%s: lists %d of the %d files; the checkpoint is damaged", path, seen, NFILES);
+	if (seen < 2) {
+		snprintf(err, errlen, "%s: lists %d files; the checkpoint is damaged", path, seen);
 		return -1;
 	}
 	return 0;
@@ -344,6 +544,16 @@ int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim
 			 ".net file and --set options, or start from its weights with --init %s/weights.safetensors",
 			 folder, hash, ckpt_model_hash(p), folder);
 		return -1;
+	}
+	int64_t shards = 0;
+	if (strstr(text, "\"shards\":")) {
+		bool ok2 = true;
+		shards = json_int(text, "shards", &ok2);
+		if (shards < 1 || shards > 65536) {
+			snprintf(err, errlen, "%s: bad shard count %lld", folder, (long long)shards);
+			return -1;
+		}
+		return load_shards(folder, p, (int)shards, params, optim, trainable, k, err, errlen);
 	}
 	join(path, sizeof path, folder, "weights.safetensors");
 	if (weights_load(p, params, path, true, err, errlen) != 0)

@@ -31,6 +31,20 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
  * and checksum and the model (the caller checks the world size). */
 int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim, int64_t trainable, int k,
 	      struct ckpt_state *st, char *err, size_t errlen);
+/* Sharded checkpoints (FSDP): every rank writes its own shard file into the
+ * same temporary folder, then rank 0 commits it.  The calls, in order, with
+ * a barrier between them: ckpt_shard_begin (rank 0), ckpt_shard_write
+ * (every rank), ckpt_shard_commit (rank 0).  ckpt_load reads either kind
+ * and gives the unsharded layout, so a sharded checkpoint reshards to any
+ * world size. */
+int ckpt_shard_begin(const char *dir, int64_t step, char *err, size_t errlen);
+/* shard (total) and optim (k planes of total) are the rank's FSDP arrays,
+ * unit u's part at at[u]; rank 0 also writes the buffers from params_at. */
+int ckpt_shard_write(const char *dir, const struct plan *p, int64_t step, int rank, int world, const float *shard,
+		     const float *optim, int64_t total, const int64_t *at, float *(*buffer)(void *ctx, int k), void *ctx,
+		     char *err, size_t errlen);
+int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_state *st, char *err, size_t errlen);
+
 /* A hash of the model and settings that ran, independent of the world size
  * and of the settings a resumed run may change (steps, epochs, logging). */
 uint64_t ckpt_model_hash(const struct plan *p);

@@ -265,10 +265,54 @@ static void free_full(struct trainer *t, float *params, float *optim)
 	}
 }
 
+static int barrier(struct trainer *t)
+{
+	char err2[512];
+	launch_wait_begin();
+	int b = comm_barrier(t->comm, err2, sizeof err2);
+	launch_wait_end();
+	if (b != 0)
+		snprintf(t->err, sizeof t->err, "%s", err2);
+	return b;
+}
+
+static float *buffer_at(void *ctx, int k)
+{
+	return exec_param_ptr(ctx, k);
+}
+
+/* FSDP: every rank writes its shard, rank 0 commits the folder. */
+static int sharded_checkpoint(struct trainer *t, const char *dir)
+{
+	t->at.micro = t->micro;
+	int rc = t->rank == 0 ? ckpt_shard_begin(dir, t->at.step, t->err, sizeof t->err) : 0;
+	if (barrier(t) != 0 || rc != 0)
+		return -1;
+	rc = ckpt_shard_write(dir, t->p, t->at.step, t->rank, t->world, t->fsdp.shard, t->fsdp.optim, t->fsdp.total, t->fsdp.at,
+			      buffer_at, &t->e, t->err, sizeof t->err);
+	double v = rc != 0;
+	if (reduce_sums(t, &v, 1) != 0 || v != 0) {
+		if (rc == 0)
+			snprintf(t->err, sizeof t->err, "another rank could not write its shard");
+		return -1;
+	}
+	if (t->rank == 0) {
+		rc = ckpt_shard_commit(dir, t->p, &t->at, t->err, sizeof t->err);
+		if (rc == 0)
+			printf("Checkpoint: step %lld saved to %s (%d shards)\n", (long long)t->at.step, dir, t->world);
+	}
+	if (barrier(t) != 0)
+		return -1;
+	return rc;
+}
+
 /* Rank 0 writes, every rank waits at the barrier: the seed's protocol.
- * With FSDP the full state dict is gathered to rank 0 first. */
+ * Without FSDP the state is whole on every rank; with it, each rank writes
+ * its own shard (sharded_checkpoint). */
 static int checkpoint(struct trainer *t, const char *dir)
 {
+	if (t->sharded)
+		return sharded_checkpoint(t, dir);
 	float *params, *optim;
 	int rc = full_state(t, &params, &optim, true);
 	t->at.micro = t->micro;

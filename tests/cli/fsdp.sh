@@ -45,6 +45,7 @@ awk -v a="$m1" -v b="$m2" -v c="$m4" 'BEGIN {
 # a checkpoint saved at 4 ranks resumes at 2 and 1 with the same losses
 losses() { grep '"kind": "step"' "$1/metrics.jsonl" | sed 's/.*"step": \([0-9]*\).*"loss": \([^,]*\),.*/\1 \2/'; }
 "$TRAINC" $net --cpus 4 --set train.steps=4 --run-dir "$dir/c4" --save "$dir/ck" > /dev/null
+ls "$dir/ck/$(cat "$dir/ck/latest")" | grep -q "shard-00003-of-00004.safetensors" || { echo "no per-rank shard files"; exit 1; }
 for w in 2 1; do
 	"$TRAINC" $net --cpus $w --resume "$dir/ck" --run-dir "$dir/r$w" --save "$dir/r$w.safetensors" > "$dir/r$w.log"
 	grep -q 'Resumed from .* at step 4' "$dir/r$w.log"

@@ -68,6 +68,7 @@ struct comm {
 	struct gloo_args *gloo;
 	struct comm_work work[COMM_MAX_INFLIGHT];
 	struct comm_work bad;         /* handed out when a collective cannot start */
+	double busy_s;                /* time spent running collectives */
 };
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -157,6 +158,14 @@ struct comm *comm_new(const struct comm_ops *ops, void *impl, int rank, int worl
 }
 
 int comm_rank(const struct comm *c) { return c->rank; }
+double comm_busy(struct comm *c)
+{
+	pthread_mutex_lock(&c->mu);
+	double b = c->busy_s;
+	pthread_mutex_unlock(&c->mu);
+	return b;
+}
+
 int comm_world(const struct comm *c) { return c->world; }
 const char *comm_name(const struct comm *c) { return c->ops->name; }
 
@@ -240,6 +249,7 @@ static void *comm_thread(void *arg)
 			if (rc != 0)
 				set_failed(c, &w->req, err);
 		}
+		c->busy_s += now_s() - w->t0;
 		c->running = NULL;
 		w->state = rc == 0 ? W_DONE : W_FAILED;
 		pthread_cond_broadcast(&c->done);

@@ -52,6 +52,9 @@ void comm_close(struct comm *c);
 int comm_rank(const struct comm *c);
 int comm_world(const struct comm *c);
 const char *comm_name(const struct comm *c); /* "single", "gloo", "nccl" */
+/* Seconds the communicator has spent running collectives (on its thread:
+ * the difference from the time callers waited is what overlap hid). */
+double comm_busy(struct comm *c);
 
 /* buf (n) := the sum (or mean) of buf over the ranks. */
 struct comm_work *comm_all_reduce(struct comm *c, float *buf, int64_t n, enum comm_op op);

@@ -784,8 +784,12 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 			printf(" device %d %.0f%%", d, 100.0 * pipe_idle(&t->pipe, d));
 		printf("\n");
 	}
-	if (t->ddp_ok && t->rank == 0 && train_time > 0)
-		printf("DDP: %.1f%% of the training time waiting for gradient all-reduce\n", 100.0 * t->ddp.wait_s / train_time);
+	if (t->ddp_ok && t->rank == 0 && train_time > 0) {
+		double busy = comm_busy(t->comm);
+		printf("DDP: %.1f%% of the training time waiting for gradient all-reduce; %.0f%% of the all-reduce time hidden "
+		       "behind the backward pass\n", 100.0 * t->ddp.wait_s / train_time,
+		       busy > 0 ? 100.0 * (1.0 - (t->ddp.wait_s < busy ? t->ddp.wait_s : busy) / busy) : 0.0);
+	}
 	/* what this rank holds for parameters, gradients and optimizer state */
 	int64_t state = t->fsdp_ok ? (2 * t->fsdp.total + t->fsdp.total * t->p->train.optim.state_per_param) * 4
 				   : (t->p->unsharded_elems + t->e.trainable * (1 + t->p->train.optim.state_per_param)) * 4;
@@ -795,9 +799,13 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 	if (t->fsdp_ok && train_time > 0) {
 		const struct devplan *dp = &t->p->dev[0];
 		int64_t planned = dp->bytes[REG_PARAMS] + dp->bytes[REG_GRADS] + dp->bytes[REG_OPTIM] + dp->bytes[REG_COMM];
-		printf("FSDP rank %d: %.1f%% of the training time waiting for all-gather / reduce-scatter; parameters, gradients, "
-		       "optimizer state and gather buffers: planned %.2f MiB, allocated %.2f MiB\n",
-		       t->rank, 100.0 * t->fsdp.wait_s / train_time, (double)planned / 1048576.0, (double)t->fsdp.peak_bytes / 1048576.0);
+		double busy = comm_busy(t->comm);
+		printf("FSDP rank %d: %.1f%% of the training time waiting for all-gather / reduce-scatter (%.0f%% of their time "
+		       "hidden behind compute); parameters, gradients, optimizer state and gather buffers: planned %.2f MiB, "
+		       "allocated %.2f MiB\n",
+		       t->rank, 100.0 * t->fsdp.wait_s / train_time,
+		       busy > 0 ? 100.0 * (1.0 - (t->fsdp.wait_s < busy ? t->fsdp.wait_s : busy) / busy) : 0.0, (double)planned / 1048576.0,
+		       (double)t->fsdp.peak_bytes / 1048576.0);
 		fflush(stdout);
 	}
 	if (o->save && !is_weights_file(o->save)) {

@@ -179,8 +179,11 @@ static const char *mode_name(const struct plan *p)
 static void memory(FILE *out, const struct plan *p)
 {
 	int64_t batch = p->train.global_batch ? p->train.global_batch / p->world : p->train.batch;
-	fprintf(out, "\nMemory per rank (MiB): %s, %d rank%s, batch %" PRId64 " per rank, test batch %" PRId64 "\n", mode_name(p), p->world,
-		p->world == 1 ? "" : "s", batch < 1 ? 1 : batch, p->train.test_batch);
+	fprintf(out, "\nMemory per rank (MiB): %s, %d rank%s, batch %" PRId64 " per rank", mode_name(p), p->world, p->world == 1 ? "" : "s",
+		batch < 1 ? 1 : batch);
+	if (p->test_data.kind != DATA_NONE)
+		fprintf(out, ", test batch %" PRId64, p->train.test_batch);
+	fprintf(out, "\n");
 	fprintf(out, "  %-8s %10s %10s %10s %12s %10s %10s\n", "device", "params", "grads", "optimizer", "activations", "comm", "total");
 	for (int d = 0; d < p->ndevices; d++) {
 		const struct devplan *dp = &p->dev[d];
@@ -190,8 +193,11 @@ static void memory(FILE *out, const struct plan *p)
 		fprintf(out, "  %-8d %10.2f %10.2f %10.2f %12.2f %10.2f %10.2f\n", d, mib(dp->bytes[REG_PARAMS]), mib(dp->bytes[REG_GRADS]),
 			mib(dp->bytes[REG_OPTIM]), mib(dp->bytes[REG_ACTS]), mib(dp->bytes[REG_COMM]), mib(total));
 	}
-	fprintf(out, "  activations: training peak %.2f MiB, evaluation peak %.2f MiB (device 0)\n", mib(p->dev[0].act_train),
-		mib(p->dev[0].act_eval));
+	if (p->test_data.kind != DATA_NONE)
+		fprintf(out, "  activations: training peak %.2f MiB, evaluation peak %.2f MiB (device 0)\n", mib(p->dev[0].act_train),
+			mib(p->dev[0].act_eval));
+	else
+		fprintf(out, "  activations: training peak %.2f MiB (device 0)\n", mib(p->dev[0].act_train));
 	if (p->nbuckets)
 		fprintf(out, "  DDP: %d gradient bucket%s of at most %g MiB, views of the gradient region\n", p->nbuckets,
 			p->nbuckets == 1 ? "" : "s", p->parallel.bucket_mb);
@@ -255,7 +261,7 @@ void print_graph(FILE *out, const struct plan *p)
 		}
 		for (int i = 0; i < p->nnodes; i++) {
 			const struct node *n = &p->nodes[i];
-			if ((u >= 0 ? n->unit : -1) != u)
+			if ((nclusters ? n->unit : -1) != u)
 				continue;
 			char sh[96];
 			fprintf(out, "%s  n%d [label=\"%s\\n%s %s\", fillcolor=%s];\n", u >= 0 ? "  " : "", i, n->path,

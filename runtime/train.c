@@ -13,6 +13,8 @@
  */
 #include "runtime/train.h"
 
+#include "compiler/print.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,11 +434,17 @@ static int load_state(struct trainer *t)
 		}
 		t->at.world = t->world;
 		t->at.micro = t->micro;
+		if (rc == 0 && t->at.batch >= t->s.num_batches) { /* saved at an epoch's end */
+			t->at.epoch++;
+			t->at.batch = 0;
+		}
 		if (rc == 0 && t->rank == 0)
 			printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", o->resume, (long long)t->at.step,
 			       (long long)t->at.epoch, (long long)t->at.batch);
 	} else if (o->init) {
 		rc = weights_load(p, params, o->init, true, t->err, sizeof t->err);
+		if (rc == 0 && t->rank == 0)
+			printf("Initialised from %s\n", o->init);
 	}
 	if (rc == 0 && t->sharded && (o->resume || o->init))
 		fsdp_load_full(&t->fsdp, params, o->resume ? optim : NULL);
@@ -857,8 +865,10 @@ int train_run(const struct plan *p, const struct train_opts *o)
 		return rc;
 	}
 	if (t->rank == 0) {
-		printf("%s: %lld parameters, %lld training samples, %d rank%s, batch %lld per rank%s, %lld epoch%s\n", p->model_name,
-		       (long long)p->total_params, (long long)t->train.n, t->world, t->world == 1 ? "" : "s", (long long)t->micro,
+		char c1[32], c2[32];
+		printf("%s: %s parameters, %s training samples, %d rank%s, batch %lld per rank%s, %lld epoch%s\n", p->model_name,
+		       print_count(p->total_params, c1, sizeof c1), print_count(t->train.n, c2, sizeof c2), t->world, t->world == 1 ? "" : "s",
+		       (long long)t->micro,
 		       t->accum > 1 ? " (accumulated)" : "", (long long)t->epochs, t->epochs == 1 ? "" : "s");
 		fflush(stdout);
 	}

@@ -19,6 +19,7 @@
 #include "compiler/print.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
+#include "runtime/dataset.h"
 #include "runtime/launch.h"
 #include "runtime/train.h"
 
@@ -29,6 +30,7 @@ enum { MAX_SETS = 64 };
 static void usage(FILE *out)
 {
 	fputs("usage: trainc FILE.net [--cpus N] [--set section.key=value]... [--save PATH] [--resume DIR] [--init PATH]\n"
+	      "                       [--run-dir DIR] [--threads N]\n"
 	      "       trainc check FILE.net [--set section.key=value]...\n"
 	      "       trainc print FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
 	      "       trainc graph FILE.net [--set section.key=value]...\n"
@@ -77,6 +79,25 @@ static bool parse_count(const char *s, int *out)
 		return false;
 	*out = (int)v;
 	return true;
+}
+
+/* Before spawning N workers: open the datasets once here, so a missing or
+ * broken file is reported once, not by every rank. */
+static int check_data(const struct plan *p)
+{
+	const struct plan_dataset *sets[2] = { &p->train_data, &p->test_data };
+	for (int i = 0; i < 2; i++) {
+		if (sets[i]->kind != DATA_MNIST)
+			continue;
+		struct dataset ds;
+		char err[1024];
+		if (dataset_mnist(&ds, sets[i]->root, sets[i]->split, (float)sets[i]->mean, (float)sets[i]->std, err, sizeof err) != 0) {
+			fprintf(stderr, "trainc: %s\n", err);
+			return -1;
+		}
+		dataset_close(&ds);
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -213,6 +234,8 @@ int main(int argc, char **argv)
 				fprintf(stderr, "trainc: %s: %lld training samples cannot feed %d ranks; lower --cpus or add samples\n", file,
 					(long long)p->train_data.samples, o.world);
 				rc = 2;
+			} else if (check_data(p) != 0) {
+				rc = 1;
 			} else {
 				struct launch_opts lo = { o.world, p->parallel.timeout_s, 5.0 };
 				rc = launch_run(&lo, argc, argv);

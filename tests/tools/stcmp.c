@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 		free(x);
 		free(y);
 	}
-	printf("max |difference| %.3g (%s)\n", worst, worst_name);
+	printf("max |difference| %.3g%s%s%s\n", worst, worst_name[0] ? " (" : "", worst_name, worst_name[0] ? ")" : "");
 	if (!(worst <= tol)) {
 		fprintf(stderr, "stcmp: %s and %s differ by %.3g > %g\n", argv[1], argv[2], worst, tol);
 		rc = 1;

@@ -30,6 +30,15 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 	const struct node *in = &p->nodes[0], *out = &p->nodes[p->nnodes - 1];
 	if (ds->kind == DATA_NONE)
 		return true;
+	if (!p->train.present) {
+		/* no loss to check the targets against; the inputs still must fit */
+		if (ds->sample.rank != in->out.rank || memcmp(ds->sample.d, in->out.d, sizeof(int64_t) * (size_t)in->out.rank) != 0) {
+			diag_error(d, ds->loc, "this dataset gives samples of shape %s, but model %s takes input%s",
+				   shape_str(&ds->sample, b1, sizeof b1), p->model_name, shape_str(&in->out, b2, sizeof b2));
+			return false;
+		}
+		return true;
+	}
 	if (!same_shape(&ds->sample, &in->out)) {
 		diag_error(d, ds->loc, "this dataset gives samples of shape %s, but model %s takes input%s",
 			   shape_str(&ds->sample, b1, sizeof b1), p->model_name, shape_str(&in->out, b2, sizeof b2));

@@ -124,7 +124,8 @@ enum region { REG_PARAMS, REG_GRADS, REG_OPTIM, REG_ACTS, REG_COMM, REG__COUNT }
 struct devplan {
 	int64_t bytes[REG__COUNT];   /* per region, what one rank allocates on this device */
 	int64_t act_train, act_eval; /* activation peaks of the two modes, bytes */
-	int64_t scratch_off, scratch_bytes; /* summing gradients with several producers; eval-only statistics */
+	int64_t scratch_off, scratch_bytes;
+	int64_t act_copy;            /* bytes of one micro-batch's activations (REG_ACTS holds every copy) */ /* summing gradients with several producers; eval-only statistics */
 };
 
 /* Where a node's buffers sit in the activation region (bytes). */
@@ -184,6 +185,7 @@ struct plan_train {
 	uint64_t seed;
 	double clip_grad_norm;      /* 0: off */
 	bool shuffle, drop_last;
+	bool present;               /* the file has a train section (else defaults, and the data is not checked against a loss) */
 };
 
 struct plan_parallel {

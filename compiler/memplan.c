@@ -347,7 +347,15 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 			int64_t slots = p->parallel.shard == SHARD_GRAD_OP ? p->nunits : most + 1;
 			dp->bytes[REG_COMM] = (2 * root + 2 * slots * biggest + shards) * 4;
 		}
-		plan_acts(a, p, dev, batch, p->train.test_batch);
+		/* without a test set nothing evaluates: plan evaluation at the training batch */
+		plan_acts(a, p, dev, batch, p->test_data.kind != DATA_NONE ? p->train.test_batch : batch);
+		/* a pipeline keeps one copy of the activations per micro-batch in flight */
+		if (p->parallel.microbatches > 1 || p->ndevices > 1) {
+			dp->act_copy = dp->bytes[REG_ACTS];
+			dp->bytes[REG_ACTS] *= p->parallel.microbatches;
+		} else {
+			dp->act_copy = dp->bytes[REG_ACTS];
+		}
 	}
 	/* DDP buckets over each device's gradient region, in backward order */
 	if (p->parallel.mode == PAR_DDP || (p->parallel.mode == PAR_FSDP && p->parallel.shard == SHARD_NONE)) {

@@ -96,9 +96,17 @@ static bool missing(struct diag *d, const struct val *call, const char *callee, 
 }
 
 /* Sizes with an optional leading in-size: f(out) or f(in, out). */
+static bool keyed(const struct val *call, const char *key)
+{
+	for (int k = 0; k < call->n; k++)
+		if (call->items[k].key && strcmp(call->items[k].key, key) == 0)
+			return true;
+	return false;
+}
+
 static bool in_out(struct diag *d, struct val **s, const char *callee, const struct val *call, int64_t *in, int64_t *out)
 {
-	if (!s[0] && !s[1])
+	if ((!s[0] && !s[1]) || (!s[1] && keyed(call, "in")))
 		return missing(d, call, callee, "an output size");
 	if (s[0] && s[1])
 		return get_int(d, s[0], "the input size", in, 1) && get_int(d, s[1], "the output size", out, 1);
@@ -194,6 +202,8 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		if (s[0] && s[1]) {
 			if (!get_int(d, s[0], "in_channels", &n->a.conv.cin, 1) || !get_int(d, s[1], "out_channels", &n->a.conv.cout, 1))
 				return false;
+		} else if (!s[1] && keyed(call, "in")) {
+			return missing(d, call, callee, "an output channel count");
 		} else if (s[0] || s[1]) {
 			if (!get_int(d, s[0] ? s[0] : s[1], "out_channels", &n->a.conv.cout, 1))
 				return false;

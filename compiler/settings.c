@@ -468,6 +468,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	bool ok = read_keys(r, sec, keys, NK, v);
 	if (!sec)
 		return true;
+	t->present = true;
 	int64_t seed = 1;
 	/* a key whose value failed is absent here: do not call it missing too */
 	bool keys_ok = ok;

@@ -29,7 +29,7 @@ enum { NFILES = 3 };
 /* Settings a resumed run may change: how long it trains and how it reports. */
 static bool resumable_setting(const char *line, size_t len)
 {
-	static const char *const keys[] = { "steps", "epochs", "log_interval", "checkpoint_every", "test_batch" };
+	static const char *const keys[] = { "steps", "epochs", "log_interval", "checkpoint_every", "test_batch", "timeout" };
 	while (len && (*line == ' ' || *line == '\t'))
 		line++, len--;
 	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {

@@ -59,7 +59,7 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 	bool acts_ok = true;
 	e->copies = copies > 0 ? copies : 1;
 	for (int d = 0; d < p->ndevices; d++) {
-		e->act_stride[d] = (p->dev[d].bytes[REG_ACTS] + 63) / 64 * 64;
+		e->act_stride[d] = (p->dev[d].act_copy + 63) / 64 * 64;
 		e->acts[d] = e->be->alloc(e->act_stride[d] * e->copies);
 		acts_ok &= e->acts[d] != NULL;
 	}

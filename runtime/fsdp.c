@@ -72,6 +72,7 @@ int fsdp_init(struct fsdp *f, const struct plan *p, struct comm *c, struct exec 
 	f->rank = comm_rank(c);
 	f->nu = p->nunits;
 	f->keep_gathered = p->parallel.shard == SHARD_GRAD_OP;
+	f->op = COMM_AVG;
 	if (p->ndevices != 1) {
 		snprintf(err, errlen, "FSDP over several devices per rank is not built yet");
 		return -1;
@@ -427,7 +428,7 @@ void fsdp_phase(void *ctx, int node, int phase)
 			break;
 		case EXEC_AFTER_BWD:
 			if (un->first_node == node) {
-				f->scatter[u] = comm_reduce_scatter(f->c, grad_buffer(f, u), f->stage + f->at[u], un->shard, COMM_AVG);
+				f->scatter[u] = comm_reduce_scatter(f->c, grad_buffer(f, u), f->stage + f->at[u], un->shard, f->op);
 				release(f, u);
 			}
 			break;

@@ -30,6 +30,7 @@ struct fsdp {
 	struct exec *e;
 	int world, rank, nu;
 	bool keep_gathered;          /* SHARD_GRAD_OP */
+	enum comm_op op;             /* of the reduce-scatter: COMM_AVG as PyTorch */
 	int64_t total;               /* elements of this rank's shards, all units */
 	int64_t *at;                 /* (nu) offset of unit u's shard in the arrays below */
 	float *shard;                /* (total) parameters */

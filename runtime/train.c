@@ -152,6 +152,7 @@ struct trainer {
 	struct pipe pipe;
 	bool pipe_ok;
 	int micro_pipe;      /* micro-batches of the pipeline */
+	int64_t saved_step;  /* the step of the last checkpoint written */
 	int64_t micro;       /* samples per micro-batch on this rank */
 	int accum;           /* micro-batches per optimizer step */
 	int64_t epochs;
@@ -313,6 +314,9 @@ static int sharded_checkpoint(struct trainer *t, const char *dir)
  * its own shard (sharded_checkpoint). */
 static int checkpoint(struct trainer *t, const char *dir)
 {
+	if (t->saved_step == t->at.step && t->at.step > 0)
+		return 0; /* checkpoint_every just wrote this step */
+	t->saved_step = t->at.step;
 	if (t->sharded)
 		return sharded_checkpoint(t, dir);
 	float *params, *optim;
@@ -377,6 +381,8 @@ static int join_job(struct trainer *t)
 	if (t->sharded) {
 		if (fsdp_init(&t->fsdp, t->p, t->comm, &t->e, t->err, sizeof t->err) != 0)
 			return -1;
+		/* as DDP: averaged gradients, summed for a global batch of a sum loss */
+		t->fsdp.op = t->p->train.global_batch && t->p->train.reduction == RED_SUM ? COMM_SUM : COMM_AVG;
 		t->fsdp_ok = true;
 		return 0;
 	}
@@ -549,12 +555,18 @@ static int setup(struct trainer *t)
 		snprintf(t->err, sizeof t->err, "out of memory for batch buffers");
 		return -1;
 	}
+	if (t->s.num_batches == 0) {
+		snprintf(t->err, sizeof t->err, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the batch or set "
+			 "drop_last = false", t->rank, (long long)t->s.num_samples, (long long)B);
+		return -1;
+	}
 	t->epochs = tr->epochs;
 	int64_t steps_per_epoch = (t->s.num_batches + t->accum - 1) / t->accum;
 	if (tr->steps)
 		t->epochs = (tr->steps + steps_per_epoch - 1) / steps_per_epoch;
 	struct sampler_pos start = { t->at.epoch - 1, t->at.batch };
-	if (loader_start(&t->l, &t->train, &t->s, t->xb, t->yb, start, t->epochs, (int)(p->parallel.timeout_s * 1000), t->err,
+	double wait_ms = p->parallel.timeout_s * 1000 < 2e9 ? p->parallel.timeout_s * 1000 : 2e9;
+	if (loader_start(&t->l, &t->train, &t->s, t->xb, t->yb, start, t->epochs, (int)wait_ms, t->err,
 			 sizeof t->err) != 0)
 		return -1;
 	t->loader_ok = true;

@@ -44,7 +44,7 @@ static void usage(FILE *out)
 	      "          as clusters): trainc graph m.net | dot -Tsvg > m.svg\n"
 	      "options:\n"
 	      "  --gpus N     N GPUs: N/D ranks when each rank owns D devices (@device)\n"
-	      "  --cpus N     N CPU worker processes\n"
+	      "  --cpus N     N CPU devices: N/D worker processes when each rank owns D devices\n"
 	      "  --set k=v    override a data, train or parallel setting, e.g. --set train.epochs=1\n"
 	      "  --save PATH  PATH.safetensors: after training, the weights with PyTorch's names;\n"
 	      "               any other PATH: a checkpoint directory (weights, optimizer state,\n"
@@ -54,7 +54,7 @@ static void usage(FILE *out)
 	      "               shapes and dtypes must match the model exactly)\n"
 	      "  --run-dir D  where the run's record goes (default runs/MODEL-TIME): the .net\n"
 	      "               text that ran, run.json (plan hash, git state), metrics.jsonl, weights\n"
-	      "  --threads N  compute threads (default: every core)\n",
+	      "  --threads N  compute threads per rank (default: the cores shared among the ranks)\n",
 	      out);
 }
 
@@ -178,6 +178,8 @@ int main(int argc, char **argv)
 	}
 	if (gpus > 0 && cpus > 0)
 		return usage_error("give --gpus or --cpus, not both");
+	if (init && resume)
+		return usage_error("give --init (weights to start from) or --resume (a checkpoint to continue), not both");
 
 	struct arena arena = { 0 };
 	struct diag d;

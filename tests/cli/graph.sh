@@ -55,8 +55,10 @@ done
 
 # the seed CNN: 13 layers (input and 12), 12 edges in a chain, fc1 in its own FSDP cluster
 "$TRAINC" graph models/mnist_cnn.net > "$tmp/g.dot"
-nodes=$(grep -o '^  n[0-9]* \[' "$tmp/g.dot" | sort -u | wc -l)
-[ "$nodes" -eq 13 ] || fail "mnist_cnn: $nodes top-level nodes, expected 13"
+nodes=$(grep -o '^ *n[0-9]* \[' "$tmp/g.dot" | sed 's/^ *//' | sort | uniq | wc -l)
+decls=$(grep -c '^ *n[0-9]* \[' "$tmp/g.dot")
+[ "$nodes" -eq 13 ] || fail "mnist_cnn: $nodes nodes, expected 13"
+[ "$decls" -eq 13 ] || fail "mnist_cnn: $decls node declarations for 13 nodes; each is declared once"
 edges=$(grep -c -- '->' "$tmp/g.dot")
 [ "$edges" -eq 12 ] || fail "mnist_cnn: $edges edges, expected 12"
 grep -q 'subgraph cluster_unit1 {' "$tmp/g.dot" || fail "mnist_cnn: no cluster for FSDP unit 1"

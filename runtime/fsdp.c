@@ -73,10 +73,6 @@ int fsdp_init(struct fsdp *f, const struct plan *p, struct comm *c, struct exec 
 	f->nu = p->nunits;
 	f->keep_gathered = p->parallel.shard == SHARD_GRAD_OP;
 	f->op = COMM_AVG;
-	if (p->ndevices != 1) {
-		snprintf(err, errlen, "FSDP over several devices per rank is not built yet");
-		return -1;
-	}
 	int nu = f->nu;
 	f->at = calloc((size_t)nu, sizeof *f->at);
 	f->p_slot = malloc((size_t)nu * sizeof *f->p_slot);

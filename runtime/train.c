@@ -491,7 +491,10 @@ static int setup(struct trainer *t)
 		return -1;
 	/* every batch size convolutions will see: the training batch (or its
 	 * micro-batches), the epoch's last batch (chunked alike), the test batches */
-	t->use_pipe = p->ndevices > 1 || p->parallel.microbatches > 1;
+	/* FSDP's hooks run on the executor's thread: with several devices a
+	 * sharded rank runs its devices in turn, not as a threaded pipeline */
+	bool sharding = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
+	t->use_pipe = p->parallel.microbatches > 1 || (p->ndevices > 1 && !sharding);
 	t->micro_pipe = t->use_pipe ? (int)p->parallel.microbatches : 1;
 	int64_t last = t->s.num_samples % B ? t->s.num_samples % B : B;
 	int64_t sizes[8];
@@ -509,9 +512,8 @@ static int setup(struct trainer *t)
 			sizes[3] = mine > 0 ? mine : TB;
 	}
 	int copies = t->micro_pipe;
-	if (t->use_pipe && p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1) {
-		snprintf(t->err, sizeof t->err, "FSDP with several devices per rank or micro-batches is not built yet; "
-			 "use parallel ddp, or one device per rank");
+	if (t->use_pipe && sharding) {
+		snprintf(t->err, sizeof t->err, "FSDP with micro-batches is not built yet; use parallel ddp for a pipeline");
 		return -1;
 	}
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;

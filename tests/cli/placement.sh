@@ -14,7 +14,11 @@ $stcmp "$dir/toy.safetensors" "$dir/mp.safetensors" 1e-6
 run mp4 models/toy_mp.net --cpus 4 --set train.steps=3 --set parallel.microbatches=4
 $stcmp "$dir/mp.safetensors" "$dir/mp4.safetensors" 1e-6
 grep -q 'Pipeline: 2 stages over 2 devices, 4 micro-batches' "$dir/mp4.log"
-echo "ok ToyMpModel at 2 ranks x 2 devices equals ToyModel; 4 micro-batches equal none"
+sed 's/^parallel ddp$/parallel fsdp { wrap = size(min_params=50) }/' models/toy_mp.net > "$dir/mpf.net"
+run mpf "$dir/mpf.net" --cpus 4 --set train.steps=3
+$stcmp "$dir/mp.safetensors" "$dir/mpf.safetensors" 1e-6
+grep -q 'FSDP rank 0' "$dir/mpf.log"
+echo "ok ToyMpModel at 2 ranks x 2 devices equals ToyModel, with DDP, FSDP and 4 micro-batches"
 
 sed 's/ @device([0-9])//' tests/cli/nets/mlp_3dev.net > "$dir/flat.net"
 run flat "$dir/flat.net"

@@ -347,8 +347,10 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 			int64_t slots = p->parallel.shard == SHARD_GRAD_OP ? p->nunits : most + 1;
 			dp->bytes[REG_COMM] = (2 * root + 2 * slots * biggest + shards) * 4;
 		}
-		/* without a test set nothing evaluates: plan evaluation at the training batch */
-		plan_acts(a, p, dev, batch, p->test_data.kind != DATA_NONE ? p->train.test_batch : batch);
+		/* evaluation runs in chunks of at most the training batch: results do
+		 * not depend on it, and memory stays that of training */
+		p->eval_batch = p->train.test_batch < batch ? p->train.test_batch : batch;
+		plan_acts(a, p, dev, batch, p->eval_batch);
 		/* a pipeline keeps one copy of the activations per micro-batch in flight */
 		if (p->parallel.microbatches > 1 || p->ndevices > 1) {
 			dp->act_copy = dp->bytes[REG_ACTS];

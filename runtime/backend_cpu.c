@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "runtime/exec.h"
 #include "runtime/kern.h"
@@ -27,18 +28,29 @@ static struct cpu_state *cpu(struct exec *e)
 	return e->be_state;
 }
 
+/* Regions come from mmap: zero pages the kernel maps only when first
+ * touched, so a region costs memory for what a run really uses and no
+ * clearing at start.  A 64-byte header keeps the mapping's size. */
+enum { HEADER = 64 };
+
 static void *cpu_alloc(int64_t bytes)
 {
-	size_t n = (size_t)(bytes + 63) / 64 * 64;
-	void *p = aligned_alloc(64, n ? n : 64);
-	if (p)
-		memset(p, 0, n ? n : 64);
-	return p;
+	size_t n = (size_t)(bytes + 63) / 64 * 64 + HEADER;
+	char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	memcpy(p, &n, sizeof n);
+	return p + HEADER;
 }
 
 static void cpu_free(void *p)
 {
-	free(p);
+	if (!p)
+		return;
+	char *base = (char *)p - HEADER;
+	size_t n;
+	memcpy(&n, base, sizeof n);
+	munmap(base, n);
 }
 
 static void cpu_copy(void *dst, const void *src, size_t bytes)
@@ -162,7 +174,7 @@ static void cpu_release(struct exec *e)
 		if (e->p->nodes[i / EXEC_MAX_SIZES].op == OP_CONV2D && i % EXEC_MAX_SIZES < e->nsizes)
 			kern_conv2d_release(&c->conv[i]);
 	free(c->conv);
-	free(c->conv_ws);
+	cpu_free(c->conv_ws);
 	free(c);
 	e->be_state = NULL;
 }

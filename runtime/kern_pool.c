@@ -29,11 +29,46 @@ static void taps(int s, int k, int dil, int n, int *lo, int *hi)
 	*lo = s;
 }
 
+/* The common 2x2 window, stride 2, no padding or dilation: no window
+ * clipping to compute, the same ties and NaN rule as the general loop. */
+static void maxpool_2x2(const struct pool2d_desc *d, int oh, int ow, const float *x, float *y, int32_t *idx)
+{
+	int planes = d->n * d->c, w = d->w;
+	#pragma omp parallel for schedule(static) if ((size_t)planes * oh * ow * 4 > PAR_MIN)
+	for (int p = 0; p < planes; p++) {
+		const float *in = x + (size_t)p * d->h * w; // (H, W)
+		float *out = y + (size_t)p * oh * ow;       // (OH, OW)
+		int32_t *arg = idx + (size_t)p * oh * ow;   // (OH, OW)
+		for (int oy = 0; oy < oh; oy++) {
+			const float *r0 = in + (size_t)(2 * oy) * w, *r1 = r0 + w;
+			for (int ox = 0; ox < ow; ox++) {
+				int a = 2 * ox;
+				float best = r0[a];
+				int at = 2 * oy * w + a;
+				/* taps in the general loop's order: (0,0) (0,1) (1,0) (1,1) */
+				float v = r0[a + 1];
+				if (v > best || v != v) { best = v; at = 2 * oy * w + a + 1; }
+				v = r1[a];
+				if (v > best || v != v) { best = v; at = (2 * oy + 1) * w + a; }
+				v = r1[a + 1];
+				if (v > best || v != v) { best = v; at = (2 * oy + 1) * w + a + 1; }
+				out[oy * ow + ox] = best;
+				arg[oy * ow + ox] = at;
+			}
+		}
+	}
+}
+
 void kern_maxpool2d_fwd(const struct pool2d_desc *d, const float *x, float *y, int32_t *idx)
 {
 	int oh, ow;
 	kern_pool2d_out(d, &oh, &ow);
 	int planes = d->n * d->c;
+	if (d->kh == 2 && d->kw == 2 && d->sh == 2 && d->sw == 2 && d->ph == 0 && d->pw == 0 && d->dh == 1 && d->dw == 1 &&
+	    2 * oh <= d->h && 2 * ow <= d->w) {
+		maxpool_2x2(d, oh, ow, x, y, idx);
+		return;
+	}
 	#pragma omp parallel for schedule(static) if ((size_t)planes * oh * ow * d->kh * d->kw > PAR_MIN)
 	for (int p = 0; p < planes; p++) {
 		const float *in = x + (size_t)p * d->h * d->w;  // (H, W)

@@ -16,6 +16,7 @@
 #include "compiler/print.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,10 @@ struct trainer {
 	int rank, world;
 	struct dataset train, test;
 	bool has_test;
+	pthread_t test_thread;
+	bool test_thread_on;
+	int test_rc;
+	char test_err[512];
 	struct exec e;
 	bool exec_ok;
 	struct optim_cfg oc;
@@ -167,6 +172,25 @@ static int fail(struct trainer *t, const char *what)
 	return 1;
 }
 
+static void *load_test(void *arg)
+{
+	struct trainer *t = arg;
+	t->test_rc = open_data(t->p, &t->p->test_data, &t->test, t->test_err, sizeof t->test_err);
+	return NULL;
+}
+
+/* Join the test set's loader; its error, if any, becomes the run's. */
+static int test_ready(struct trainer *t)
+{
+	if (t->test_thread_on) {
+		pthread_join(t->test_thread, NULL);
+		t->test_thread_on = false;
+		if (t->test_rc != 0)
+			snprintf(t->err, sizeof t->err, "%s", t->test_err);
+	}
+	return t->test_rc;
+}
+
 /* Sums over ranks (loss, counts); a world of one returns them as they are. */
 static int reduce_sums(struct trainer *t, double *v, int n)
 {
@@ -182,7 +206,9 @@ static int reduce_sums(struct trainer *t, double *v, int n)
 static int evaluate(struct trainer *t)
 {
 	const struct plan *p = t->p;
-	int64_t b = p->train.test_batch, n = t->test.n;
+	if (test_ready(t) != 0)
+		return -1;
+	int64_t b = p->eval_batch, n = t->test.n;
 	int64_t *idx = malloc((size_t)b * sizeof *idx);
 	if (!idx)
 		return -1;
@@ -192,8 +218,12 @@ static int evaluate(struct trainer *t)
 		int m = 0;
 		for (; m < b && next < n; m++, next += t->world)
 			idx[m] = next;
-		dataset_fill(&t->test, idx, m, t->ex, t->ey);
-		exec_forward(&t->e, t->ex, m, false);
+		/* a short last chunk is padded with its first sample: the forward
+		 * keeps one prepared size, the loss reads only the first m rows */
+		for (int k = m; k < b; k++)
+			idx[k] = idx[0];
+		dataset_fill(&t->test, idx, (int)b, t->ex, t->ey);
+		exec_forward(&t->e, t->ex, (int)b, false);
 		if (t->e.stop) {
 			snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
 			free(idx);
@@ -471,8 +501,12 @@ static int setup(struct trainer *t)
 	if (open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
 		return -1;
 	t->has_test = p->test_data.kind != DATA_NONE;
-	if (t->has_test && open_data(p, &p->test_data, &t->test, t->err, sizeof t->err) != 0)
+	/* the test set loads in the background: the first step need not wait for it */
+	if (t->has_test && pthread_create(&t->test_thread, NULL, load_test, t) != 0) {
+		snprintf(t->err, sizeof t->err, "cannot start the thread that loads the test set");
 		return -1;
+	}
+	t->test_thread_on = t->has_test;
 	const struct plan_train *tr = &p->train;
 	if (tr->global_batch) {
 		int64_t share = tr->global_batch / t->world;
@@ -486,7 +520,7 @@ static int setup(struct trainer *t)
 		snprintf(t->err, sizeof t->err, "%lld training samples cannot feed %d ranks", (long long)t->train.n, t->world);
 		return -1;
 	}
-	int64_t B = t->micro, TB = tr->test_batch;
+	int64_t B = t->micro;
 	if (sampler_init(&t->s, t->train.n, t->world, t->rank, (int)B, tr->shuffle, 0, tr->drop_last, tr->seed, t->err, sizeof t->err) != 0)
 		return -1;
 	/* every batch size convolutions will see: the training batch (or its
@@ -503,14 +537,7 @@ static int setup(struct trainer *t)
 	sizes[nsizes++] = B / t->micro_pipe;
 	sizes[nsizes++] = lchunk;
 	sizes[nsizes++] = last - lchunk * ((last + lchunk - 1) / lchunk - 1);
-	sizes[nsizes++] = TB;
-	sizes[nsizes++] = TB;
-	if (t->has_test) {
-		int64_t mine = (t->test.n - t->rank + t->world - 1) / t->world;
-		sizes[4] = mine % TB ? mine % TB : TB;
-		if (mine < TB)
-			sizes[3] = mine > 0 ? mine : TB;
-	}
+	sizes[nsizes++] = p->eval_batch;
 	int copies = t->micro_pipe;
 	if (t->use_pipe && sharding) {
 		snprintf(t->err, sizeof t->err, "FSDP with micro-batches is not built yet; use parallel ddp for a pipeline");
@@ -545,14 +572,16 @@ static int setup(struct trainer *t)
 			return -1;
 		t->rd_ok = true;
 	}
-	int64_t xmax = (B > TB ? B : TB) * t->train.sample_numel;
-	size_t ymax = dataset_target_bytes(&t->train, (int)(B > TB ? B : TB));
+	int64_t xmax = B * t->train.sample_numel;
+	size_t ymax = dataset_target_bytes(&t->train, (int)B);
 	for (int k = 0; k < 2; k++) {
 		t->xb[k] = malloc((size_t)xmax * 4);
 		t->yb[k] = malloc(ymax);
 	}
-	t->ex = malloc((size_t)TB * (size_t)(t->has_test ? t->test.sample_numel : 1) * 4 + 64);
-	t->ey = malloc(t->has_test ? dataset_target_bytes(&t->test, (int)TB) : 16);
+	int64_t EB = p->eval_batch;
+	const struct plan_dataset *td = &p->test_data;
+	t->ex = malloc((size_t)EB * (size_t)shape_numel(&td->sample) * 4 + 64);
+	t->ey = malloc((size_t)EB * (td->target == TGT_CLASS ? 4 : (size_t)shape_numel(&td->target_shape) * 4) + 64);
 	if (!t->xb[0] || !t->xb[1] || !t->yb[0] || !t->yb[1] || !t->ex || !t->ey) {
 		snprintf(t->err, sizeof t->err, "out of memory for batch buffers");
 		return -1;
@@ -775,7 +804,9 @@ static void teardown(struct trainer *t)
 	if (t->exec_ok)
 		exec_free(&t->e);
 	dataset_close(&t->train);
-	if (t->has_test)
+	if (t->test_thread_on)
+		test_ready(t);
+	if (t->has_test && t->test_rc == 0)
 		dataset_close(&t->test);
 }
 

@@ -353,7 +353,9 @@ static int checkpoint(struct trainer *t, const char *dir)
 	int rc = full_state(t, &params, &optim, true);
 	t->at.micro = t->micro;
 	if (rc == 0 && t->rank == 0) {
+		launch_beat();
 		rc = ckpt_save(dir, t->p, params, optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err, sizeof t->err);
+		launch_beat();
 		if (rc == 0)
 			printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
 	}

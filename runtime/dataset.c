@@ -11,11 +11,16 @@
  */
 #include "runtime/dataset.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/idx.h"
@@ -42,6 +47,89 @@ static int mul_ok(int64_t a, int64_t b, int64_t *out)
 		return 0;
 	*out = a * b;
 	return 1;
+}
+
+/* Decompressed copies of gzip'd IDX files, so a run after the first
+ * starts without inflating them: $XDG_CACHE_HOME/trainc (or
+ * ~/.cache/trainc), keyed by both files' paths, sizes and modification
+ * times, checked by size and a trailer.  Any failure only means no cache;
+ * TRAINC_NO_CACHE turns it off. */
+static bool cache_path(char *out, size_t n, const char *images, const char *labels)
+{
+	if (getenv("TRAINC_NO_CACHE"))
+		return false;
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char base[4096];
+	if (xdg && *xdg)
+		snprintf(base, sizeof base, "%s/trainc", xdg);
+	else if (home && *home)
+		snprintf(base, sizeof base, "%s/.cache/trainc", home);
+	else
+		return false;
+	struct stat a, b;
+	char ra[4096], rb[4096];
+	if (stat(images, &a) != 0 || stat(labels, &b) != 0 || !realpath(images, ra) || !realpath(labels, rb))
+		return false;
+	uint64_t h = 0xcbf29ce484222325ull;
+	const char *parts[2] = { ra, rb };
+	for (int i = 0; i < 2; i++)
+		for (const char *s = parts[i]; *s; s++)
+			h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	int64_t meta[6] = { (int64_t)a.st_size, (int64_t)a.st_mtim.tv_sec, (int64_t)a.st_mtim.tv_nsec,
+			    (int64_t)b.st_size, (int64_t)b.st_mtim.tv_sec, (int64_t)b.st_mtim.tv_nsec };
+	for (int i = 0; i < 6; i++)
+		h = (h ^ (uint64_t)meta[i]) * 0x100000001b3ull;
+	char parent[4096];
+	snprintf(parent, sizeof parent, "%s", base);
+	char *slash = strrchr(parent, '/');
+	if (slash) {
+		*slash = 0;
+		mkdir(parent, 0755);
+	}
+	if (mkdir(base, 0755) != 0 && errno != EEXIST)
+		return false;
+	int w = snprintf(out, n, "%s/idx-%016llx.raw", base, (unsigned long long)h);
+	return w > 0 && (size_t)w < n;
+}
+
+static const uint64_t CACHE_TRAILER = 0x74726169636e6964ull;
+
+/* Map the cached copy privately (pages load as they are touched; the label
+ * conversion writes copy-on-write pages, never the file): the mapping or NULL. */
+static void *cache_map(const char *path, size_t total)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	void *m = NULL;
+	if (fstat(fd, &st) == 0 && (size_t)st.st_size == total + sizeof CACHE_TRAILER) {
+		m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+		uint64_t trailer = 0;
+		if (m == MAP_FAILED)
+			m = NULL;
+		else if (memcpy(&trailer, (char *)m + total, sizeof trailer), trailer != CACHE_TRAILER) {
+			munmap(m, (size_t)st.st_size);
+			m = NULL;
+		}
+	}
+	close(fd);
+	return m;
+}
+
+static void cache_write(const char *path, const void *block, size_t total)
+{
+	if (!path[0])
+		return;
+	char tmp[4300];
+	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+	FILE *f = fopen(tmp, "wb");
+	if (!f)
+		return;
+	bool ok = fwrite(block, 1, total, f) == total && fwrite(&CACHE_TRAILER, sizeof CACHE_TRAILER, 1, f) == 1;
+	ok &= fclose(f) == 0;
+	if (!ok || rename(tmp, path) != 0)
+		unlink(tmp);
 }
 
 int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_path, int num_classes,
@@ -80,7 +168,16 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 		     images_path, (long long)n, (long long)h, (long long)w);
 		goto bad;
 	}
-	void *block = malloc(total ? (size_t)total : 1);
+	char cache[4200] = "";
+	void *block = NULL;
+	if ((im.gzip || lb.gzip) && cache_path(cache, sizeof cache, images_path, labels_path) && total > 0) {
+		block = cache_map(cache, (size_t)total);
+		if (block)
+			ds->map_len = (size_t)total + sizeof CACHE_TRAILER;
+	}
+	bool cached = block != NULL;
+	if (!block)
+		block = malloc(total ? (size_t)total : 1);
 	if (!block) {
 		fail(err, errlen, "%s: out of memory allocating %lld bytes for %lld images and labels",
 		     images_path, (long long)total, (long long)n);
@@ -88,9 +185,13 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 	}
 	ds->labels = block;                       /* (n) */
 	ds->images = (uint8_t *)block + label_bytes; /* (n, h, w) */
-	if (idx_read(&im, ds->images, err, errlen) != 0 || idx_read(&lb, (uint8_t *)ds->labels, err, errlen) != 0) {
-		free(block);
-		goto bad;
+	if (!cached) {
+		if (idx_read(&im, ds->images, err, errlen) != 0 || idx_read(&lb, (uint8_t *)ds->labels, err, errlen) != 0) {
+			free(block);
+			goto bad;
+		}
+		if (im.gzip || lb.gzip)
+			cache_write(cache, block, (size_t)total);
 	}
 	idx_close(&im);
 	idx_close(&lb);
@@ -98,7 +199,10 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 	for (int64_t i = n - 1; i >= 0; i--) {
 		uint8_t v = raw[i];
 		if (v >= num_classes) {
-			free(block);
+			if (ds->map_len)
+				munmap(block, ds->map_len);
+			else
+				free(block);
 			memset(ds, 0, sizeof *ds);
 			return fail(err, errlen, "%s: byte %lld: label %u of sample %lld is not below the %d classes; "
 				    "the file is corrupt or not this dataset's", labels_path,
@@ -292,7 +396,10 @@ int dataset_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, 
 
 void dataset_close(struct dataset *ds)
 {
-	/* labels start the one allocation; images point inside it */
-	free(ds->labels);
+	/* labels start the one allocation (or mapping); images point inside it */
+	if (ds->map_len)
+		munmap(ds->labels, ds->map_len);
+	else
+		free(ds->labels);
 	memset(ds, 0, sizeof *ds);
 }

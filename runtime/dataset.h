@@ -40,6 +40,7 @@ struct dataset {
 	/* DATASET_SYNTHETIC */
 	uint64_t seed;
 	int64_t input_high;                     /* as synthetic_spec's */
+	size_t map_len;                         /* > 0: images and labels are a mapped cache file of this many bytes */
 };
 
 /* torchvision.datasets.MNIST(root, train=split=="train") followed by

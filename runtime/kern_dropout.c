@@ -13,9 +13,12 @@ enum { LANES = 16 }; /* Philox blocks computed side by side */
 /* Philox4x32-10 for blocks b0 .. b0+LANES-1 at once, written so the
  * compiler turns each round into vector multiplies: the same words as
  * philox_block, element by element. */
-static void philox_lanes(const struct rng *r, uint64_t b0, uint32_t out[LANES][4])
+/* Philox4x32-10 for blocks b0 .. b0+LANES-1 at once, lanes in 64-bit
+ * integers so each round is a few vector multiplies: word j of the result
+ * is word j % 4 of block b0 + j / 4, as philox_block gives it. */
+static void philox_lanes(const struct rng *r, uint64_t b0, uint32_t words[4 * LANES])
 {
-	uint32_t c0[LANES], c1[LANES], c2[LANES], c3[LANES];
+	uint64_t c0[LANES], c1[LANES], c2[LANES], c3[LANES];
 	for (int l = 0; l < LANES; l++) {
 		uint64_t b = b0 + (uint64_t)l;
 		c0[l] = (uint32_t)b;
@@ -23,24 +26,24 @@ static void philox_lanes(const struct rng *r, uint64_t b0, uint32_t out[LANES][4
 		c2[l] = r->ctr_hi[0];
 		c3[l] = r->ctr_hi[1];
 	}
-	uint32_t k0 = r->key[0], k1 = r->key[1];
+	uint64_t k0 = r->key[0], k1 = r->key[1];
 	for (int round = 0; round < 10; round++) {
 		for (int l = 0; l < LANES; l++) {
-			uint64_t p0 = (uint64_t)0xD2511F53u * c0[l], p1 = (uint64_t)0xCD9E8D57u * c2[l];
-			uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
-			c1[l] = (uint32_t)p1;
-			c3[l] = (uint32_t)p0;
+			uint64_t p0 = 0xD2511F53u * c0[l], p1 = 0xCD9E8D57u * c2[l];
+			uint64_t n0 = ((p1 >> 32) ^ c1[l] ^ k0) & 0xffffffffu, n2 = ((p0 >> 32) ^ c3[l] ^ k1) & 0xffffffffu;
+			c1[l] = p1 & 0xffffffffu;
+			c3[l] = p0 & 0xffffffffu;
 			c0[l] = n0;
 			c2[l] = n2;
 		}
-		k0 += 0x9E3779B9u;
-		k1 += 0xBB67AE85u;
+		k0 = (k0 + 0x9E3779B9u) & 0xffffffffu;
+		k1 = (k1 + 0xBB67AE85u) & 0xffffffffu;
 	}
 	for (int l = 0; l < LANES; l++) {
-		out[l][0] = c0[l];
-		out[l][1] = c1[l];
-		out[l][2] = c2[l];
-		out[l][3] = c3[l];
+		words[4 * l + 0] = (uint32_t)c0[l];
+		words[4 * l + 1] = (uint32_t)c1[l];
+		words[4 * l + 2] = (uint32_t)c2[l];
+		words[4 * l + 3] = (uint32_t)c3[l];
 	}
 }
 
@@ -50,14 +53,16 @@ void kern_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n, float p
 	size_t groups = (n + 4 * LANES - 1) / (4 * LANES); /* LANES Philox blocks: 4 words each, one per element */
 	#pragma omp parallel for schedule(static) if (n > PAR_MIN)
 	for (size_t g = 0; g < groups; g++) {
-		uint32_t w[LANES][4];
+		uint32_t w[4 * LANES];
 		philox_lanes(r, (uint64_t)g * LANES, w);
-		for (size_t i = g * 4 * LANES, j = 0; j < 4 * LANES && i < n; i++, j++) {
+		size_t i0 = g * 4 * LANES, m = n - i0 < 4 * LANES ? n - i0 : 4 * LANES;
+		/* branchless: the mask is random, a branch would mispredict half the time */
+		for (size_t j = 0; j < m; j++) {
 			/* the same number as rng_uniform(r, i) */
-			float u = (float)(w[j / 4][j % 4] >> 8) * (1.0f / 16777216.0f);
+			float u = (float)(w[j] >> 8) * (1.0f / 16777216.0f);
 			uint8_t keep = u >= p;
-			mask[i] = keep;
-			y[i] = keep ? x[i] * scale : 0.0f;
+			mask[i0 + j] = keep;
+			y[i0 + j] = x[i0 + j] * ((float)keep * scale);
 		}
 	}
 }

@@ -367,11 +367,15 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 		p->buckets = arena_array(a, (size_t)p->nparams + 1, sizeof *p->buckets);
 		for (int dev = 0; dev < p->ndevices; dev++) {
 			struct bucket *cur = NULL;
+			int first_of_dev = p->nbuckets;
 			for (int k = p->nparams - 1; k >= 0; k--) {
 				const struct param *pr = &p->params[k];
 				if (pr->device != dev || !pr->trainable)
 					continue;
-				if (!cur || cur->numel >= cap) {
+				/* PyTorch's first bucket is small (1 MiB), so the all-reduce of
+				 * the last layers starts early and overlaps the rest of the backward */
+				int64_t limit = cur && cur == &p->buckets[first_of_dev] ? (cap < (1 << 18) ? cap : (1 << 18)) : cap;
+				if (!cur || cur->numel >= limit) {
 					cur = &p->buckets[p->nbuckets++];
 					cur->device = dev;
 					cur->offset = pr->offset;

@@ -199,8 +199,8 @@ static void memory(FILE *out, const struct plan *p)
 	else
 		fprintf(out, "  activations: training peak %.2f MiB (device 0)\n", mib(p->dev[0].act_train));
 	if (p->nbuckets)
-		fprintf(out, "  DDP: %d gradient bucket%s of at most %g MiB, views of the gradient region\n", p->nbuckets,
-			p->nbuckets == 1 ? "" : "s", p->parallel.bucket_mb);
+		fprintf(out, "  DDP: %d gradient bucket%s (the first of about 1 MiB, then up to %g MiB, as PyTorch), views of the gradient region\n",
+			p->nbuckets, p->nbuckets == 1 ? "" : "s", p->parallel.bucket_mb);
 }
 
 void print_plan(FILE *out, const struct plan *p)

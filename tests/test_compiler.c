@@ -126,7 +126,7 @@ static void test_wrap_policies(void)
 			CHECK(p->units[u].numel == want[u] && p->units[u].padded % 4 == 0);
 	}
 	p = compile_path("models/mnist_cnn_ddp.net", 2, NULL);
-	CHECK(p && p->nunits == 0 && p->nbuckets == 1);
+	CHECK(p && p->nunits == 0 && p->nbuckets == 2);
 }
 
 static void test_placement(void)

@@ -183,18 +183,32 @@ void fsdp_init_params(struct fsdp *f, uint64_t seed)
 	exec_init_params(f->e, seed); /* the buffers */
 }
 
-void fsdp_load_full(struct fsdp *f, const float *params_full, const float *optim_full)
+/* A buffer for one whole unit (the largest), and the trainable element
+ * count of the unsharded layout (the stride of its optimizer planes). */
+static float *unit_buffer(const struct fsdp *f, int64_t *trainable)
 {
 	const struct plan *p = f->p;
-	int kopt = p->train.optim.state_per_param;
-	int64_t biggest = 1, trainable = 0;
+	int64_t biggest = 1;
 	for (int u = 0; u < f->nu; u++)
 		if (p->units[u].padded > biggest)
 			biggest = p->units[u].padded;
+	*trainable = 0;
 	for (int k = 0; k < p->nparams; k++)
 		if (p->params[k].trainable)
-			trainable += p->params[k].numel;
-	float *full = calloc((size_t)biggest, 4);
+			*trainable += p->params[k].numel;
+	return calloc((size_t)biggest, 4);
+}
+
+int fsdp_load_full(struct fsdp *f, const float *params_full, const float *optim_full)
+{
+	const struct plan *p = f->p;
+	int kopt = p->train.optim.state_per_param;
+	int64_t trainable;
+	float *full = unit_buffer(f, &trainable);
+	if (!full) {
+		snprintf(f->err, sizeof f->err, "out of memory taking the shards from the loaded state");
+		return -1;
+	}
 	for (int plane = -1; plane < (optim_full ? kopt : 0); plane++) {
 		for (int u = 0; u < f->nu; u++) {
 			memset(full, 0, (size_t)p->units[u].padded * 4);
@@ -214,20 +228,15 @@ void fsdp_load_full(struct fsdp *f, const float *params_full, const float *optim
 	for (int k = 0; k < p->nparams; k++)
 		if (p->params[k].unit_offset < 0)
 			memcpy(exec_param_ptr(f->e, k), params_full + p->params[k].offset, (size_t)(p->params[k].dtype == DT_I64 ? 8 : p->params[k].numel * 4));
+	return 0;
 }
 
 int fsdp_gather_full(struct fsdp *f, float *params_full, float *optim_full, bool with_optim)
 {
 	const struct plan *p = f->p;
 	int kopt = p->train.optim.state_per_param;
-	int64_t biggest = 1, trainable = 0;
-	for (int u = 0; u < f->nu; u++)
-		if (p->units[u].padded > biggest)
-			biggest = p->units[u].padded;
-	for (int k = 0; k < p->nparams; k++)
-		if (p->params[k].trainable)
-			trainable += p->params[k].numel;
-	float *full = calloc((size_t)biggest, 4);
+	int64_t trainable;
+	float *full = unit_buffer(f, &trainable);
 	if (!full) {
 		snprintf(f->err, sizeof f->err, "out of memory gathering the state dict");
 		return -1;

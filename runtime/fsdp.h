@@ -59,7 +59,7 @@ int fsdp_init(struct fsdp *f, const struct plan *p, struct comm *c, struct exec 
 void fsdp_init_params(struct fsdp *f, uint64_t seed);
 /* Take shards (and buffers) from an unsharded layout: weights from a file
  * or a checkpoint; optim_full may be NULL. */
-void fsdp_load_full(struct fsdp *f, const float *params_full, const float *optim_full);
+int fsdp_load_full(struct fsdp *f, const float *params_full, const float *optim_full);
 /* Gather the unsharded layout: every rank takes part; rank 0 gets the
  * parameters (and, with with_optim, the optimizer state), others pass NULL. */
 int fsdp_gather_full(struct fsdp *f, float *params_full, float *optim_full, bool with_optim);

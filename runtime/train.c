@@ -484,8 +484,10 @@ static int load_state(struct trainer *t)
 		if (rc == 0 && t->rank == 0)
 			printf("Initialised from %s\n", o->init);
 	}
-	if (rc == 0 && t->sharded && (o->resume || o->init))
-		fsdp_load_full(&t->fsdp, params, o->resume ? optim : NULL);
+	if (rc == 0 && t->sharded && (o->resume || o->init) && fsdp_load_full(&t->fsdp, params, o->resume ? optim : NULL) != 0) {
+		snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
+		rc = -1;
+	}
 	if (t->sharded && (o->resume || o->init)) {
 		free(params);
 		free(optim);

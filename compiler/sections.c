@@ -174,6 +174,11 @@ static bool take(struct gather *g, const struct ast_file *f)
 			ok = false;
 			continue;
 		}
+		if (sec->name_is_string && (strcmp(k, "data") == 0 || strcmp(k, "train") == 0)) {
+			diag_error(g->d, sec->name_loc, "a %s section has no name; write %s { ... }", k, k);
+			ok = false;
+			continue;
+		}
 		if (sec->name_is_string) {
 			diag_error(g->d, sec->name_loc, "a %s's name is written without quotes", k);
 			ok = false;

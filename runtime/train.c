@@ -613,7 +613,8 @@ static int setup(struct trainer *t)
 static void report_nonfinite(struct trainer *t, double loss, const float *x, int b)
 {
 	int bad = exec_find_nonfinite(&t->e, x, b);
-	fprintf(stderr, "trainc: the loss is %g at step %lld (epoch %lld)", loss, (long long)t->at.step + 1, (long long)t->at.epoch);
+	fprintf(stderr, "trainc: the loss is %s at step %lld (epoch %lld)", isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity",
+		(long long)t->at.step + 1, (long long)t->at.epoch);
 	if (bad >= 0)
 		fprintf(stderr, "; the first non-finite output is %s's", t->p->nodes[bad].what);
 	else
@@ -680,8 +681,8 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 				return -1;
 			}
 			if (!isfinite(loss)) {
-				fprintf(stderr, "trainc: the loss is %g at step %lld (epoch %lld)\n", loss, (long long)t->at.step + 1,
-					(long long)t->at.epoch);
+				fprintf(stderr, "trainc: the loss is %s at step %lld (epoch %lld)\n",
+					isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity", (long long)t->at.step + 1, (long long)t->at.epoch);
 				loader_release(&t->l);
 				snprintf(t->err, sizeof t->err, "stopped at a non-finite loss; lower the learning rate or check the data");
 				return -1;

@@ -9,18 +9,19 @@
 
 Written for Debian's python3-torch (1.13, CPU); no torchvision.
 """
-import gzip
 import os
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_cnn import load  # noqa: E402  (the same IDX reading and normalisation)
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 
@@ -72,19 +73,10 @@ def toy(rank, world, port):
     dist.destroy_process_group()
 
 
-def load_fashion():
-    with gzip.open(os.path.join(FASHION, "train-images-idx3-ubyte.gz")) as f:
-        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
-    with gzip.open(os.path.join(FASHION, "train-labels-idx1-ubyte.gz")) as f:
-        y = np.frombuffer(f.read(), np.uint8, offset=8)
-    x = (torch.from_numpy(x.astype(np.float32)) / 255.0 - 0.2860) / 0.3530
-    return x, torch.from_numpy(y.astype(np.int64))
-
-
 def cnn(rank, world, port, steps, threads):
     torch.set_num_threads(threads)
     setup(rank, world, port)
-    x, y = load_fashion()
+    x, y = load(FASHION, "train", 0.2860, 0.3530)
     torch.manual_seed(1)
     model = DDP(Net())
     opt = torch.optim.Adadelta(model.parameters(), lr=1.0)

@@ -554,10 +554,11 @@ static bool read_parallel(struct reader *r, const struct ast_section *sec, struc
 			return false;
 		}
 		if (strcmp(name, "float32") != 0) {
-			bool known = !strcmp(name, "bfloat16") || !strcmp(name, "float16");
-			diag_error(r->d, v[k]->loc, known ? "%s \"%s\" is part of the plan's design but not implemented yet; use \"float32\""
-							   : "%s must be \"float32\" (\"bfloat16\" and \"float16\" are not implemented yet), not \"%s\"",
-				   keys[k], name);
+			if (!strcmp(name, "bfloat16") || !strcmp(name, "float16"))
+				diag_error(r->d, v[k]->loc, "%s \"%s\" is not implemented yet; use \"float32\"", keys[k], name);
+			else
+				diag_error(r->d, v[k]->loc, "%s must be \"float32\", not \"%s\" (\"bfloat16\" and \"float16\" are not implemented yet)",
+					   keys[k], name);
 			return false;
 		}
 	}

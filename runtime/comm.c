@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "runtime/comm_gloo.h"
+#include "runtime/util.h"
 
 #define ERRLEN 1024
 #define GRACE_S 5.0 /* past the timeout, before a waiter stops trusting the engine */
@@ -70,25 +71,6 @@ struct comm {
 	struct comm_work bad;         /* handed out when a collective cannot start */
 	double busy_s;                /* time spent running collectives */
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static const char *kind_name(enum comm_kind k)
 {
@@ -239,7 +221,7 @@ static void *comm_thread(void *arg)
 		c->qhead = (c->qhead + 1) % COMM_MAX_INFLIGHT;
 		c->qlen--;
 		w->state = W_RUNNING;
-		w->t0 = now_s();
+		w->t0 = util_now();
 		c->running = w;
 		int rc = -1;
 		if (!c->failed) {
@@ -249,7 +231,7 @@ static void *comm_thread(void *arg)
 			if (rc != 0)
 				set_failed(c, &w->req, err);
 		}
-		c->busy_s += now_s() - w->t0;
+		c->busy_s += util_now() - w->t0;
 		c->running = NULL;
 		w->state = rc == 0 ? W_DONE : W_FAILED;
 		pthread_cond_broadcast(&c->done);
@@ -263,7 +245,7 @@ struct comm *comm_open_gloo(struct store_client *st, int rank, int world, const 
 			    char *err, size_t errlen)
 {
 	if (world < 1 || rank < 0 || rank >= world || timeout_s <= 0) {
-		fail(err, errlen, "comm_open_gloo: rank %d of world %d, timeout %g s: out of range", rank, world,
+		util_fail(err, errlen, "comm_open_gloo: rank %d of world %d, timeout %g s: out of range", rank, world,
 		     timeout_s);
 		return NULL;
 	}
@@ -271,14 +253,14 @@ struct comm *comm_open_gloo(struct store_client *st, int rank, int world, const 
 	snprintf(a.prefix, sizeof a.prefix, "comm%d/gloo/", comm_next_id());
 	struct comm *c = alloc_comm(&gloo_ops, NULL, rank, world, timeout_s);
 	if (!c) {
-		fail(err, errlen, "comm_open_gloo: out of memory");
+		util_fail(err, errlen, "comm_open_gloo: out of memory");
 		return NULL;
 	}
 	c->threaded = 1;
 	c->gloo = &a;
 	int rc = pthread_create(&c->thread, NULL, comm_thread, c);
 	if (rc != 0) {
-		fail(err, errlen, "comm_open_gloo: pthread_create failed: %s", strerror(rc));
+		util_fail(err, errlen, "comm_open_gloo: pthread_create failed: %s", strerror(rc));
 		free_comm(c);
 		return NULL;
 	}
@@ -289,7 +271,7 @@ struct comm *comm_open_gloo(struct store_client *st, int rank, int world, const 
 		pthread_cond_wait(&c->done, &c->mu);
 	pthread_mutex_unlock(&c->mu);
 	if (a.opened < 0) {
-		fail(err, errlen, "%s", c->fail_msg);
+		util_fail(err, errlen, "%s", c->fail_msg);
 		pthread_join(c->thread, NULL);
 		free_comm(c);
 		return NULL;
@@ -391,13 +373,13 @@ int comm_barrier(struct comm *c, char *err, size_t errlen)
 int comm_wait(struct comm_work *w, char *err, size_t errlen)
 {
 	if (!w)
-		return fail(err, errlen, "comm_wait: no work handle");
+		return util_fail(err, errlen, "comm_wait: no work handle");
 	struct comm *c = w->c;
 	pthread_mutex_lock(&c->mu);
 	if (w == &c->bad || w->state == W_FREE) {
 		if (w != &c->bad)
 			set_failed(c, NULL, "comm_wait on a handle already waited for (a bug in the caller)");
-		fail(err, errlen, "%s", c->fail_msg);
+		util_fail(err, errlen, "%s", c->fail_msg);
 		pthread_mutex_unlock(&c->mu);
 		return -1;
 	}
@@ -412,11 +394,11 @@ int comm_wait(struct comm_work *w, char *err, size_t errlen)
 	}
 	while (w->state == W_QUEUED || w->state == W_RUNNING) {
 		struct comm_work *r = c->running;
-		if (r && now_s() > r->t0 + c->timeout_s + GRACE_S) {
+		if (r && util_now() > r->t0 + c->timeout_s + GRACE_S) {
 			char why[128];
 			snprintf(why, sizeof why, "the engine did not return within the timeout of %g s", c->timeout_s);
 			set_failed(c, &r->req, why);
-			fail(err, errlen, "%s", c->fail_msg);
+			util_fail(err, errlen, "%s", c->fail_msg);
 			pthread_mutex_unlock(&c->mu); /* the slot stays taken: the engine may still write it */
 			return -1;
 		}
@@ -429,7 +411,7 @@ int comm_wait(struct comm_work *w, char *err, size_t errlen)
 	}
 	int rc = w->state == W_DONE ? 0 : -1;
 	if (rc != 0)
-		fail(err, errlen, "%s", c->fail_msg);
+		util_fail(err, errlen, "%s", c->fail_msg);
 	w->state = W_FREE;
 	pthread_mutex_unlock(&c->mu);
 	return rc;

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "runtime/store.h"
+#include "runtime/util.h"
 
 #define HINT_PEER "another rank died or stalled; the first rank to fail names the cause"
 
@@ -37,25 +38,6 @@ struct nccl {
 	int nev;
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static void nap(double s)
 {
 	struct timespec t = { 0, (long)(s * 1e9) };
@@ -68,7 +50,7 @@ static void nap(double s)
 	do {                                                                                                 \
 		cudaError_t e_ = (call);                                                                     \
 		if (e_ != cudaSuccess)                                                                       \
-			return fail(err, errlen, "%s:%d: %s failed: %s (hint: %s)", __FILE__, __LINE__, #call, \
+			return util_fail(err, errlen, "%s:%d: %s failed: %s (hint: %s)", __FILE__, __LINE__, #call, \
 				    cudaGetErrorString(e_), hint);                                           \
 	} while (0)
 
@@ -78,7 +60,7 @@ static void nap(double s)
 	do {                                                                                                 \
 		ncclResult_t r_ = (call);                                                                    \
 		if (r_ != ncclSuccess && r_ != ncclInProgress)                                               \
-			return fail(err, errlen, "%s:%d: %s failed: %s: %s (hint: %s)", __FILE__, __LINE__,   \
+			return util_fail(err, errlen, "%s:%d: %s failed: %s: %s (hint: %s)", __FILE__, __LINE__,   \
 				    #call, ncclGetErrorString(r_), ncclGetLastError(comm), hint);            \
 	} while (0)
 
@@ -102,16 +84,16 @@ static int settle(struct nccl *g, double deadline, const char *what, int line, c
 		if (st == ncclSuccess)
 			return 0;
 		if (st != ncclInProgress) {
-			fail(err, errlen, "%s:%d: %s failed: %s: %s (hint: %s)", __FILE__, line, what, ncclGetErrorString(st),
+			util_fail(err, errlen, "%s:%d: %s failed: %s: %s (hint: %s)", __FILE__, line, what, ncclGetErrorString(st),
 			     ncclGetLastError(g->comm), HINT_PEER);
 			ncclCommAbort(g->comm);
 			g->aborted = 1;
 			return -1;
 		}
-		if (now_s() > deadline) {
+		if (util_now() > deadline) {
 			ncclCommAbort(g->comm);
 			g->aborted = 1;
-			return fail(err, errlen, "%s:%d: %s did not finish within the timeout; communicator aborted (hint: %s)",
+			return util_fail(err, errlen, "%s:%d: %s did not finish within the timeout; communicator aborted (hint: %s)",
 				    __FILE__, line, what, HINT_PEER);
 		}
 		nap(pause);
@@ -133,7 +115,7 @@ static int nccl_run(void *impl, const struct comm_req *r, int slot, char *err, s
 	struct nccl *g = impl;
 	size_t n = (size_t)r->n;
 	if (g->aborted)
-		return fail(err, errlen, "the NCCL communicator was aborted after an earlier failure");
+		return util_fail(err, errlen, "the NCCL communicator was aborted after an earlier failure");
 	CUDA_CHECK(cudaSetDevice(g->device), "the device went away?");
 	const char *what = "?";
 	int line = 0;
@@ -156,7 +138,7 @@ static int nccl_run(void *impl, const struct comm_req *r, int slot, char *err, s
 	}
 	/* A non-blocking communicator may still be enqueuing; nothing else may
 	 * be called on it until it is done. */
-	if (settle(g, now_s() + g->timeout_s, what, line, err, errlen) != 0)
+	if (settle(g, util_now() + g->timeout_s, what, line, err, errlen) != 0)
 		return -1;
 	CUDA_CHECK(cudaEventRecord(g->ev[slot], g->stream), "is the stream on this rank's device?");
 	return 0;
@@ -165,29 +147,29 @@ static int nccl_run(void *impl, const struct comm_req *r, int slot, char *err, s
 static int nccl_wait(void *impl, int slot, double timeout_s, char *err, size_t errlen)
 {
 	struct nccl *g = impl;
-	double deadline = now_s() + timeout_s;
+	double deadline = util_now() + timeout_s;
 	if (g->aborted)
-		return fail(err, errlen, "the NCCL communicator was aborted after an earlier failure");
+		return util_fail(err, errlen, "the NCCL communicator was aborted after an earlier failure");
 	for (double pause = 1e-5;; pause = pause < 1e-3 ? 2 * pause : 1e-3) {
 		cudaError_t q = cudaEventQuery(g->ev[slot]);
 		if (q == cudaSuccess)
 			return 0;
 		if (q != cudaErrorNotReady)
-			return fail(err, errlen, "%s:%d: cudaEventQuery failed: %s (hint: a kernel on this stream failed)",
+			return util_fail(err, errlen, "%s:%d: cudaEventQuery failed: %s (hint: a kernel on this stream failed)",
 				    __FILE__, __LINE__, cudaGetErrorString(q));
 		ncclResult_t st = ncclSuccess;
 		NCCL_CHECK(g->comm, ncclCommGetAsyncError(g->comm, &st), "the communicator is corrupt?");
 		if (st != ncclSuccess && st != ncclInProgress) {
-			fail(err, errlen, "%s:%d: NCCL reported an asynchronous error: %s: %s (hint: %s)", __FILE__, __LINE__,
+			util_fail(err, errlen, "%s:%d: NCCL reported an asynchronous error: %s: %s (hint: %s)", __FILE__, __LINE__,
 			     ncclGetErrorString(st), ncclGetLastError(g->comm), HINT_PEER);
 			ncclCommAbort(g->comm);
 			g->aborted = 1;
 			return -1;
 		}
-		if (now_s() > deadline) {
+		if (util_now() > deadline) {
 			ncclCommAbort(g->comm);
 			g->aborted = 1;
-			return fail(err, errlen, "%s:%d: the collective did not finish within %g s; NCCL communicator aborted "
+			return util_fail(err, errlen, "%s:%d: the collective did not finish within %g s; NCCL communicator aborted "
 				    "(hint: %s)", __FILE__, __LINE__, timeout_s, HINT_PEER);
 		}
 		nap(pause);
@@ -201,7 +183,7 @@ static void nccl_close(void *impl)
 	if (g->comm && !g->aborted) {
 		ncclResult_t r = ncclCommFinalize(g->comm);
 		if ((r == ncclSuccess || r == ncclInProgress) &&
-		    settle(g, now_s() + g->timeout_s, "ncclCommFinalize", __LINE__, err, sizeof err) == 0)
+		    settle(g, util_now() + g->timeout_s, "ncclCommFinalize", __LINE__, err, sizeof err) == 0)
 			ncclCommDestroy(g->comm);
 		else if (!g->aborted)
 			ncclCommAbort(g->comm);
@@ -219,7 +201,7 @@ static const struct comm_ops nccl_ops = { "nccl", nccl_run, nccl_wait, nccl_clos
 static int open_nccl(struct nccl *g, struct store_client *st, int rank, int world, double timeout_s, char *err,
 		     size_t errlen)
 {
-	double deadline = now_s() + timeout_s;
+	double deadline = util_now() + timeout_s;
 	char key[64];
 	snprintf(key, sizeof key, "comm%d/nccl/id", comm_next_id());
 	CUDA_CHECK(cudaSetDevice(g->device), "is the device index below the number of visible GPUs?");
@@ -235,7 +217,7 @@ static int open_nccl(struct nccl *g, struct store_client *st, int rank, int worl
 			return -1;
 		if (len != sizeof id) {
 			free(v);
-			return fail(err, errlen, "%s:%d: the NCCL unique id in the store has %zu bytes, expected %zu "
+			return util_fail(err, errlen, "%s:%d: the NCCL unique id in the store has %zu bytes, expected %zu "
 				    "(hint: do all ranks run the same NCCL?)", __FILE__, __LINE__, len, sizeof id);
 		}
 		memcpy(&id, v, sizeof id);
@@ -257,13 +239,13 @@ struct comm *comm_open_nccl(struct store_client *st, int rank, int world, int de
 			    double timeout_s, char *err, size_t errlen)
 {
 	if (world < 1 || rank < 0 || rank >= world || device < 0 || timeout_s <= 0) {
-		fail(err, errlen, "comm_open_nccl: rank %d of world %d, device %d, timeout %g s: out of range", rank, world,
+		util_fail(err, errlen, "comm_open_nccl: rank %d of world %d, device %d, timeout %g s: out of range", rank, world,
 		     device, timeout_s);
 		return NULL;
 	}
 	struct nccl *g = calloc(1, sizeof *g);
 	if (!g) {
-		fail(err, errlen, "comm_open_nccl: out of memory");
+		util_fail(err, errlen, "comm_open_nccl: out of memory");
 		return NULL;
 	}
 	g->device = device;
@@ -276,7 +258,7 @@ struct comm *comm_open_nccl(struct store_client *st, int rank, int world, int de
 	struct comm *c = comm_new(&nccl_ops, g, rank, world, timeout_s);
 	if (!c) {
 		nccl_close(g);
-		fail(err, errlen, "comm_open_nccl: out of memory");
+		util_fail(err, errlen, "comm_open_nccl: out of memory");
 	}
 	return c;
 }

@@ -25,21 +25,10 @@
 
 #include "runtime/idx.h"
 #include "runtime/philox.h"
+#include "runtime/util.h"
 
 /* the rank field of the Philox key picks the substream of a synthetic set */
 enum { SYNTH_INPUT = 0, SYNTH_TARGET = 1 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 static int mul_ok(int64_t a, int64_t b, int64_t *out)
 {
@@ -137,10 +126,10 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 {
 	memset(ds, 0, sizeof *ds);
 	if (!isfinite(mean) || !isfinite(std) || std == 0.0f)
-		return fail(err, errlen, "normalize: mean %g and std %g must be finite and std nonzero",
+		return util_fail(err, errlen, "normalize: mean %g and std %g must be finite and std nonzero",
 			    (double)mean, (double)std);
 	if (num_classes < 1)
-		return fail(err, errlen, "%s: num_classes %d must be at least 1", labels_path, num_classes);
+		return util_fail(err, errlen, "%s: num_classes %d must be at least 1", labels_path, num_classes);
 
 	struct idx_file im, lb;
 	if (idx_open(&im, images_path, 3, err, errlen) != 0)
@@ -151,12 +140,12 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 	}
 	int64_t n = im.dims[0], h = im.dims[1], w = im.dims[2], pixels, label_bytes, total;
 	if (h < 1 || w < 1) {
-		fail(err, errlen, "%s: byte 8: images of %lld x %lld pixels; the file is corrupt; re-download the dataset",
+		util_fail(err, errlen, "%s: byte 8: images of %lld x %lld pixels; the file is corrupt; re-download the dataset",
 		     images_path, (long long)h, (long long)w);
 		goto bad;
 	}
 	if (lb.dims[0] != n) {
-		fail(err, errlen, "%s: byte 4: image count %lld disagrees with label count %lld in %s; "
+		util_fail(err, errlen, "%s: byte 4: image count %lld disagrees with label count %lld in %s; "
 		     "re-download the dataset", images_path, (long long)n, (long long)lb.dims[0], labels_path);
 		goto bad;
 	}
@@ -164,7 +153,7 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 	pixels = im.count;
 	if (!mul_ok(n, 4, &label_bytes) || label_bytes > INT64_MAX - pixels ||
 	    (uint64_t)(total = label_bytes + pixels) > SIZE_MAX) {
-		fail(err, errlen, "%s: byte 4: %lld images of %lld x %lld do not fit in memory",
+		util_fail(err, errlen, "%s: byte 4: %lld images of %lld x %lld do not fit in memory",
 		     images_path, (long long)n, (long long)h, (long long)w);
 		goto bad;
 	}
@@ -179,7 +168,7 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 	if (!block)
 		block = malloc(total ? (size_t)total : 1);
 	if (!block) {
-		fail(err, errlen, "%s: out of memory allocating %lld bytes for %lld images and labels",
+		util_fail(err, errlen, "%s: out of memory allocating %lld bytes for %lld images and labels",
 		     images_path, (long long)total, (long long)n);
 		goto bad;
 	}
@@ -204,7 +193,7 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 			else
 				free(block);
 			memset(ds, 0, sizeof *ds);
-			return fail(err, errlen, "%s: byte %lld: label %u of sample %lld is not below the %d classes; "
+			return util_fail(err, errlen, "%s: byte %lld: label %u of sample %lld is not below the %d classes; "
 				    "the file is corrupt or not this dataset's", labels_path,
 				    (long long)(lb.header_len + i), v, (long long)i, num_classes);
 		}
@@ -254,7 +243,7 @@ int dataset_mnist(struct dataset *ds, const char *root, const char *split, float
 	else if (strcmp(split, "test") == 0)
 		prefix = "t10k";
 	else
-		return fail(err, errlen, "%s: unknown split '%s'; use \"train\" or \"test\"", root, split);
+		return util_fail(err, errlen, "%s: unknown split '%s'; use \"train\" or \"test\"", root, split);
 	/* torchvision keeps the files under root/<class name>/raw/ */
 	static const char *const layouts[] = { "", "/MNIST/raw", "/FashionMNIST/raw" };
 	char images_name[64], labels_name[64], dir[4096], images[4200], labels[4200];
@@ -263,18 +252,18 @@ int dataset_mnist(struct dataset *ds, const char *root, const char *split, float
 	for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
 		int w = snprintf(dir, sizeof dir, "%s%s", root, layouts[i]);
 		if (w < 0 || (size_t)w >= sizeof dir)
-			return fail(err, errlen, "%.200s...: dataset root path too long", root);
+			return util_fail(err, errlen, "%.200s...: dataset root path too long", root);
 		int fi = find_file(images, sizeof images, dir, images_name);
 		int fl = find_file(labels, sizeof labels, dir, labels_name);
 		if (fi < 0 || fl < 0)
-			return fail(err, errlen, "%.200s...: dataset root path too long", root);
+			return util_fail(err, errlen, "%.200s...: dataset root path too long", root);
 		if (fi && fl)
 			return dataset_idx(ds, images, labels, 10, mean, std, err, errlen);
 		if (fi || fl)
-			return fail(err, errlen, "%s: found %s but not %s/%s[.gz]; re-download the dataset",
+			return util_fail(err, errlen, "%s: found %s but not %s/%s[.gz]; re-download the dataset",
 				    dir, fi ? images : labels, dir, fi ? labels_name : images_name);
 	}
-	return fail(err, errlen, "%s: no %s split of MNIST found; tried %s/%s[.gz], %s/MNIST/raw/%s[.gz] and "
+	return util_fail(err, errlen, "%s: no %s split of MNIST found; tried %s/%s[.gz], %s/MNIST/raw/%s[.gz] and "
 		    "%s/FashionMNIST/raw/%s[.gz] (and the same for the labels); download the dataset there "
 		    "or point root at it", root, split, root, images_name, root, images_name, root, images_name);
 }
@@ -282,14 +271,14 @@ int dataset_mnist(struct dataset *ds, const char *root, const char *split, float
 static int check_shape(const char *what, int ndim, const int64_t *shape, int64_t *numel, char *err, size_t errlen)
 {
 	if (ndim < 1 || ndim > DATASET_MAX_DIMS)
-		return fail(err, errlen, "synthetic data: %s has %d dimensions; use 1 to %d", what, ndim, DATASET_MAX_DIMS);
+		return util_fail(err, errlen, "synthetic data: %s has %d dimensions; use 1 to %d", what, ndim, DATASET_MAX_DIMS);
 	int64_t p = 1;
 	for (int i = 0; i < ndim; i++) {
 		if (shape[i] < 1)
-			return fail(err, errlen, "synthetic data: %s dimension %d is %lld; sizes must be positive",
+			return util_fail(err, errlen, "synthetic data: %s dimension %d is %lld; sizes must be positive",
 				    what, i, (long long)shape[i]);
 		if (!mul_ok(p, shape[i], &p))
-			return fail(err, errlen, "synthetic data: %s shape overflows a 64-bit element count", what);
+			return util_fail(err, errlen, "synthetic data: %s shape overflows a 64-bit element count", what);
 	}
 	*numel = p;
 	return 0;
@@ -300,27 +289,27 @@ int dataset_synthetic(struct dataset *ds, const struct synthetic_spec *spec, cha
 	memset(ds, 0, sizeof *ds);
 	int64_t total;
 	if (spec->samples < 0)
-		return fail(err, errlen, "synthetic data: samples %lld must not be negative", (long long)spec->samples);
+		return util_fail(err, errlen, "synthetic data: samples %lld must not be negative", (long long)spec->samples);
 	if (check_shape("input", spec->ndim, spec->shape, &ds->sample_numel, err, errlen) != 0)
 		return -1;
 	if (!mul_ok(spec->samples, ds->sample_numel, &total))
-		return fail(err, errlen, "synthetic data: %lld samples of %lld values overflow the stream counter",
+		return util_fail(err, errlen, "synthetic data: %lld samples of %lld values overflow the stream counter",
 			    (long long)spec->samples, (long long)ds->sample_numel);
 	if (spec->target == TARGET_CLASS) {
 		if (spec->num_classes < 1)
-			return fail(err, errlen, "synthetic data: classes(%d) must be at least 1", spec->num_classes);
+			return util_fail(err, errlen, "synthetic data: classes(%d) must be at least 1", spec->num_classes);
 		ds->num_classes = spec->num_classes;
 		ds->target_numel = 1;
 	} else if (spec->target == TARGET_VECTOR) {
 		if (check_shape("target", spec->target_ndim, spec->target_shape, &ds->target_numel, err, errlen) != 0)
 			return -1;
 		if (!mul_ok(spec->samples, ds->target_numel, &total))
-			return fail(err, errlen, "synthetic data: %lld targets of %lld values overflow the stream counter",
+			return util_fail(err, errlen, "synthetic data: %lld targets of %lld values overflow the stream counter",
 				    (long long)spec->samples, (long long)ds->target_numel);
 		ds->target_ndim = spec->target_ndim;
 		memcpy(ds->target_shape, spec->target_shape, sizeof ds->target_shape);
 	} else {
-		return fail(err, errlen, "synthetic data: unknown target kind %d", (int)spec->target);
+		return util_fail(err, errlen, "synthetic data: unknown target kind %d", (int)spec->target);
 	}
 	ds->kind = DATASET_SYNTHETIC;
 	ds->target = spec->target;
@@ -329,7 +318,7 @@ int dataset_synthetic(struct dataset *ds, const struct synthetic_spec *spec, cha
 	memcpy(ds->shape, spec->shape, sizeof ds->shape);
 	ds->seed = spec->seed;
 	if (spec->input_high < 0 || spec->input_high > (1 << 24))
-		return fail(err, errlen, "synthetic data: randint(%lld, ...) must draw below 2^24", (long long)spec->input_high);
+		return util_fail(err, errlen, "synthetic data: randint(%lld, ...) must draw below 2^24", (long long)spec->input_high);
 	ds->input_high = spec->input_high;
 	return 0;
 }

@@ -5,18 +5,12 @@
  * because every rank runs the same plan.
  */
 #include "runtime/ddp.h"
+#include "runtime/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 int ddp_init(struct ddp *d, const struct plan *p, struct comm *c, float *grads, enum comm_op op, char *err, size_t errlen)
 {
@@ -56,7 +50,7 @@ void ddp_after_backward(void *ctx, int node)
 
 int ddp_finish(struct ddp *d, char *err, size_t errlen)
 {
-	double t0 = now();
+	double t0 = util_now();
 	int rc = 0;
 	for (int b = 0; b < d->nb; b++) {
 		if (!d->work[b])
@@ -65,7 +59,7 @@ int ddp_finish(struct ddp *d, char *err, size_t errlen)
 			rc = -1;
 		d->work[b] = NULL;
 	}
-	d->wait_s += now() - t0;
+	d->wait_s += util_now() - t0;
 	return rc;
 }
 

@@ -9,18 +9,12 @@
  * never has to unwind the executor.
  */
 #include "runtime/fsdp.h"
+#include "runtime/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static float *alloc_floats(struct fsdp *f, int64_t n)
 {
@@ -42,7 +36,7 @@ static void wait_work(struct fsdp *f, struct comm_work **w)
 {
 	if (!*w)
 		return;
-	double t0 = now();
+	double t0 = util_now();
 	char err[512];
 	if (comm_wait(*w, err, sizeof err) != 0 && !f->failed) {
 		f->failed = true;
@@ -50,7 +44,7 @@ static void wait_work(struct fsdp *f, struct comm_work **w)
 		snprintf(f->err, sizeof f->err, "%s", err);
 	}
 	*w = NULL;
-	f->wait_s += now() - t0;
+	f->wait_s += util_now() - t0;
 }
 
 static int cmp_first(const void *a, const void *b, void *ctx)

@@ -10,6 +10,7 @@
  * offset (counted in decompressed bytes for a gzip file).
  */
 #include "runtime/idx.h"
+#include "runtime/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -22,18 +23,6 @@
  * covers the gzip header and trailer of tiny files */
 #define GZIP_MAX_RATIO 1032
 #define GZIP_SLACK 4096
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 /* Read up to n bytes; returns the count read, or -1 on an I/O or gzip error. */
 static int64_t src_read(struct idx_file *f, void *dst, int64_t n)
@@ -83,9 +72,9 @@ static const char *src_error(struct idx_file *f)
 static int read_failed(struct idx_file *f, int64_t at, char *err, size_t errlen)
 {
 	if (f->gzip)
-		return fail(err, errlen, "%s: corrupt gzip data: %s; the file is damaged; re-download the dataset",
+		return util_fail(err, errlen, "%s: corrupt gzip data: %s; the file is damaged; re-download the dataset",
 			    f->path, src_error(f));
-	return fail(err, errlen, "%s: byte %lld: read failed: %s; check the disk and the file",
+	return util_fail(err, errlen, "%s: byte %lld: read failed: %s; check the disk and the file",
 		    f->path, (long long)at, src_error(f));
 }
 
@@ -105,18 +94,18 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 {
 	memset(f, 0, sizeof *f);
 	if (strlen(path) >= sizeof f->path)
-		return fail(err, errlen, "%.200s...: path longer than %zu bytes; use a shorter path",
+		return util_fail(err, errlen, "%.200s...: path longer than %zu bytes; use a shorter path",
 			    path, sizeof f->path - 1);
 	strcpy(f->path, path);
 
 	FILE *fp = fopen(path, "rb");
 	if (!fp)
-		return fail(err, errlen, "%s: cannot open: %s; check the path or download the dataset",
+		return util_fail(err, errlen, "%s: cannot open: %s; check the path or download the dataset",
 			    path, strerror(errno));
 	struct stat st;
 	if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
 		fclose(fp);
-		return fail(err, errlen, "%s: not a regular file; point at the IDX file itself", path);
+		return util_fail(err, errlen, "%s: not a regular file; point at the IDX file itself", path);
 	}
 	unsigned char sig[2] = { 0, 0 };
 	size_t got_sig = fread(sig, 1, 2, fp);
@@ -129,7 +118,7 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 			int e = errno;
 			if (fd >= 0)
 				close(fd);
-			return fail(err, errlen, "%s: cannot open as gzip: %s; check the file",
+			return util_fail(err, errlen, "%s: cannot open as gzip: %s; check the file",
 				    path, e ? strerror(e) : "out of memory");
 		}
 		gzbuffer(gz, 1 << 17);
@@ -147,7 +136,7 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 		goto bad;
 	}
 	if (got < 4) {
-		fail(err, errlen, "%s: byte %lld: file ends inside the 4-byte IDX magic; re-download the dataset",
+		util_fail(err, errlen, "%s: byte %lld: file ends inside the 4-byte IDX magic; re-download the dataset",
 		     path, (long long)got);
 		goto bad;
 	}
@@ -156,11 +145,11 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 	if (head[0] != 0 || head[1] != 0 || head[2] != 0x08 || ndim < 1 || ndim > IDX_MAX_DIMS ||
 	    (want_ndim && ndim != want_ndim)) {
 		if (want_ndim)
-			fail(err, errlen, "%s: byte 0: magic 0x%08x is not an IDX file of unsigned bytes with %d "
+			util_fail(err, errlen, "%s: byte 0: magic 0x%08x is not an IDX file of unsigned bytes with %d "
 			     "dimension%s (expected 0x%08x); check that this is the right file",
 			     path, magic, want_ndim, want_ndim == 1 ? "" : "s", 0x800u | (unsigned)want_ndim);
 		else
-			fail(err, errlen, "%s: byte 0: magic 0x%08x is not an IDX file of unsigned bytes with 1 to %d "
+			util_fail(err, errlen, "%s: byte 0: magic 0x%08x is not an IDX file of unsigned bytes with 1 to %d "
 			     "dimensions; check that this is the right file", path, magic, IDX_MAX_DIMS);
 		goto bad;
 	}
@@ -172,7 +161,7 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 		goto bad;
 	}
 	if (got < 4 * ndim) {
-		fail(err, errlen, "%s: byte %lld: file ends inside the header's %d dimensions; re-download the dataset",
+		util_fail(err, errlen, "%s: byte %lld: file ends inside the header's %d dimensions; re-download the dataset",
 		     path, (long long)(4 + got), ndim);
 		goto bad;
 	}
@@ -189,7 +178,7 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 	char dims[128];
 	format_dims(f, dims, sizeof dims);
 	if (overflow || count > INT64_MAX - f->header_len) {
-		fail(err, errlen, "%s: byte 4: dimensions %s overflow a 64-bit byte count; the file is corrupt",
+		util_fail(err, errlen, "%s: byte 4: dimensions %s overflow a 64-bit byte count; the file is corrupt",
 		     path, dims);
 		goto bad;
 	}
@@ -198,13 +187,13 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 	if (!f->gzip) {
 		int64_t want = f->header_len + count;
 		if ((int64_t)st.st_size < want) {
-			fail(err, errlen, "%s: byte %lld: file has %lld bytes but its header (%s) needs %lld; "
+			util_fail(err, errlen, "%s: byte %lld: file has %lld bytes but its header (%s) needs %lld; "
 			     "the file is truncated; re-download the dataset",
 			     path, (long long)st.st_size, (long long)st.st_size, dims, (long long)want);
 			goto bad;
 		}
 		if ((int64_t)st.st_size > want) {
-			fail(err, errlen, "%s: byte %lld: %lld bytes of trailing data after the %lld bytes its "
+			util_fail(err, errlen, "%s: byte %lld: %lld bytes of trailing data after the %lld bytes its "
 			     "header (%s) describes; the file is corrupt; re-download the dataset",
 			     path, (long long)want, (long long)(st.st_size - want), (long long)want, dims);
 			goto bad;
@@ -213,7 +202,7 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 		int64_t bound = (int64_t)st.st_size > (INT64_MAX - GZIP_SLACK) / GZIP_MAX_RATIO
 					? INT64_MAX : (int64_t)st.st_size * GZIP_MAX_RATIO + GZIP_SLACK;
 		if (count > bound) {
-			fail(err, errlen, "%s: byte 4: header (%s) promises %lld bytes but a %lld-byte gzip file "
+			util_fail(err, errlen, "%s: byte 4: header (%s) promises %lld bytes but a %lld-byte gzip file "
 			     "cannot hold more than %lld; the file is corrupt; re-download the dataset",
 			     path, dims, (long long)count, (long long)st.st_size, (long long)bound);
 			goto bad;
@@ -228,14 +217,14 @@ bad:
 int idx_read(struct idx_file *f, uint8_t *dst, char *err, size_t errlen)
 {
 	if (!f->raw && !f->gz)
-		return fail(err, errlen, "%s: idx_read on a closed file", f->path);
+		return util_fail(err, errlen, "%s: idx_read on a closed file", f->path);
 	int64_t got = src_read(f, dst, f->count);
 	if (got < 0)
 		return read_failed(f, f->header_len, err, errlen);
 	if (got < f->count) {
 		char dims[128];
 		format_dims(f, dims, sizeof dims);
-		return fail(err, errlen, "%s: byte %lld%s: data ends after %lld of the %lld bytes its header (%s) "
+		return util_fail(err, errlen, "%s: byte %lld%s: data ends after %lld of the %lld bytes its header (%s) "
 			    "promises%s%s; the file is truncated; re-download the dataset",
 			    f->path, (long long)(f->header_len + got), f->gzip ? " (decompressed)" : "",
 			    (long long)got, (long long)f->count, dims,
@@ -249,7 +238,7 @@ int idx_read(struct idx_file *f, uint8_t *dst, char *err, size_t errlen)
 	if (more < 0)
 		return read_failed(f, end, err, errlen);
 	if (more > 0)
-		return fail(err, errlen, "%s: byte %lld%s: trailing data after the %lld bytes the header "
+		return util_fail(err, errlen, "%s: byte %lld%s: trailing data after the %lld bytes the header "
 			    "describes; the file is corrupt; re-download the dataset",
 			    f->path, (long long)end, f->gzip ? " (decompressed)" : "", (long long)end);
 	return 0;

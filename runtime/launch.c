@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "runtime/store.h"
+#include "runtime/util.h"
 
 enum { TAIL_LINES = 12, LINE_MAX_LEN = 1024 };
 enum { BEAT_PROGRESS = 1, BEAT_WAIT = 2 }; /* bytes on a worker's heartbeat pipe */
@@ -48,13 +49,6 @@ static void on_signal(int sig)
 		/* the pipe is full: a signal is already pending */
 	}
 	errno = saved;
-}
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 static void emit(struct worker *w, int rank, int stream, const char *line, int len)
@@ -177,7 +171,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGCHLD, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	double start = now();
+	double start = util_now();
 	for (int r = 0; r < n; r++) {
 		int sp[2], out[2], er[2], beat[2];
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0 ||
@@ -224,7 +218,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		}
 		if (poll(pfd, (nfds_t)np, 200) < 0 && errno != EINTR)
 			break;
-		double t = now();
+		double t = util_now();
 		for (int r = 0; r < n; r++) {
 			struct pollfd *p = &pfd[1 + 3 * r];
 			if (p[0].fd >= 0 && (p[0].revents & (POLLIN | POLLHUP)) && !pump(&ws[r], r, 0, ws[r].out))

@@ -11,6 +11,7 @@
  * the loader thread, and read only while it is HELD.
  */
 #include "runtime/loader.h"
+#include "runtime/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -18,18 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 static void *produce(void *arg)
 {
@@ -62,7 +51,7 @@ static void *produce(void *arg)
 				if (l->idx[j] < 0 || l->idx[j] >= l->ds->n)
 					bad = l->idx[j];
 			pthread_mutex_lock(&l->mu);
-			fail(l->err, sizeof l->err, "data loader: epoch %lld batch %lld: sample index %lld is outside the "
+			util_fail(l->err, sizeof l->err, "data loader: epoch %lld batch %lld: sample index %lld is outside the "
 			     "dataset's %lld samples; the sampler was made for a different dataset",
 			     (long long)here.epoch, (long long)here.batch, (long long)bad, (long long)l->ds->n);
 			l->failed = 1;
@@ -86,15 +75,15 @@ int loader_start(struct loader *l, const struct dataset *ds, struct sampler *s, 
 {
 	memset(l, 0, sizeof *l);
 	if (!x[0] || !x[1] || !y[0] || !y[1] || x[0] == x[1] || y[0] == y[1])
-		return fail(err, errlen, "data loader: needs two distinct x and two distinct y buffers");
+		return util_fail(err, errlen, "data loader: needs two distinct x and two distinct y buffers");
 	if (start.epoch < 0 || start.batch < 0)
-		return fail(err, errlen, "data loader: start position epoch %lld batch %lld is negative",
+		return util_fail(err, errlen, "data loader: start position epoch %lld batch %lld is negative",
 			    (long long)start.epoch, (long long)start.batch);
 	if (start.batch > s->num_batches)
-		return fail(err, errlen, "data loader: start batch %lld is past the %lld batches of an epoch",
+		return util_fail(err, errlen, "data loader: start batch %lld is past the %lld batches of an epoch",
 			    (long long)start.batch, (long long)s->num_batches);
 	if (s->n != ds->n)
-		return fail(err, errlen, "data loader: sampler covers %lld samples but the dataset has %lld",
+		return util_fail(err, errlen, "data loader: sampler covers %lld samples but the dataset has %lld",
 			    (long long)s->n, (long long)ds->n);
 	l->ds = ds;
 	l->s = s;
@@ -110,7 +99,7 @@ int loader_start(struct loader *l, const struct dataset *ds, struct sampler *s, 
 	l->batch = -1;
 	l->idx = malloc((size_t)s->batch * sizeof *l->idx);
 	if (!l->idx)
-		return fail(err, errlen, "data loader: out of memory for %d indices", s->batch);
+		return util_fail(err, errlen, "data loader: out of memory for %d indices", s->batch);
 
 	pthread_condattr_t ca;
 	int rc = pthread_condattr_init(&ca);
@@ -122,7 +111,7 @@ int loader_start(struct loader *l, const struct dataset *ds, struct sampler *s, 
 	if (rc != 0) {
 		free(l->idx);
 		l->idx = NULL;
-		return fail(err, errlen, "data loader: pthread_cond_init: %s", strerror(rc));
+		return util_fail(err, errlen, "data loader: pthread_cond_init: %s", strerror(rc));
 	}
 	pthread_mutex_init(&l->mu, NULL);
 	rc = pthread_create(&l->thread, NULL, produce, l);
@@ -131,7 +120,7 @@ int loader_start(struct loader *l, const struct dataset *ds, struct sampler *s, 
 		pthread_mutex_destroy(&l->mu);
 		free(l->idx);
 		l->idx = NULL;
-		return fail(err, errlen, "data loader: cannot start its thread: %s; raise the process or thread limit",
+		return util_fail(err, errlen, "data loader: cannot start its thread: %s; raise the process or thread limit",
 			    strerror(rc));
 	}
 	l->running = 1;
@@ -154,7 +143,7 @@ int loader_next(struct loader *l, float **x, void **y, int *b)
 {
 	loader_release(l);
 	if (!l->running) {
-		fail(l->err, sizeof l->err, "data loader: loader_next on a loader that is not running");
+		util_fail(l->err, sizeof l->err, "data loader: loader_next on a loader that is not running");
 		return -1;
 	}
 	int64_t nb = l->s->num_batches;
@@ -183,7 +172,7 @@ int loader_next(struct loader *l, float **x, void **y, int *b)
 		l->state[slot] = SLOT_HELD;
 	else if (!l->failed)
 		/* under the lock: the loader thread may yet fail and write err too */
-		fail(l->err, sizeof l->err, "data loader: no batch for epoch %lld batch %lld within %d ms; "
+		util_fail(l->err, sizeof l->err, "data loader: no batch for epoch %lld batch %lld within %d ms; "
 		     "the loader thread is stuck (slow storage or an overloaded machine?)",
 		     (long long)l->take_pos.epoch, (long long)l->take_pos.batch, l->timeout_ms);
 	pthread_mutex_unlock(&l->mu);

@@ -7,18 +7,12 @@
  * the small completion tables.
  */
 #include "runtime/pipe.h"
+#include "runtime/util.h"
 
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 struct arg {
 	struct pipe *pp;
@@ -53,7 +47,7 @@ static void run_job(struct pipe *pp, int d)
 			if (s > 0)
 				wait_for(pp, &pp->fdone[s - 1][mb]);
 			exec_set_micro(mb);
-			double t0 = now();
+			double t0 = util_now();
 			exec_forward_range(e, pp->st[s].begin, pp->st[s].end, pp->size[mb], pp->train);
 			if (s == last) {
 				char err[64];
@@ -69,7 +63,7 @@ static void run_job(struct pipe *pp, int d)
 				if (pp->train)
 					exec_backward_begin(e);
 			}
-			pp->busy[d] += now() - t0;
+			pp->busy[d] += util_now() - t0;
 			mark(pp, &pp->fdone[s][mb]);
 		}
 	}
@@ -82,9 +76,9 @@ static void run_job(struct pipe *pp, int d)
 			if (s < last)
 				wait_for(pp, &pp->bdone[s + 1][mb]);
 			exec_set_micro(mb);
-			double t0 = now();
+			double t0 = util_now();
 			exec_backward_range(e, pp->st[s].begin, pp->st[s].end, pp->size[mb]);
-			pp->busy[d] += now() - t0;
+			pp->busy[d] += util_now() - t0;
 			mark(pp, &pp->bdone[s][mb]);
 		}
 	}
@@ -174,7 +168,7 @@ int pipe_run(struct pipe *pp, const float *x, const void *y, int n, int micro, b
 		exec_set_micro(mb);
 		exec_input(e, (const float *)(const void *)((const char *)x + (size_t)pp->first[mb] * pp->x_row), pp->size[mb], train);
 	}
-	double t0 = now();
+	double t0 = util_now();
 	pthread_mutex_lock(&pp->mu);
 	pp->finished = 0;
 	pp->generation++;
@@ -182,7 +176,7 @@ int pipe_run(struct pipe *pp, const float *x, const void *y, int n, int micro, b
 	while (pp->finished < pp->ndev)
 		pthread_cond_wait(&pp->cv, &pp->mu);
 	pthread_mutex_unlock(&pp->mu);
-	pp->wall += now() - t0;
+	pp->wall += util_now() - t0;
 	e->loss_scale = pp->base_scale;
 	exec_set_micro(0);
 	if (pp->bad_target >= 0) {

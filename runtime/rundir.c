@@ -11,6 +11,7 @@
  * fwrite and flushed.
  */
 #include "runtime/rundir.h"
+#include "runtime/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,58 +34,16 @@ extern char **environ;
 
 enum { GIT_TIMEOUT_MS = 3000 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* ---- JSON ------------------------------------------------------------ */
-
-/* length of the valid UTF-8 sequence at s, 0 if invalid (overlong forms,
- * surrogates and code points past U+10FFFF included) */
-static int utf8_len(const unsigned char *s)
-{
-	unsigned c = s[0], lo = 0x80, hi = 0xBF;
-	int len;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		len = 2;
-	else if (c >= 0xE0 && c <= 0xEF)
-		len = 3, lo = c == 0xE0 ? 0xA0 : lo, hi = c == 0xED ? 0x9F : hi;
-	else if (c >= 0xF0 && c <= 0xF4)
-		len = 4, lo = c == 0xF0 ? 0x90 : lo, hi = c == 0xF4 ? 0x8F : hi;
-	else
-		return 0;
-	if (s[1] < lo || s[1] > hi) /* also stops at the NUL */
-		return 0;
-	for (int i = 2; i < len; i++)
-		if (s[i] < 0x80 || s[i] > 0xBF)
-			return 0;
-	return len;
-}
 
 static void put_string(FILE *f, const char *str)
 {
 	const unsigned char *s = (const unsigned char *)str;
+	size_t left = strlen(str);
 	fputc('"', f);
 	while (*s) {
 		unsigned c = *s;
-		int n = utf8_len(s);
+		int n = util_utf8_len(s, left);
 		if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
 		else if (c == '\n')
@@ -100,6 +59,7 @@ static void put_string(FILE *f, const char *str)
 		else
 			fwrite(s, 1, (size_t)n, f);
 		s += n ? n : 1;
+		left -= n ? (size_t)n : 1;
 	}
 	fputc('"', f);
 }
@@ -127,7 +87,7 @@ static int make_dirs(const char *path, char *err, size_t errlen)
 	char buf[RUNDIR_PATH_MAX];
 	size_t len = strlen(path);
 	if (len >= sizeof buf)
-		return fail(err, errlen, "%.200s...: path too long; use a shorter run directory", path);
+		return util_fail(err, errlen, "%.200s...: path too long; use a shorter run directory", path);
 	memcpy(buf, path, len + 1);
 	for (size_t i = 1; i <= len; i++) {
 		if (buf[i] != '/' && buf[i] != 0)
@@ -135,7 +95,7 @@ static int make_dirs(const char *path, char *err, size_t errlen)
 		char c = buf[i];
 		buf[i] = 0;
 		if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-			return fail(err, errlen, "%s: cannot create directory %s: %s; check the path and permissions", path,
+			return util_fail(err, errlen, "%s: cannot create directory %s: %s; check the path and permissions", path,
 				    buf, strerror(errno));
 		buf[i] = c;
 	}
@@ -160,18 +120,18 @@ static int is_empty(const char *dir)
 static int claim_named(struct rundir *r, const char *dir, char *err, size_t errlen)
 {
 	if (snprintf(r->path, sizeof r->path, "%s", dir) >= (int)sizeof r->path)
-		return fail(err, errlen, "%.200s...: path too long; use a shorter run directory", dir);
+		return util_fail(err, errlen, "%.200s...: path too long; use a shorter run directory", dir);
 	if (make_dirs(dir, err, errlen) != 0)
 		return -1;
 	struct stat st;
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		return fail(err, errlen, "%s: exists and is not a directory; pick another run directory", dir);
+		return util_fail(err, errlen, "%s: exists and is not a directory; pick another run directory", dir);
 	int empty = is_empty(dir);
 	if (empty < 0)
-		return fail(err, errlen, "%s: cannot list the run directory: %s; check its permissions", dir,
+		return util_fail(err, errlen, "%s: cannot list the run directory: %s; check its permissions", dir,
 			    strerror(errno));
 	if (!empty)
-		return fail(err, errlen, "%s: the run directory is not empty; pick another one or remove it", dir);
+		return util_fail(err, errlen, "%s: the run directory is not empty; pick another one or remove it", dir);
 	return 0;
 }
 
@@ -198,10 +158,10 @@ static int claim_default(struct rundir *r, const char *model, char *err, size_t 
 		if (mkdir(r->path, 0777) == 0)
 			return 0;
 		if (errno != EEXIST)
-			return fail(err, errlen, "%s: cannot create the run directory: %s; check that runs/ is writable",
+			return util_fail(err, errlen, "%s: cannot create the run directory: %s; check that runs/ is writable",
 				    r->path, strerror(errno));
 	}
-	return fail(err, errlen, "%s: 9999 runs of %s started this second already; name a run directory", r->path,
+	return util_fail(err, errlen, "%s: 9999 runs of %s started this second already; name a run directory", r->path,
 		    name);
 }
 
@@ -249,10 +209,10 @@ static int run_git(const char *const *args, char *out, size_t outlen)
 		return -1;
 	}
 	size_t len = 0;
-	double deadline = now() + GIT_TIMEOUT_MS / 1000.0;
+	double deadline = util_now() + GIT_TIMEOUT_MS / 1000.0;
 	bool timed_out = false;
 	for (;;) {
-		int left = (int)((deadline - now()) * 1000);
+		int left = (int)((deadline - util_now()) * 1000);
 		struct pollfd pf = { fds[0], POLLIN, 0 };
 		int ready = left > 0 ? poll(&pf, 1, left) : 0;
 		if (ready < 0 && errno == EINTR)
@@ -334,7 +294,7 @@ static int finish(FILE *f, const char *file, char *err, size_t errlen)
 	if (fclose(f) != 0 && !bad)
 		bad = 1, e = errno;
 	if (bad)
-		return fail(err, errlen, "%s: write failed: %s; check free disk space", file, strerror(e));
+		return util_fail(err, errlen, "%s: write failed: %s; check free disk space", file, strerror(e));
 	return 0;
 }
 
@@ -343,7 +303,7 @@ static int write_model(struct rundir *r, const struct plan *p, char *err, size_t
 	char file[RUNDIR_PATH_MAX + 32];
 	FILE *f = open_in(r, "model.net", "w", file, sizeof file);
 	if (!f)
-		return fail(err, errlen, "%s: cannot create: %s", file, strerror(errno));
+		return util_fail(err, errlen, "%s: cannot create: %s", file, strerror(errno));
 	if (p->text)
 		fputs(p->text, f);
 	return finish(f, file, err, errlen);
@@ -367,7 +327,7 @@ static int write_run(struct rundir *r, const struct plan *p, const char *version
 
 	FILE *f = open_in(r, "run.json", "w", file, sizeof file);
 	if (!f)
-		return fail(err, errlen, "%s: cannot create: %s", file, strerror(errno));
+		return util_fail(err, errlen, "%s: cannot create: %s", file, strerror(errno));
 	fputs("{\n  \"trainc_version\": ", f);
 	put_string(f, version ? version : "");
 	fputs(",\n  \"model\": ", f);
@@ -404,7 +364,7 @@ int rundir_create(struct rundir *r, const char *dir, const struct plan *p, const
 		  char **argv, char *err, size_t errlen)
 {
 	memset(r, 0, sizeof *r);
-	r->t0 = now();
+	r->t0 = util_now();
 	if ((dir ? claim_named(r, dir, err, errlen) : claim_default(r, p->model_name, err, errlen)) != 0)
 		return -1;
 	if (write_model(r, p, err, errlen) != 0 || write_run(r, p, version, argc, argv, err, errlen) != 0)
@@ -412,26 +372,26 @@ int rundir_create(struct rundir *r, const char *dir, const struct plan *p, const
 	char file[RUNDIR_PATH_MAX + 32];
 	r->metrics = open_in(r, "metrics.jsonl", "a", file, sizeof file);
 	if (!r->metrics)
-		return fail(err, errlen, "%s: cannot create: %s", file, strerror(errno));
+		return util_fail(err, errlen, "%s: cannot create: %s", file, strerror(errno));
 	return 0;
 }
 
 int rundir_metric(struct rundir *r, const char *json_fields)
 {
 	if (!r->metrics)
-		return fail(r->err, sizeof r->err, "%s/metrics.jsonl: not open; call rundir_create first", r->path);
+		return util_fail(r->err, sizeof r->err, "%s/metrics.jsonl: not open; call rundir_create first", r->path);
 	char time_s[32];
-	snprintf(time_s, sizeof time_s, "%.3f", now() - r->t0);
+	snprintf(time_s, sizeof time_s, "%.3f", util_now() - r->t0);
 	const char *sep = json_fields && *json_fields ? ", " : "";
 	size_t need = strlen(time_s) + strlen(sep) + (json_fields ? strlen(json_fields) : 0) + 16;
 	char *line = malloc(need);
 	if (!line)
-		return fail(r->err, sizeof r->err, "%s/metrics.jsonl: out of memory for a line", r->path);
+		return util_fail(r->err, sizeof r->err, "%s/metrics.jsonl: out of memory for a line", r->path);
 	int n = snprintf(line, need, "{\"time\": %s%s%s}\n", time_s, sep, json_fields ? json_fields : "");
 	size_t wrote = fwrite(line, 1, (size_t)n, r->metrics);
 	free(line);
 	if (wrote != (size_t)n || fflush(r->metrics) != 0)
-		return fail(r->err, sizeof r->err, "%s/metrics.jsonl: write failed: %s; check free disk space", r->path,
+		return util_fail(r->err, sizeof r->err, "%s/metrics.jsonl: write failed: %s; check free disk space", r->path,
 			    strerror(errno));
 	return 0;
 }

@@ -16,6 +16,7 @@
  * section is covered by the entries exactly once.
  */
 #include "runtime/safetensors.h"
+#include "runtime/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,47 +51,11 @@ size_t safetensors_dtype_size(enum safetensors_dtype dtype)
 	return (unsigned)dtype < ST_NUM_DTYPES ? dtypes[dtype].size : 0;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid:
- * no overlong forms, no surrogates, nothing above U+10FFFF. */
-static int utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0], lo = 0x80, hi = 0xBF;
-	int len;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		len = 2;
-	else if (c >= 0xE0 && c <= 0xEF)
-		len = 3, lo = c == 0xE0 ? 0xA0 : lo, hi = c == 0xED ? 0x9F : hi;
-	else if (c >= 0xF0 && c <= 0xF4)
-		len = 4, lo = c == 0xF0 ? 0x90 : lo, hi = c == 0xF4 ? 0x8F : hi;
-	else
-		return 0;
-	if ((size_t)len > n || s[1] < lo || s[1] > hi)
-		return 0;
-	for (int i = 2; i < len; i++)
-		if (s[i] < 0x80 || s[i] > 0xBF)
-			return 0;
-	return len;
-}
-
 static int utf8_valid(const char *s)
 {
 	size_t n = strlen(s);
 	for (size_t i = 0; i < n;) {
-		int k = utf8_len((const unsigned char *)s + i, n - i);
+		int k = util_utf8_len((const unsigned char *)s + i, n - i);
 		if (!k)
 			return 0;
 		i += (size_t)k;
@@ -130,7 +95,7 @@ static int perr(struct parse *p, size_t at, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	return fail(p->err, p->errlen, "%s: byte %zu: %s", p->label, at + 8, msg);
+	return util_fail(p->err, p->errlen, "%s: byte %zu: %s", p->label, at + 8, msg);
 }
 
 static const char *found(struct parse *p)
@@ -204,7 +169,7 @@ static int parse_string(struct parse *p, const char **out)
 		if (c < 0x20)
 			return perr(p, p->pos, "invalid header JSON: control byte 0x%02x inside a string", c);
 		if (c != '\\') {
-			int n = utf8_len(p->h + p->pos, p->len - p->pos);
+			int n = util_utf8_len(p->h + p->pos, p->len - p->pos);
 			if (!n)
 				return perr(p, p->pos, "invalid UTF-8 in a header string; the file is corrupt");
 			memcpy(dst + k, p->h + p->pos, (size_t)n);
@@ -529,13 +494,13 @@ static int check_layout(struct safetensors_file *f, uint64_t header_len, uint64_
 			const struct safetensors_entry *a = &f->tensors[i - 1], *b = &f->tensors[i];
 			if (a->header_offset > b->header_offset)
 				a = b, b = &f->tensors[i - 1];
-			return fail(err, errlen, "%s: byte %lld: tensor '%s' appears twice (first at byte %lld); "
+			return util_fail(err, errlen, "%s: byte %lld: tensor '%s' appears twice (first at byte %lld); "
 				    "the file is corrupt", f->path, (long long)b->header_offset, b->name,
 				    (long long)a->header_offset);
 		}
 	const struct safetensors_entry **order = malloc((size_t)(f->n ? f->n : 1) * sizeof *order);
 	if (!order)
-		return fail(err, errlen, "%s: out of memory checking %d tensors", f->path, f->n);
+		return util_fail(err, errlen, "%s: out of memory checking %d tensors", f->path, f->n);
 	for (int i = 0; i < f->n; i++)
 		order[i] = &f->tensors[i];
 	qsort(order, (size_t)f->n, sizeof *order, by_offset);
@@ -544,12 +509,12 @@ static int check_layout(struct safetensors_file *f, uint64_t header_len, uint64_
 	for (int i = 0; i < f->n && rc == 0; i++) {
 		const struct safetensors_entry *e = order[i];
 		if (e->begin > covered)
-			rc = fail(err, errlen, "%s: byte %llu: data bytes %llu to %llu belong to no tensor (the next, '%s', "
+			rc = util_fail(err, errlen, "%s: byte %llu: data bytes %llu to %llu belong to no tensor (the next, '%s', "
 				  "starts at %llu); the data section must be covered without gaps; the file is corrupt",
 				  f->path, (unsigned long long)(data_at + covered), (unsigned long long)covered,
 				  (unsigned long long)e->begin, e->name, (unsigned long long)e->begin);
 		else if (e->begin < covered)
-			rc = fail(err, errlen, "%s: byte %lld: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' "
+			rc = util_fail(err, errlen, "%s: byte %lld: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' "
 				  "[%llu, %llu]; the file is corrupt", f->path, (long long)e->header_offset, e->name,
 				  (unsigned long long)e->begin, (unsigned long long)e->end, order[i - 1]->name,
 				  (unsigned long long)order[i - 1]->begin, (unsigned long long)order[i - 1]->end);
@@ -557,7 +522,7 @@ static int check_layout(struct safetensors_file *f, uint64_t header_len, uint64_
 	}
 	free(order);
 	if (rc == 0 && covered != data_len)
-		rc = fail(err, errlen, "%s: byte %llu: %llu bytes after the last tensor's data belong to no tensor; "
+		rc = util_fail(err, errlen, "%s: byte %llu: %llu bytes after the last tensor's data belong to no tensor; "
 			  "the file has trailing bytes or its header is missing a tensor", f->path,
 			  (unsigned long long)(data_at + covered), (unsigned long long)(data_len - covered));
 	return rc;
@@ -570,20 +535,20 @@ int safetensors_parse(struct safetensors_file *f, const void *bytes, size_t size
 	snprintf(f->path, sizeof f->path, "%s", label);
 	const unsigned char *b = bytes;
 	if (size < 8)
-		return fail(err, errlen, "%s: byte 0: file is %zu bytes, too short for the 8-byte header length; "
+		return util_fail(err, errlen, "%s: byte 0: file is %zu bytes, too short for the 8-byte header length; "
 			    "this is not a safetensors file", f->path, size);
 	uint64_t n = 0;
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | b[i];
 	if (n > SAFETENSORS_MAX_HEADER)
-		return fail(err, errlen, "%s: byte 0: header length %llu is over the %d-byte limit; the file is corrupt "
+		return util_fail(err, errlen, "%s: byte 0: header length %llu is over the %d-byte limit; the file is corrupt "
 			    "or not safetensors", f->path, (unsigned long long)n, SAFETENSORS_MAX_HEADER);
 	if (n > size - 8)
-		return fail(err, errlen, "%s: byte 0: header length %llu runs past the end of the %zu-byte file; "
+		return util_fail(err, errlen, "%s: byte 0: header length %llu runs past the end of the %zu-byte file; "
 			    "the file is truncated or not safetensors", f->path, (unsigned long long)n, size);
 	f->strings = malloc((size_t)n + 1);
 	if (!f->strings)
-		return fail(err, errlen, "%s: out of memory for a %llu-byte header", f->path, (unsigned long long)n);
+		return util_fail(err, errlen, "%s: out of memory for a %llu-byte header", f->path, (unsigned long long)n);
 	struct parse p = { .h = b + 8, .len = (size_t)n, .data_len = size - 8 - n, .arena = f->strings,
 			   .label = f->path, .err = err, .errlen = errlen };
 	if (parse_header(&p, f) != 0 || check_layout(f, n, p.data_len, err, errlen) != 0) {
@@ -601,20 +566,20 @@ int safetensors_open(struct safetensors_file *f, const char *path, char *err, si
 {
 	memset(f, 0, sizeof *f);
 	if (strlen(path) >= sizeof f->path)
-		return fail(err, errlen, "%.200s...: path longer than %zu bytes; use a shorter path", path,
+		return util_fail(err, errlen, "%.200s...: path longer than %zu bytes; use a shorter path", path,
 			    sizeof f->path - 1);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(err, errlen, "%s: cannot open: %s; check the path", path, strerror(errno));
+		return util_fail(err, errlen, "%s: cannot open: %s; check the path", path, strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return fail(err, errlen, "%s: not a regular file; give the path of a .safetensors file", path);
+		return util_fail(err, errlen, "%s: not a regular file; give the path of a .safetensors file", path);
 	}
 	size_t size = (size_t)st.st_size;
 	if (size < 8) {
 		close(fd);
-		return fail(err, errlen, "%s: byte 0: file is %zu bytes, too short for the 8-byte header length; "
+		return util_fail(err, errlen, "%s: byte 0: file is %zu bytes, too short for the 8-byte header length; "
 			    "this is not a safetensors file", path, size);
 	}
 	/* files are replaced by rename, never truncated in place, so the mapping stays valid */
@@ -622,7 +587,7 @@ int safetensors_open(struct safetensors_file *f, const char *path, char *err, si
 	int e = errno;
 	close(fd);
 	if (m == MAP_FAILED)
-		return fail(err, errlen, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
+		return util_fail(err, errlen, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
 	if (safetensors_parse(f, m, size, path, err, errlen) != 0) {
 		munmap(m, size);
 		return -1;
@@ -659,10 +624,10 @@ int safetensors_read_f32(const struct safetensors_file *f, const char *name, int
 {
 	const struct safetensors_entry *e = safetensors_find(f, name);
 	if (!e)
-		return fail(err, errlen, "%s: no tensor '%s' among its %d; was it saved from another model?",
+		return util_fail(err, errlen, "%s: no tensor '%s' among its %d; was it saved from another model?",
 			    f->path, name, f->n);
 	if (e->dtype != ST_F32)
-		return fail(err, errlen, "%s: byte %lld: tensor '%s' is %s, expected F32; save it as float32 "
+		return util_fail(err, errlen, "%s: byte %lld: tensor '%s' is %s, expected F32; save it as float32 "
 			    "(tensor.float()) first", f->path, (long long)e->header_offset, name,
 			    dtypes[e->dtype].name);
 	int same = ndim < 0 || ndim == e->ndim;
@@ -672,7 +637,7 @@ int safetensors_read_f32(const struct safetensors_file *f, const char *name, int
 		char have[160], want[160];
 		format_shape(have, sizeof have, e->ndim, e->shape);
 		format_shape(want, sizeof want, ndim, shape);
-		return fail(err, errlen, "%s: byte %lld: tensor '%s' has shape %s, expected %s; was it saved from "
+		return util_fail(err, errlen, "%s: byte %lld: tensor '%s' has shape %s, expected %s; was it saved from "
 			    "another model?", f->path, (long long)e->header_offset, name, have, want);
 	}
 	memcpy(dst, e->data, (size_t)(e->end - e->begin));
@@ -844,34 +809,34 @@ static int check_inputs(const char *path, const struct safetensors_typed *t, int
 			const struct safetensors_meta *meta, int nmeta, char *err, size_t errlen)
 {
 	if (n < 0 || nmeta < 0 || (n > 0 && !t) || (nmeta > 0 && !meta))
-		return fail(err, errlen, "%s: invalid tensor or metadata list", path);
+		return util_fail(err, errlen, "%s: invalid tensor or metadata list", path);
 	for (int i = 0; i < n; i++) {
 		const struct safetensors_typed *e = &t[i];
 		if (!e->name || !utf8_valid(e->name) || !strcmp(e->name, "__metadata__"))
-			return fail(err, errlen, "%s: tensor %d: name %s%s%s is not a valid UTF-8 tensor name", path, i,
+			return util_fail(err, errlen, "%s: tensor %d: name %s%s%s is not a valid UTF-8 tensor name", path, i,
 				    e->name ? "'" : "", e->name ? e->name : "(null)", e->name ? "'" : "");
 		if (e->ndim < 0 || e->ndim > SAFETENSORS_MAX_DIMS)
-			return fail(err, errlen, "%s: tensor '%s' has %d dimensions; use 0 to %d", path, e->name, e->ndim,
+			return util_fail(err, errlen, "%s: tensor '%s' has %d dimensions; use 0 to %d", path, e->name, e->ndim,
 				    SAFETENSORS_MAX_DIMS);
 		if ((unsigned)e->dtype >= ST_NUM_DTYPES)
-			return fail(err, errlen, "%s: tensor '%s' has dtype %d, not one of enum safetensors_dtype", path,
+			return util_fail(err, errlen, "%s: tensor '%s' has dtype %d, not one of enum safetensors_dtype", path,
 				    e->name, (int)e->dtype);
 		int64_t numel = 1, size = (int64_t)dtypes[e->dtype].size;
 		for (int d = 0; d < e->ndim; d++) {
 			if (e->shape[d] < 0 || (e->shape[d] != 0 && numel > INT64_MAX / size / e->shape[d]))
-				return fail(err, errlen, "%s: tensor '%s': dimension %d is %lld; the shape is negative or "
+				return util_fail(err, errlen, "%s: tensor '%s': dimension %d is %lld; the shape is negative or "
 					    "too large", path, e->name, d, (long long)e->shape[d]);
 			numel *= e->shape[d];
 		}
 		if (numel > 0 && !e->data)
-			return fail(err, errlen, "%s: tensor '%s' has no data", path, e->name);
+			return util_fail(err, errlen, "%s: tensor '%s' has no data", path, e->name);
 	}
 	for (int i = 0; i < nmeta; i++) {
 		if (!meta[i].key || !meta[i].value || !utf8_valid(meta[i].key) || !utf8_valid(meta[i].value))
-			return fail(err, errlen, "%s: metadata pair %d is missing or not valid UTF-8", path, i);
+			return util_fail(err, errlen, "%s: metadata pair %d is missing or not valid UTF-8", path, i);
 		for (int j = 0; j < i; j++)
 			if (!strcmp(meta[i].key, meta[j].key))
-				return fail(err, errlen, "%s: metadata key \"%s\" given twice", path, meta[i].key);
+				return util_fail(err, errlen, "%s: metadata key \"%s\" given twice", path, meta[i].key);
 	}
 	return 0;
 }
@@ -880,10 +845,10 @@ int safetensors_write(const char *path, const struct safetensors_tensor *t, int 
 		      const struct safetensors_meta *meta, int nmeta, char *err, size_t errlen)
 {
 	if (n < 0 || (n > 0 && !t))
-		return fail(err, errlen, "%s: invalid tensor or metadata list", path);
+		return util_fail(err, errlen, "%s: invalid tensor or metadata list", path);
 	struct safetensors_typed *typed = calloc((size_t)(n ? n : 1), sizeof *typed);
 	if (!typed)
-		return fail(err, errlen, "%s: out of memory", path);
+		return util_fail(err, errlen, "%s: out of memory", path);
 	for (int i = 0; i < n; i++) {
 		typed[i].name = t[i].name;
 		typed[i].dtype = ST_F32;
@@ -903,13 +868,13 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 		return -1;
 	const struct safetensors_typed **order = malloc((size_t)(n ? n : 1) * sizeof *order);
 	if (!order)
-		return fail(err, errlen, "%s: out of memory", path);
+		return util_fail(err, errlen, "%s: out of memory", path);
 	for (int i = 0; i < n; i++)
 		order[i] = &t[i];
 	qsort(order, (size_t)n, sizeof *order, name_order);
 	for (int k = 1; k < n; k++)
 		if (!strcmp(order[k]->name, order[k - 1]->name)) {
-			fail(err, errlen, "%s: tensor name '%s' given twice", path, order[k]->name);
+			util_fail(err, errlen, "%s: tensor name '%s' given twice", path, order[k]->name);
 			free(order);
 			return -1;
 		}
@@ -921,7 +886,7 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 	if (build_header(&o, order, n, meta, nmeta, &data_len) != 0 || o.oom || o.len - 8 > SAFETENSORS_MAX_HEADER) {
 		free(order);
 		free(o.p);
-		return fail(err, errlen, "%s: %s", path, o.oom ? "out of memory building the header"
+		return util_fail(err, errlen, "%s: %s", path, o.oom ? "out of memory building the header"
 			    : "the header or the data would be too large for safetensors; write fewer tensors per file");
 	}
 	uint64_t hl = o.len - 8;
@@ -933,7 +898,7 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 	if (w < 0 || (size_t)w >= sizeof tmp) {
 		free(order);
 		free(o.p);
-		return fail(err, errlen, "%.200s...: path too long", path);
+		return util_fail(err, errlen, "%.200s...: path too long", path);
 	}
 	const char *slash = strrchr(path, '/');
 	if (!slash)
@@ -948,7 +913,7 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 		int e = errno;
 		free(order);
 		free(o.p);
-		return fail(err, errlen, "%s: cannot create a temporary file in %s: %s; check that the directory "
+		return util_fail(err, errlen, "%s: cannot create a temporary file in %s: %s; check that the directory "
 			    "exists and is writable", path, dir, strerror(e));
 	}
 	/* mkstemp makes 0600; a checkpoint is an ordinary file, as under umask 022 */
@@ -970,19 +935,19 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 	free(o.p);
 	if (rc != 0) {
 		unlink(tmp);
-		return fail(err, errlen, "%s: %s of %s failed after %llu of %llu bytes: %s; check free disk space and "
+		return util_fail(err, errlen, "%s: %s of %s failed after %llu of %llu bytes: %s; check free disk space and "
 			    "permissions", path, what, tmp, (unsigned long long)done,
 			    (unsigned long long)(8 + hl + data_len), strerror(e));
 	}
 	/* the rename is durable only once the directory entry is on disk */
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		return fail(err, errlen, "%s: written, but cannot open directory %s to sync it: %s", path, dir,
+		return util_fail(err, errlen, "%s: written, but cannot open directory %s to sync it: %s", path, dir,
 			    strerror(errno));
 	if (fsync(dfd) != 0 && errno != EINVAL) {
 		e = errno;
 		close(dfd);
-		return fail(err, errlen, "%s: written, but syncing directory %s failed: %s", path, dir, strerror(e));
+		return util_fail(err, errlen, "%s: written, but syncing directory %s failed: %s", path, dir, strerror(e));
 	}
 	close(dfd);
 	return 0;

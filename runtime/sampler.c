@@ -14,31 +14,20 @@
 #include <stdlib.h>
 
 #include "runtime/philox.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
+#include "runtime/util.h"
 
 int sampler_init(struct sampler *s, int64_t n, int world, int rank, int batch, int shuffle, int drop_last,
 		 int drop_last_batch, uint64_t seed, char *err, size_t errlen)
 {
 	*s = (struct sampler){ 0 };
 	if (n < 0)
-		return fail(err, errlen, "sampler: dataset size %lld is negative", (long long)n);
+		return util_fail(err, errlen, "sampler: dataset size %lld is negative", (long long)n);
 	if (world < 1 || rank < 0 || rank >= world)
-		return fail(err, errlen, "sampler: rank %d is outside a world of %d", rank, world);
+		return util_fail(err, errlen, "sampler: rank %d is outside a world of %d", rank, world);
 	if (batch < 1)
-		return fail(err, errlen, "sampler: batch size %d must be at least 1", batch);
+		return util_fail(err, errlen, "sampler: batch size %d must be at least 1", batch);
 	if ((uint64_t)n > SIZE_MAX / sizeof(int64_t))
-		return fail(err, errlen, "sampler: %lld samples do not fit in memory", (long long)n);
+		return util_fail(err, errlen, "sampler: %lld samples do not fit in memory", (long long)n);
 	s->n = n;
 	s->world = world;
 	s->rank = rank;
@@ -55,7 +44,7 @@ int sampler_init(struct sampler *s, int64_t n, int world, int rank, int batch, i
 	if (s->shuffle) {
 		s->perm = malloc(n ? (size_t)n * sizeof *s->perm : 1);
 		if (!s->perm)
-			return fail(err, errlen, "sampler: out of memory for a permutation of %lld samples", (long long)n);
+			return util_fail(err, errlen, "sampler: out of memory for a permutation of %lld samples", (long long)n);
 	}
 	return 0;
 }

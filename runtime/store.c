@@ -18,6 +18,7 @@
  * declared, and that length is checked against STORE_MAX_VALUE first.
  */
 #include "runtime/store.h"
+#include "runtime/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,18 +39,6 @@
 #define REPLY_GRACE_MS 5000                 /* how long past its own deadline a client waits for the reply */
 
 enum { ST_OK, ST_TIMEOUT, ST_ERROR };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 static int64_t now_ms(void)
 {
@@ -664,7 +653,7 @@ int store_server_listen_tcp(struct store_server *s, const char *host, int port, 
 		host = STORE_DEFAULT_HOST;
 	int rc = getaddrinfo(host, sport, &hints, &ai);
 	if (rc != 0)
-		return fail(err, errlen, "store: getaddrinfo(%s) failed: %s (hint: check the host name)", host,
+		return util_fail(err, errlen, "store: getaddrinfo(%s) failed: %s (hint: check the host name)", host,
 			    gai_strerror(rc));
 	int fd = -1, e = 0;
 	for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
@@ -683,7 +672,7 @@ int store_server_listen_tcp(struct store_server *s, const char *host, int port, 
 	}
 	freeaddrinfo(ai);
 	if (fd < 0)
-		return fail(err, errlen, "store: cannot listen on %s:%d: %s (hint: is the port in use?)", host, port,
+		return util_fail(err, errlen, "store: cannot listen on %s:%d: %s (hint: is the port in use?)", host, port,
 			    strerror(e));
 	struct sockaddr_storage sa;
 	socklen_t sl = sizeof sa;
@@ -717,7 +706,7 @@ int store_server_start(struct store_server *s, char *err, size_t errlen)
 	s->stop = 0;
 	int rc = pthread_create(&s->thread, NULL, serve, s);
 	if (rc != 0)
-		return fail(err, errlen, "store: pthread_create failed: %s", strerror(rc));
+		return util_fail(err, errlen, "store: pthread_create failed: %s", strerror(rc));
 	s->running = 1;
 	return 0;
 }
@@ -794,20 +783,20 @@ static int io_all(struct store_client *c, int dir, void *buf, size_t len, int64_
 	while (len) {
 		int64_t left = deadline - now_ms();
 		if (left <= 0)
-			return fail(why, wl, "no reply from the store server in time (is the launcher alive?)");
+			return util_fail(why, wl, "no reply from the store server in time (is the launcher alive?)");
 		struct pollfd pf = { c->fd, dir ? POLLIN : POLLOUT, 0 };
 		int r = poll(&pf, 1, left > 60000 ? 60000 : (int)left);
 		if (r < 0 && errno != EINTR)
-			return fail(why, wl, "poll: %s", strerror(errno));
+			return util_fail(why, wl, "poll: %s", strerror(errno));
 		if (r <= 0)
 			continue;
 		ssize_t n = dir ? recv(c->fd, p, len, MSG_DONTWAIT) : send(c->fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n > 0) {
 			p += n, len -= (size_t)n;
 		} else if (n == 0 && dir) {
-			return fail(why, wl, "the store server closed the connection");
+			return util_fail(why, wl, "the store server closed the connection");
 		} else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
-			return fail(why, wl, "%s: %s (the store server is gone?)", dir ? "recv" : "send", strerror(errno));
+			return util_fail(why, wl, "%s: %s (the store server is gone?)", dir ? "recv" : "send", strerror(errno));
 		}
 	}
 	return 0;
@@ -824,7 +813,7 @@ static int request(struct store_client *c, const uint8_t *body, size_t len, doub
 	pthread_mutex_lock(&c->mu);
 	if (c->broken[0]) {
 		pthread_mutex_unlock(&c->mu);
-		return fail(err, errlen, "store: %s: the connection failed earlier: %s", what, c->broken);
+		return util_fail(err, errlen, "store: %s: the connection failed earlier: %s", what, c->broken);
 	}
 	int64_t t0 = now_ms();
 	int64_t send_by = t0 + (int64_t)(c->timeout_s * 1e3);
@@ -858,14 +847,14 @@ broken:
 	free(p);
 	snprintf(c->broken, sizeof c->broken, "%s", why);
 	pthread_mutex_unlock(&c->mu);
-	return fail(err, errlen, "store: %s: %s", what, why);
+	return util_fail(err, errlen, "store: %s: %s", what, why);
 }
 
 static int check_key(const char *op, const char *key, char *err, size_t errlen)
 {
 	size_t n = key ? strlen(key) : 0;
 	if (n == 0 || n > STORE_MAX_KEY)
-		return fail(err, errlen, "store: %s: key of %zu bytes (1 to %d allowed)", op, n, STORE_MAX_KEY);
+		return util_fail(err, errlen, "store: %s: key of %zu bytes (1 to %d allowed)", op, n, STORE_MAX_KEY);
 	return 0;
 }
 
@@ -881,7 +870,7 @@ static size_t put_key(uint8_t *p, const char *key)
 static int not_ok(int status, uint8_t *payload, const char *what, const char *hint, char *err, size_t errlen)
 {
 	if (status >= 0)
-		fail(err, errlen, "store: %s: %s%s", what, payload ? (char *)payload : "", hint);
+		util_fail(err, errlen, "store: %s: %s%s", what, payload ? (char *)payload : "", hint);
 	free(payload);
 	return -1;
 }
@@ -898,13 +887,13 @@ int store_set(struct store_client *c, const char *key, const void *val, size_t l
 		return -1;
 	snprintf(what, sizeof what, "set '%s'", key);
 	if (len > STORE_MAX_VALUE)
-		return fail(err, errlen, "store: %s: a value of %zu bytes is over the limit of %u", what, len,
+		return util_fail(err, errlen, "store: %s: a value of %zu bytes is over the limit of %u", what, len,
 			    STORE_MAX_VALUE);
 	size_t n = 1 + 2 + strlen(key) + len;
 	uint8_t *body = malloc(n), *payload;
 	size_t plen;
 	if (!body)
-		return fail(err, errlen, "store: %s: out of memory", what);
+		return util_fail(err, errlen, "store: %s: out of memory", what);
 	body[0] = 'S';
 	size_t k = 1 + put_key(body + 1, key);
 	if (len)
@@ -943,7 +932,7 @@ int store_wait(struct store_client *c, const char *const *keys, int nkeys, doubl
 	       size_t errlen)
 {
 	if (nkeys < 0 || nkeys > STORE_MAX_WAIT_KEYS)
-		return fail(err, errlen, "store: wait: %d keys (0 to %d allowed)", nkeys, STORE_MAX_WAIT_KEYS);
+		return util_fail(err, errlen, "store: wait: %d keys (0 to %d allowed)", nkeys, STORE_MAX_WAIT_KEYS);
 	size_t n = 1 + 4 + 2;
 	for (int i = 0; i < nkeys; i++) {
 		if (check_key("wait", keys[i], err, errlen))
@@ -955,7 +944,7 @@ int store_wait(struct store_client *c, const char *const *keys, int nkeys, doubl
 	uint8_t *body = malloc(n), *payload;
 	size_t plen;
 	if (!body)
-		return fail(err, errlen, "store: %s: out of memory", what);
+		return util_fail(err, errlen, "store: %s: out of memory", what);
 	body[0] = 'W';
 	put32(body + 1, ms_of(timeout_s));
 	body[5] = (uint8_t)nkeys, body[6] = (uint8_t)(nkeys >> 8);
@@ -988,7 +977,7 @@ int store_add(struct store_client *c, const char *key, int64_t delta, int64_t *v
 		return not_ok(st, payload, what, "", err, errlen);
 	if (plen != 8) {
 		free(payload);
-		return fail(err, errlen, "store: %s: a reply of %zu bytes, expected 8", what, plen);
+		return util_fail(err, errlen, "store: %s: a reply of %zu bytes, expected 8", what, plen);
 	}
 	if (value)
 		*value = (int64_t)get64(payload);
@@ -1009,7 +998,7 @@ struct store_client *store_client_connect_tcp(const char *host, int port, double
 		host = STORE_DEFAULT_HOST;
 	int rc = getaddrinfo(host, sport, &hints, &ai);
 	if (rc != 0) {
-		fail(err, errlen, "store: getaddrinfo(%s) failed: %s (hint: check MASTER_ADDR)", host, gai_strerror(rc));
+		util_fail(err, errlen, "store: getaddrinfo(%s) failed: %s (hint: check MASTER_ADDR)", host, gai_strerror(rc));
 		return NULL;
 	}
 	int64_t deadline = now_ms() + (int64_t)(timeout_s * 1e3);
@@ -1042,7 +1031,7 @@ struct store_client *store_client_connect_tcp(const char *host, int port, double
 				struct store_client *c = store_client_open_fd(fd);
 				if (!c) {
 					close(fd);
-					fail(err, errlen, "store: out of memory");
+					util_fail(err, errlen, "store: out of memory");
 				}
 				return c;
 			}
@@ -1054,7 +1043,7 @@ struct store_client *store_client_connect_tcp(const char *host, int port, double
 		nanosleep(&ts, NULL);
 	}
 	freeaddrinfo(ai);
-	fail(err, errlen,
+	util_fail(err, errlen,
 	     "store: cannot connect to %s:%d within %.3g s: %s (hint: is the launcher up, and MASTER_ADDR/MASTER_PORT "
 	     "right?)",
 	     host, port, timeout_s, strerror(e));

@@ -40,13 +40,7 @@
 #include "runtime/fsdp.h"
 #include "runtime/pipe.h"
 #include "runtime/store.h"
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "runtime/util.h"
 
 static int open_data(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, char *err, size_t n)
 {
@@ -649,7 +643,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 {
 	const struct plan *p = t->p;
 	const struct plan_train *tr = &p->train;
-	double te = now(), loss_sum = 0, lr = 0;
+	double te = util_now(), loss_sum = 0, lr = 0;
 	int64_t seen = 0, micro_done = 0;
 	int in_step = 0;
 	bool budget_spent = false;
@@ -750,7 +744,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		}
 		step_loss = step_n = 0;
 		if (t->rank == 0) {
-			double rate = (double)seen * t->world / (now() - te);
+			double rate = (double)seen * t->world / (util_now() - te);
 			if (log && t->rd_ok)
 				rundir_metric_step(&t->rd, t->at.step, t->at.epoch, per_sample, lr, rate);
 			if (t->tty) {
@@ -772,7 +766,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 	}
 	if (t->tty)
 		fputs("\r\033[K", stdout);
-	double dt = now() - te;
+	double dt = util_now() - te;
 	*train_time += dt;
 	double sums[2] = { loss_sum, (double)seen };
 	if (reduce_sums(t, sums, 2) != 0)
@@ -833,7 +827,7 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 {
 	const struct train_opts *o = t->o;
 	if (t->rank == 0)
-		printf("Training loop elapsed time: %.3f sec (%.0f images/s while training)\n", now() - t0,
+		printf("Training loop elapsed time: %.3f sec (%.0f images/s while training)\n", util_now() - t0,
 		       train_time > 0 ? (double)images * t->world / train_time : 0.0);
 	if (t->pipe_ok && t->rank == 0) {
 		printf("Pipeline: %d stage%s over %d device%s, %d micro-batch%s; idle share:", t->pipe.nst, t->pipe.nst == 1 ? "" : "s",
@@ -922,7 +916,7 @@ int train_run(const struct plan *p, const struct train_opts *o)
 		       t->accum > 1 ? " (accumulated)" : "", (long long)t->epochs, t->epochs == 1 ? "" : "s");
 		fflush(stdout);
 	}
-	double t0 = now(), train_time = 0;
+	double t0 = util_now(), train_time = 0;
 	int64_t images = 0;
 	while (t->at.epoch <= t->epochs && rc == 0) {
 		int r = run_epoch(t, &train_time, &images);

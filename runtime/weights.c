@@ -19,20 +19,9 @@
 #include <string.h>
 
 #include "runtime/safetensors.h"
+#include "runtime/util.h"
 
 enum { LIST_MAX = 5 }; /* names listed in one message */
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 /* floats the executor gives the param: an I64 takes two */
 static int64_t slots(const struct param *pr)
@@ -59,13 +48,13 @@ static int check_region(const struct plan *p, const char *path, char *err, size_
 	int64_t total = p->unsharded_elems;
 	struct span *order = malloc((size_t)(p->nparams ? p->nparams : 1) * sizeof *order);
 	if (!order)
-		return fail(err, errlen, "%s: out of memory", path);
+		return util_fail(err, errlen, "%s: out of memory", path);
 	for (int k = 0; k < p->nparams; k++) {
 		const struct param *pr = &p->params[k];
 		order[k] = (struct span){ pr->offset, slots(pr), k };
 		if (pr->offset < 0 || pr->offset > total - slots(pr) || (pr->dtype == DT_I64 && pr->offset % 2)) {
 			free(order);
-			return fail(err, errlen, "%s: '%s' lies at element %lld, outside the %lld-element parameter region "
+			return util_fail(err, errlen, "%s: '%s' lies at element %lld, outside the %lld-element parameter region "
 				    "or misaligned; the plan is not laid out for one region", path, pr->name,
 				    (long long)pr->offset, (long long)total);
 		}
@@ -75,7 +64,7 @@ static int check_region(const struct plan *p, const char *path, char *err, size_
 		const struct param *a = &p->params[order[k - 1].param], *b = &p->params[order[k].param];
 		if (order[k - 1].offset + order[k - 1].slots > order[k].offset && order[k].slots > 0) {
 			free(order);
-			return fail(err, errlen, "%s: '%s' and '%s' overlap in the parameter region (elements %lld and "
+			return util_fail(err, errlen, "%s: '%s' and '%s' overlap in the parameter region (elements %lld and "
 				    "%lld): the plan keeps per-unit offsets, as sharded FSDP does; weights are saved and "
 				    "loaded for single-region plans only", path, a->name, b->name, (long long)a->offset,
 				    (long long)b->offset);
@@ -91,7 +80,7 @@ int weights_save(const struct plan *p, const float *params, const char *path, ch
 		return -1;
 	struct safetensors_typed *t = calloc((size_t)(p->nparams ? p->nparams : 1), sizeof *t);
 	if (!t)
-		return fail(err, errlen, "%s: out of memory", path);
+		return util_fail(err, errlen, "%s: out of memory", path);
 	for (int k = 0; k < p->nparams; k++) {
 		const struct param *pr = &p->params[k];
 		t[k].name = pr->name;
@@ -149,7 +138,7 @@ static int missing(const struct safetensors_file *f, const struct plan *p, const
 {
 	const char **names = malloc((size_t)(f->n ? f->n : 1) * sizeof *names);
 	if (!names)
-		return fail(err, errlen, "%s: out of memory", f->path);
+		return util_fail(err, errlen, "%s: out of memory", f->path);
 	for (int i = 0; i < f->n; i++)
 		names[i] = f->tensors[i].name;
 	char have[512], also[512] = "", hint[512] = "";
@@ -165,7 +154,7 @@ static int missing(const struct safetensors_file *f, const struct plan *p, const
 			 "(model.module after DDP) instead", wrapped);
 	else
 		snprintf(hint, sizeof hint, "; give a file saved from this model");
-	return fail(err, errlen, "%s: no tensor '%s' (the model has %d tensors; the file has %d%s%s)%s%s", f->path,
+	return util_fail(err, errlen, "%s: no tensor '%s' (the model has %d tensors; the file has %d%s%s)%s%s", f->path,
 		    miss[0], p->nparams, f->n, f->n ? ": " : "", have, also, hint);
 }
 
@@ -183,7 +172,7 @@ static int unexpected(const struct safetensors_file *f, const struct plan *p, co
 	if (nextra == 0)
 		return 0;
 	char list[512];
-	return fail(err, errlen, "%s: %d tensor%s the model does not have: %s (the model has %d tensors, the file %d); "
+	return util_fail(err, errlen, "%s: %d tensor%s the model does not have: %s (the model has %d tensors, the file %d); "
 		    "give a file saved from this model, or load it non-strictly to ignore them", f->path, nextra,
 		    nextra == 1 ? "" : "s", name_list(list, sizeof list, extra, nextra), p->nparams, f->n);
 }
@@ -206,16 +195,16 @@ static int check_tensor(const struct safetensors_file *f, const struct param *pr
 {
 	if (!same_shape(pr, e)) {
 		char have[160], want[160];
-		return fail(err, errlen, "%s: '%s' has shape %s in the file but %s in the model; give a file saved from "
+		return util_fail(err, errlen, "%s: '%s' has shape %s in the file but %s in the model; give a file saved from "
 			    "this model", f->path, pr->name, dims_str(have, sizeof have, e->ndim, e->shape),
 			    dims_str(want, sizeof want, pr->shape.rank, pr->shape.d));
 	}
 	if (pr->dtype == DT_I64 && e->dtype != ST_I64 && e->dtype != ST_I32)
-		return fail(err, errlen, "%s: '%s' is %s in the file; the model needs an integer count there (I64, or "
+		return util_fail(err, errlen, "%s: '%s' is %s in the file; the model needs an integer count there (I64, or "
 			    "I32)", f->path, pr->name, safetensors_dtype_name(e->dtype));
 	if (pr->dtype == DT_F32 && e->dtype != ST_F32 && e->dtype != ST_F64 && e->dtype != ST_F16 &&
 	    e->dtype != ST_BF16)
-		return fail(err, errlen, "%s: '%s' is %s in the file; the model needs floating point there (F32, or "
+		return util_fail(err, errlen, "%s: '%s' is %s in the file; the model needs floating point there (F32, or "
 			    "F64, F16 or BF16, which are converted)", f->path, pr->name, safetensors_dtype_name(e->dtype));
 	return 0;
 }
@@ -299,7 +288,7 @@ int weights_load(const struct plan *p, float *params, const char *path, bool str
 	bool *used = calloc((size_t)(f.n ? f.n : 1), sizeof *used);
 	int rc = 0, nmiss = 0;
 	if (!found || !miss || !used)
-		rc = fail(err, errlen, "%s: out of memory", path);
+		rc = util_fail(err, errlen, "%s: out of memory", path);
 	for (int k = 0; rc == 0 && k < p->nparams; k++) {
 		found[k] = safetensors_find(&f, p->params[k].name);
 		if (found[k])

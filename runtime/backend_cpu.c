@@ -290,34 +290,10 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 	}
 }
 
-static float *dx_target(struct exec *e, int j, bool *accumulate)
-{
-	const struct plan *p = e->p;
-	*accumulate = false;
-	if (j <= 0 || p->nodes[j].dtype != DT_F32)
-		return NULL;
-	int r = j;
-	while (p->nodes[r].alias >= 0)
-		r = p->nodes[r].alias;
-	if (r == 0)
-		return NULL;
-	bool *written = exec_written(e);
-	if (written[r]) {
-		*accumulate = true;
-		return (float *)exec_scratch(e, r);
-	}
-	written[r] = true;
-	return (float *)(exec_act(e, r) + p->mem[r].grad_off);
-}
-
 static void finish_dx(struct exec *e, int j, float *dx, bool accumulate, int64_t count)
 {
-	if (!accumulate || !dx)
-		return;
-	int r = j;
-	while (e->p->nodes[r].alias >= 0)
-		r = e->p->nodes[r].alias;
-	kern_accumulate((float *)(exec_act(e, r) + e->p->mem[r].grad_off), dx, (size_t)count);
+	if (accumulate && dx)
+		kern_accumulate(exec_dx_home(e, j), dx, (size_t)count);
 }
 
 static void cpu_backward(struct exec *e, int i, int64_t n)
@@ -334,7 +310,7 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 	int64_t out_n = numel(&nd->out) * n;
 	int64_t in_n = nd->in >= 0 ? numel(&p->nodes[nd->in].out) * n : 0;
 	bool acc;
-	float *dx = dx_target(e, nd->in, &acc);
+	float *dx = exec_dx_target(e, nd->in, &acc);
 	switch (nd->op) {
 	case OP_LINEAR: {
 		int64_t rows = out_n / nd->a.linear.out;
@@ -408,7 +384,7 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 			memcpy(dx, dy, (size_t)out_n * 4);
 		finish_dx(e, nd->in, dx, acc, out_n);
 		bool acc2;
-		float *dx2 = dx_target(e, nd->in2, &acc2);
+		float *dx2 = exec_dx_target(e, nd->in2, &acc2);
 		if (dx2)
 			memcpy(dx2, dy, (size_t)out_n * 4);
 		finish_dx(e, nd->in2, dx2, acc2, out_n);

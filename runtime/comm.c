@@ -140,6 +140,7 @@ struct comm *comm_new(const struct comm_ops *ops, void *impl, int rank, int worl
 }
 
 int comm_rank(const struct comm *c) { return c->rank; }
+void *comm_engine(struct comm *c, const char *name) { return strcmp(c->ops->name, name) == 0 ? c->impl : NULL; }
 double comm_busy(struct comm *c)
 {
 	pthread_mutex_lock(&c->mu);

@@ -108,6 +108,21 @@ struct comm_ops {
 /* Wrap an engine that runs in the caller's thread; NULL when out of memory. */
 struct comm *comm_new(const struct comm_ops *ops, void *impl, int rank, int world, double timeout_s);
 
+/* The engine's own state when c runs engine `name`, else NULL. */
+void *comm_engine(struct comm *c, const char *name);
+
+/* ---- NCCL, stream-ordered (comm_nccl.c): for callers that order work on
+ * their own CUDA streams, such as a step captured as a CUDA graph.  No
+ * work handle: the caller orders and waits with CUDA events, and calls
+ * comm_nccl_poll while it waits. ---- */
+/* Queue buf (n floats) := the sum (or mean) over ranks on stream; 0 or -1 with err. */
+int comm_nccl_all_reduce_on(struct comm *c, float *buf, int64_t n, enum comm_op op, void *stream, char *err, size_t errlen);
+/* 0 while the communicator is healthy; -1 with NCCL's asynchronous error in
+ * err (the communicator is then aborted). */
+int comm_nccl_poll(struct comm *c, char *err, size_t errlen);
+/* Abort the communicator: every collective it has queued ends (with an error). */
+void comm_nccl_abort(struct comm *c);
+
 /* The number of communicators this process opened before (store key prefix). */
 int comm_next_id(void);
 

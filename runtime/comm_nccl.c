@@ -195,6 +195,47 @@ static void nccl_close(void *impl)
 	free(g);
 }
 
+int comm_nccl_all_reduce_on(struct comm *c, float *buf, int64_t n, enum comm_op op, void *stream, char *err, size_t errlen)
+{
+	struct nccl *g = comm_engine(c, "nccl");
+	if (!g)
+		return util_fail(err, errlen, "comm_nccl_all_reduce_on: the communicator is %s, not NCCL", comm_name(c));
+	if (g->aborted)
+		return util_fail(err, errlen, "the NCCL communicator was aborted after an earlier failure");
+	const char *what = "?";
+	int line = 0;
+	NCCL_ISSUE(ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, op_of(op), g->comm, (cudaStream_t)stream));
+	return settle(g, util_now() + g->timeout_s, what, line, err, errlen);
+}
+
+int comm_nccl_poll(struct comm *c, char *err, size_t errlen)
+{
+	struct nccl *g = comm_engine(c, "nccl");
+	if (!g)
+		return 0;
+	if (g->aborted)
+		return util_fail(err, errlen, "the NCCL communicator was aborted after an earlier failure");
+	ncclResult_t st = ncclSuccess;
+	NCCL_CHECK(g->comm, ncclCommGetAsyncError(g->comm, &st), "the communicator is corrupt?");
+	if (st != ncclSuccess && st != ncclInProgress) {
+		util_fail(err, errlen, "%s:%d: NCCL reported an asynchronous error: %s: %s (hint: %s)", __FILE__, __LINE__,
+			  ncclGetErrorString(st), ncclGetLastError(g->comm), HINT_PEER);
+		ncclCommAbort(g->comm);
+		g->aborted = 1;
+		return -1;
+	}
+	return 0;
+}
+
+void comm_nccl_abort(struct comm *c)
+{
+	struct nccl *g = comm_engine(c, "nccl");
+	if (g && !g->aborted) {
+		ncclCommAbort(g->comm);
+		g->aborted = 1;
+	}
+}
+
 static const struct comm_ops nccl_ops = { "nccl", nccl_run, nccl_wait, nccl_close };
 
 /* Everything of comm_open_nccl that can fail, on g; the caller cleans up. */

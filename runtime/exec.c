@@ -29,9 +29,15 @@ static int64_t numel(const struct shape *s)
 int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp, int copies, char *err,
 	      size_t errlen)
 {
+	return exec_init_on(e, &backend_cpu, p, sizes, nsizes, fsdp, copies, err, errlen);
+}
+
+int exec_init_on(struct exec *e, const struct backend_ops *be, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp,
+		 int copies, char *err, size_t errlen)
+{
 	memset(e, 0, sizeof *e);
 	e->p = p;
-	e->be = &backend_cpu;
+	e->be = be;
 	e->loss_scale = 1.0f;
 	for (int i = 0; i < p->nparams; i++)
 		if (p->params[i].trainable)
@@ -160,6 +166,34 @@ float *exec_grad_ptr(struct exec *e, int k)
 	return e->grads + pr->offset;
 }
 
+
+float *exec_dx_home(struct exec *e, int j)
+{
+	int r = j;
+	while (e->p->nodes[r].alias >= 0)
+		r = e->p->nodes[r].alias;
+	return (float *)(exec_act(e, r) + e->p->mem[r].grad_off);
+}
+
+float *exec_dx_target(struct exec *e, int j, bool *accumulate)
+{
+	const struct plan *p = e->p;
+	*accumulate = false;
+	if (j <= 0 || p->nodes[j].dtype != DT_F32)
+		return NULL;
+	int r = j;
+	while (p->nodes[r].alias >= 0)
+		r = p->nodes[r].alias;
+	if (r == 0)
+		return NULL;
+	bool *written = exec_written(e);
+	if (written[r]) {
+		*accumulate = true;
+		return (float *)exec_scratch(e, r);
+	}
+	written[r] = true;
+	return exec_dx_home(e, r);
+}
 
 /* The batch into the input node's buffer: floats as they are; token ids
  * (carried as exact floats by the data path) as int32, the embedding's index type. */

@@ -52,6 +52,9 @@ enum { EXEC_BEFORE_FWD, EXEC_AFTER_FWD, EXEC_BEFORE_BWD, EXEC_AFTER_BWD };
  * Returns 0, or -1 with a message in err. */
 int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp, int copies, char *err,
 	      size_t errlen);
+/* The same on a given backend (exec_init: the CPU's). */
+int exec_init_on(struct exec *e, const struct backend_ops *be, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp,
+		 int copies, char *err, size_t errlen);
 /* Initialise parameters and buffers as PyTorch's defaults, from the seed
  * (with fsdp: the buffers only). */
 void exec_init_params(struct exec *e, uint64_t seed);
@@ -83,6 +86,12 @@ bool *exec_written(struct exec *e);
 int exec_find_nonfinite(struct exec *e, const float *x, int n);
 /* Where parameter k's gradient lives now, or NULL if it has none. */
 float *exec_grad_ptr(struct exec *e, int k);
+/* Where the backward of a node writes the gradient of its input j: the
+ * gradient buffer of j (through views) on the first write of this pass,
+ * else a scratch buffer that the caller then adds into exec_dx_home(e, j)
+ * (*accumulate is set); NULL when j needs no gradient (the input, ids). */
+float *exec_dx_target(struct exec *e, int j, bool *accumulate);
+float *exec_dx_home(struct exec *e, int j);
 /* The activation arena of node's device, and that device's scratch buffer. */
 char *exec_act(struct exec *e, int node);
 char *exec_scratch(struct exec *e, int node);

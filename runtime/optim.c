@@ -14,6 +14,7 @@
  * are independent of range splits and thread count.
  */
 #include "runtime/optim.h"
+#include "runtime/optim_elem.h"
 
 #include <assert.h>
 #include <math.h>
@@ -124,8 +125,9 @@ void optim_state_init(const struct optim_cfg *cfg, struct optim_state_view st, i
 	}
 }
 
-/* The update loops.  Each optimizer has a constants struct, an element
- * function, and a loop function whose restrict pointers let the compiler
+/* The update loops.  Each optimizer has a constants struct and an element
+ * function (optim_elem.h, shared with the CUDA kernel), and here a loop
+ * function whose restrict pointers let the compiler
  * vectorise without run-time alias checks (too many pointers for those
  * otherwise).  Optional state planes are NULL when absent, and each
  * combination gets its own loop in which the element function sees the
@@ -133,7 +135,7 @@ void optim_state_init(const struct optim_cfg *cfg, struct optim_state_view st, i
  * loads and stores, which ran 15-50 times slower on an AVX-512 host.
  * Options that only choose between values in registers stay flags. */
 struct job {
-	const void *k;    /* the optimizer's constants: struct sgd_k... */
+	const void *k;    /* the optimizer's constants: struct optim_sgd_k... */
 	float *p;         /* (n,) parameters */
 	const float *g;   /* (n,) gradients */
 	float *s[3];      /* (n,) each: state planes in optim.h's order, NULL where absent;
@@ -160,29 +162,14 @@ static float *plane_at(float *plane, int64_t lo)
 	return plane ? plane + lo : NULL;
 }
 
-/* torch.optim.SGD.  The momentum buffer is created as a copy of the first
- * step's direction, undamped; step == 1 stands for "no buffer yet". */
-struct sgd_k { float wd, mom, damp1, neg_lr; int has_wd, nesterov, first; };
-
-static inline void sgd_at(const struct sgd_k *k, int with_mom, float *p, const float *g, float *buf, int64_t i)
-{
-	float d = k->has_wd ? fmaf(k->wd, p[i], g[i]) : g[i];
-	if (with_mom) {
-		float b = k->first ? d : fmaf(k->damp1, d, buf[i] * k->mom);
-		buf[i] = b;
-		d = k->nesterov ? fmaf(k->mom, b, d) : b;
-	}
-	p[i] = fmaf(k->neg_lr, d, p[i]);
-}
-
-static void sgd_loop(const struct sgd_k *kp, float *restrict p, const float *restrict g, float *restrict buf,
+static void sgd_loop(const struct optim_sgd_k *kp, float *restrict p, const float *restrict g, float *restrict buf,
 		     int64_t n)
 {
-	const struct sgd_k k = *kp; /* a local copy, which stores through p cannot change */
+	const struct optim_sgd_k k = *kp; /* a local copy, which stores through p cannot change */
 	if (buf)
-		for (int64_t i = 0; i < n; i++) sgd_at(&k, 1, p, g, buf, i);
+		for (int64_t i = 0; i < n; i++) optim_sgd_at(&k, 1, p, g, buf, i);
 	else
-		for (int64_t i = 0; i < n; i++) sgd_at(&k, 0, p, g, NULL, i);
+		for (int64_t i = 0; i < n; i++) optim_sgd_at(&k, 0, p, g, NULL, i);
 }
 
 static void sgd_range(const struct job *j, int64_t lo, int64_t hi)
@@ -190,38 +177,14 @@ static void sgd_range(const struct job *j, int64_t lo, int64_t hi)
 	sgd_loop(j->k, j->p + lo, j->g + lo, plane_at(j->s[0], lo), hi - lo);
 }
 
-/* torch.optim.Adam and AdamW; they differ only in where weight decay acts.
- * AdamW multiplies by (1 - lr * wd) even when wd is 0, which is exact. */
-struct adam_k { float wd, decay, b1, one_b1, b2, one_b2, eps, neg_step_size, bc2_sqrt; int decoupled, has_l2; };
-
-static inline void adam_at(const struct adam_k *k, int amsgrad, float *p, const float *g, float *m, float *v,
-			   float *vmax, int64_t i)
-{
-	float pi = p[i], gi = g[i];
-	if (k->decoupled) pi = pi * k->decay;
-	if (k->has_l2) gi = fmaf(k->wd, pi, gi);
-	float mi = fmaf(k->one_b1, gi, m[i] * k->b1);
-	float vi = fmaf(k->one_b2 * gi, gi, v[i] * k->b2);
-	m[i] = mi;
-	v[i] = vi;
-	if (amsgrad) {
-		/* torch.maximum: a NaN on either side wins */
-		float a = vmax[i];
-		vi = (a > vi || a != a) ? a : vi;
-		vmax[i] = vi;
-	}
-	float denom = sqrtf(vi) / k->bc2_sqrt + k->eps;
-	p[i] = pi + (k->neg_step_size * mi) / denom;
-}
-
-static void adam_loop(const struct adam_k *kp, float *restrict p, const float *restrict g, float *restrict m,
+static void adam_loop(const struct optim_adam_k *kp, float *restrict p, const float *restrict g, float *restrict m,
 		      float *restrict v, float *restrict vmax, int64_t n)
 {
-	const struct adam_k k = *kp;
+	const struct optim_adam_k k = *kp;
 	if (vmax)
-		for (int64_t i = 0; i < n; i++) adam_at(&k, 1, p, g, m, v, vmax, i);
+		for (int64_t i = 0; i < n; i++) optim_adam_at(&k, 1, p, g, m, v, vmax, i);
 	else
-		for (int64_t i = 0; i < n; i++) adam_at(&k, 0, p, g, m, v, NULL, i);
+		for (int64_t i = 0; i < n; i++) optim_adam_at(&k, 0, p, g, m, v, NULL, i);
 }
 
 static void adam_range(const struct job *j, int64_t lo, int64_t hi)
@@ -229,22 +192,11 @@ static void adam_range(const struct job *j, int64_t lo, int64_t hi)
 	adam_loop(j->k, j->p + lo, j->g + lo, j->s[0] + lo, j->s[1] + lo, plane_at(j->s[2], lo), hi - lo);
 }
 
-/* torch.optim.Adadelta. */
-struct adadelta_k { float wd, rho, one_rho, eps, neg_lr; int has_wd; };
-
-static void adadelta_loop(const struct adadelta_k *kp, float *restrict p, const float *restrict g,
+static void adadelta_loop(const struct optim_adadelta_k *kp, float *restrict p, const float *restrict g,
 			  float *restrict sq, float *restrict acc, int64_t n)
 {
-	const struct adadelta_k k = *kp;
-	for (int64_t i = 0; i < n; i++) {
-		float gi = k.has_wd ? fmaf(k.wd, p[i], g[i]) : g[i];
-		float s = fmaf(k.one_rho * gi, gi, sq[i] * k.rho);
-		sq[i] = s;
-		float std = sqrtf(s + k.eps);
-		float delta = sqrtf(acc[i] + k.eps) / std * gi;
-		acc[i] = fmaf(k.one_rho * delta, delta, acc[i] * k.rho);
-		p[i] = fmaf(k.neg_lr, delta, p[i]);
-	}
+	const struct optim_adadelta_k k = *kp;
+	for (int64_t i = 0; i < n; i++) optim_adadelta_at(&k, p, g, sq, acc, i);
 }
 
 static void adadelta_range(const struct job *j, int64_t lo, int64_t hi)
@@ -252,19 +204,11 @@ static void adadelta_range(const struct job *j, int64_t lo, int64_t hi)
 	adadelta_loop(j->k, j->p + lo, j->g + lo, j->s[0] + lo, j->s[1] + lo, hi - lo);
 }
 
-/* torch.optim.Adagrad (dense gradients). */
-struct adagrad_k { float wd, eps, neg_clr; int has_wd; };
-
-static void adagrad_loop(const struct adagrad_k *kp, float *restrict p, const float *restrict g,
+static void adagrad_loop(const struct optim_adagrad_k *kp, float *restrict p, const float *restrict g,
 			 float *restrict sum, int64_t n)
 {
-	const struct adagrad_k k = *kp;
-	for (int64_t i = 0; i < n; i++) {
-		float gi = k.has_wd ? fmaf(k.wd, p[i], g[i]) : g[i];
-		float s = fmaf(gi, gi, sum[i]);
-		sum[i] = s;
-		p[i] = p[i] + (k.neg_clr * gi) / (sqrtf(s) + k.eps);
-	}
+	const struct optim_adagrad_k k = *kp;
+	for (int64_t i = 0; i < n; i++) optim_adagrad_at(&k, p, g, sum, i);
 }
 
 static void adagrad_range(const struct job *j, int64_t lo, int64_t hi)
@@ -272,45 +216,18 @@ static void adagrad_range(const struct job *j, int64_t lo, int64_t hi)
 	adagrad_loop(j->k, j->p + lo, j->g + lo, j->s[0] + lo, hi - lo);
 }
 
-/* torch.optim.RMSprop. */
-struct rmsprop_k { float wd, alpha, one_alpha, mom, eps, neg_lr; int has_wd; };
-
-static inline void rmsprop_at(const struct rmsprop_k *k, int with_mom, int centered, float *p, const float *g,
-			      float *sq, float *buf, float *gavg, int64_t i)
-{
-	float gi = k->has_wd ? fmaf(k->wd, p[i], g[i]) : g[i];
-	float s = fmaf(k->one_alpha * gi, gi, sq[i] * k->alpha);
-	sq[i] = s;
-	float avg;
-	if (centered) {
-		float ga = fmaf(k->one_alpha, gi, gavg[i] * k->alpha);
-		gavg[i] = ga;
-		avg = sqrtf(fmaf(-ga, ga, s));
-	} else {
-		avg = sqrtf(s);
-	}
-	avg = avg + k->eps;
-	if (with_mom) {
-		float b = buf[i] * k->mom + gi / avg;
-		buf[i] = b;
-		p[i] = fmaf(k->neg_lr, b, p[i]);
-	} else {
-		p[i] = p[i] + (k->neg_lr * gi) / avg;
-	}
-}
-
-static void rmsprop_loop(const struct rmsprop_k *kp, float *restrict p, const float *restrict g,
+static void rmsprop_loop(const struct optim_rmsprop_k *kp, float *restrict p, const float *restrict g,
 			 float *restrict sq, float *restrict buf, float *restrict gavg, int64_t n)
 {
-	const struct rmsprop_k k = *kp;
+	const struct optim_rmsprop_k k = *kp;
 	if (buf && gavg)
-		for (int64_t i = 0; i < n; i++) rmsprop_at(&k, 1, 1, p, g, sq, buf, gavg, i);
+		for (int64_t i = 0; i < n; i++) optim_rmsprop_at(&k, 1, 1, p, g, sq, buf, gavg, i);
 	else if (buf)
-		for (int64_t i = 0; i < n; i++) rmsprop_at(&k, 1, 0, p, g, sq, buf, NULL, i);
+		for (int64_t i = 0; i < n; i++) optim_rmsprop_at(&k, 1, 0, p, g, sq, buf, NULL, i);
 	else if (gavg)
-		for (int64_t i = 0; i < n; i++) rmsprop_at(&k, 0, 1, p, g, sq, NULL, gavg, i);
+		for (int64_t i = 0; i < n; i++) optim_rmsprop_at(&k, 0, 1, p, g, sq, NULL, gavg, i);
 	else
-		for (int64_t i = 0; i < n; i++) rmsprop_at(&k, 0, 0, p, g, sq, NULL, NULL, i);
+		for (int64_t i = 0; i < n; i++) optim_rmsprop_at(&k, 0, 0, p, g, sq, NULL, NULL, i);
 }
 
 static void rmsprop_range(const struct job *j, int64_t lo, int64_t hi)
@@ -327,66 +244,34 @@ void optim_step(const struct optim_cfg *c, struct optim_state_view st, float *pa
 	int k = optim_state_floats(c->kind, c);
 	float *plane[3] = { NULL, NULL, NULL };
 	for (int j = 0; j < k; j++) plane[j] = st.base + j * st.plane_stride;
+	const struct optim_coef co = optim_coef_of(c, step, lr);
 	struct job job = { .p = param, .g = grad, .s = { plane[0], plane[1], plane[2] } };
 	switch (c->kind) {
-	case OPTIM_SGD: {
-		const struct sgd_k sk = {
-			.wd = (float)c->weight_decay, .mom = (float)c->momentum, .damp1 = (float)(1.0 - c->dampening),
-			.neg_lr = (float)-lr, .has_wd = c->weight_decay != 0, .nesterov = c->nesterov, .first = step == 1,
-		};
-		job.k = &sk;
+	case OPTIM_SGD:
+		job.k = &co.sgd;
 		run_ranges(n, sgd_range, &job);
 		return;
-	}
 	case OPTIM_ADAM:
-	case OPTIM_ADAMW: {
-		/* bias corrections in double, as torch computes them in Python */
-		const double bc1 = 1.0 - pow(c->beta1, (double)step), bc2 = 1.0 - pow(c->beta2, (double)step);
-		const int decoupled = c->kind == OPTIM_ADAMW;
-		const struct adam_k ak = {
-			.wd = (float)c->weight_decay, .decay = (float)(1.0 - lr * c->weight_decay),
-			.b1 = (float)c->beta1, .one_b1 = (float)(1.0 - c->beta1),
-			.b2 = (float)c->beta2, .one_b2 = (float)(1.0 - c->beta2), .eps = (float)c->eps,
-			.neg_step_size = (float)-(lr / bc1), .bc2_sqrt = (float)sqrt(bc2),
-			.decoupled = decoupled, .has_l2 = !decoupled && c->weight_decay != 0,
-		};
-		job.k = &ak;
+	case OPTIM_ADAMW:
+		job.k = &co.adam;
 		run_ranges(n, adam_range, &job);
 		return;
-	}
-	case OPTIM_ADADELTA: {
-		const struct adadelta_k dk = {
-			.wd = (float)c->weight_decay, .rho = (float)c->rho, .one_rho = (float)(1.0 - c->rho),
-			.eps = (float)c->eps, .neg_lr = (float)-lr, .has_wd = c->weight_decay != 0,
-		};
-		job.k = &dk;
+	case OPTIM_ADADELTA:
+		job.k = &co.adadelta;
 		run_ranges(n, adadelta_range, &job);
 		return;
-	}
-	case OPTIM_ADAGRAD: {
-		const struct adagrad_k gk = {
-			.wd = (float)c->weight_decay, .eps = (float)c->eps, .has_wd = c->weight_decay != 0,
-			.neg_clr = (float)-(lr / (1.0 + (double)(step - 1) * c->lr_decay)),
-		};
-		job.k = &gk;
+	case OPTIM_ADAGRAD:
+		job.k = &co.adagrad;
 		run_ranges(n, adagrad_range, &job);
 		return;
-	}
-	case OPTIM_RMSPROP: {
-		const struct rmsprop_k rk = {
-			.wd = (float)c->weight_decay, .alpha = (float)c->alpha, .one_alpha = (float)(1.0 - c->alpha),
-			.mom = (float)c->momentum, .eps = (float)c->eps, .neg_lr = (float)-lr,
-			.has_wd = c->weight_decay != 0,
-		};
+	case OPTIM_RMSPROP:
 		/* the planes after square_avg are packed: grad_avg moves up when
 		 * there is no momentum buffer */
-		const int with_mom = c->momentum > 0;
-		job.s[1] = with_mom ? plane[1] : NULL;
-		job.s[2] = c->centered ? plane[1 + with_mom] : NULL;
-		job.k = &rk;
+		job.s[1] = co.mom_buf ? plane[1] : NULL;
+		job.s[2] = co.centered ? plane[1 + co.mom_buf] : NULL;
+		job.k = &co.rmsprop;
 		run_ranges(n, rmsprop_range, &job);
 		return;
-	}
 	case OPTIM_KIND_COUNT: break;
 	}
 	assert(0 && "not an optimizer");
@@ -432,10 +317,7 @@ void optim_scale(float *x, int64_t n, float c)
 
 float optim_clip_coef(double total_norm, double max_norm)
 {
-	/* torch keeps the norm as a float tensor: (norm + 1e-6) is a float add
-	 * and max_norm / t is t.reciprocal() * max_norm; clamp keeps NaN. */
-	float r = 1.0f / ((float)total_norm + 1e-6f), coef = r * (float)max_norm;
-	return coef > 1.0f ? 1.0f : coef;
+	return optim_elem_clip_coef(total_norm, max_norm);
 }
 
 double optim_clip_grad_norm(double sumsq, double max_norm, void (*scale)(void *ctx, float coef), void *ctx)

@@ -10,11 +10,18 @@
 #include <math.h>
 #include <stdint.h>
 
+/* nvcc compiles these for the device too (dropout masks on the GPU). */
+#ifdef __CUDACC__
+#define PHILOX_FN static inline __host__ __device__
+#else
+#define PHILOX_FN static inline
+#endif
+
 enum rng_purpose { RNG_INIT = 1, RNG_DROPOUT = 2, RNG_SHUFFLE = 3, RNG_DATA = 4 };
 
 struct rng { uint32_t key[2]; uint32_t ctr_hi[2]; }; /* ctr_hi: (purpose<<24 | rank, step) */
 
-static inline struct rng rng_stream(uint64_t seed, enum rng_purpose purpose, uint32_t rank, uint32_t step)
+PHILOX_FN struct rng rng_stream(uint64_t seed, enum rng_purpose purpose, uint32_t rank, uint32_t step)
 {
 	struct rng r = { { (uint32_t)seed, (uint32_t)(seed >> 32) },
 			 { ((uint32_t)purpose << 24) | (rank & 0xffffffu), step } };
@@ -22,7 +29,7 @@ static inline struct rng rng_stream(uint64_t seed, enum rng_purpose purpose, uin
 }
 
 /* The four 32-bit words of block `block` of stream r. */
-static inline void philox_block(const struct rng *r, uint64_t block, uint32_t out[4])
+PHILOX_FN void philox_block(const struct rng *r, uint64_t block, uint32_t out[4])
 {
 	uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32), c2 = r->ctr_hi[0], c3 = r->ctr_hi[1];
 	uint32_t k0 = r->key[0], k1 = r->key[1];
@@ -36,7 +43,7 @@ static inline void philox_block(const struct rng *r, uint64_t block, uint32_t ou
 }
 
 /* Word i of the stream. */
-static inline uint32_t rng_u32(const struct rng *r, uint64_t i)
+PHILOX_FN uint32_t rng_u32(const struct rng *r, uint64_t i)
 {
 	uint32_t w[4];
 	philox_block(r, i >> 2, w);
@@ -44,13 +51,13 @@ static inline uint32_t rng_u32(const struct rng *r, uint64_t i)
 }
 
 /* Uniform in [0, 1) with 24 random bits, element i of the stream. */
-static inline float rng_uniform(const struct rng *r, uint64_t i)
+PHILOX_FN float rng_uniform(const struct rng *r, uint64_t i)
 {
 	return (float)(rng_u32(r, i) >> 8) * (1.0f / 16777216.0f);
 }
 
 /* Standard normal (Box-Muller over one block), element i of the stream. */
-static inline float rng_normal(const struct rng *r, uint64_t i)
+PHILOX_FN float rng_normal(const struct rng *r, uint64_t i)
 {
 	uint32_t w[4];
 	philox_block(r, i >> 1, w);

@@ -42,7 +42,7 @@
 #include "runtime/store.h"
 #include "runtime/util.h"
 
-static int open_data(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, char *err, size_t n)
+int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, char *err, size_t n)
 {
 	if (pd->kind == DATA_MNIST)
 		return dataset_mnist(ds, pd->root, pd->split, (float)pd->mean, (float)pd->std, err, n);
@@ -59,7 +59,7 @@ static int open_data(const struct plan *p, const struct plan_dataset *pd, struct
 	return dataset_synthetic(ds, &sp, err, n);
 }
 
-static struct optim_cfg optim_of(const struct plan_optim *o)
+struct optim_cfg train_optim_cfg(const struct plan_optim *o)
 {
 	static const enum optim_kind kinds[] = { [OPT_SGD] = OPTIM_SGD, [OPT_ADAM] = OPTIM_ADAM, [OPT_ADAMW] = OPTIM_ADAMW,
 						 [OPT_ADADELTA] = OPTIM_ADADELTA, [OPT_ADAGRAD] = OPTIM_ADAGRAD, [OPT_RMSPROP] = OPTIM_RMSPROP };
@@ -81,7 +81,7 @@ static struct optim_cfg optim_of(const struct plan_optim *o)
 	return c;
 }
 
-static struct sched_cfg sched_of(const struct plan_sched *s)
+struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 {
 	static const enum sched_kind kinds[] = { [LRS_CONSTANT] = SCHED_CONSTANT, [LRS_STEP] = SCHED_STEP,
 						 [LRS_MULTISTEP] = SCHED_MULTISTEP, [LRS_EXPONENTIAL] = SCHED_EXPONENTIAL,
@@ -99,7 +99,7 @@ static struct sched_cfg sched_of(const struct plan_sched *s)
 }
 
 /* One terminal line, redrawn: epoch, a bar, samples, loss, speed. */
-static void progress(int64_t epoch, int64_t seen, int64_t total, double loss, double rate)
+void train_progress(int64_t epoch, int64_t seen, int64_t total, double loss, double rate)
 {
 	enum { WIDTH = 30 };
 	int filled = total ? (int)(WIDTH * seen / total) : WIDTH;
@@ -169,7 +169,7 @@ static int fail(struct trainer *t, const char *what)
 static void *load_test(void *arg)
 {
 	struct trainer *t = arg;
-	t->test_rc = open_data(t->p, &t->p->test_data, &t->test, t->test_err, sizeof t->test_err);
+	t->test_rc = train_open_data(t->p, &t->p->test_data, &t->test, t->test_err, sizeof t->test_err);
 	return NULL;
 }
 
@@ -496,7 +496,7 @@ static int setup(struct trainer *t)
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	int threads = o->threads > 0 ? o->threads : (int)((cores > 0 ? cores : 1) / t->world);
 	kern_set_threads(threads > 0 ? threads : 1);
-	if (open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
+	if (train_open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
 		return -1;
 	t->has_test = p->test_data.kind != DATA_NONE;
 	/* the test set loads in the background: the first step need not wait for it */
@@ -550,8 +550,8 @@ static int setup(struct trainer *t)
 	/* mean losses: each micro-batch contributes its share of the step's mean */
 	if (tr->global_batch && tr->reduction == RED_MEAN)
 		t->e.loss_scale = 1.0f / (float)t->accum;
-	t->oc = optim_of(&tr->optim);
-	t->sc = sched_of(&tr->sched);
+	t->oc = train_optim_cfg(&tr->optim);
+	t->sc = train_sched_cfg(&tr->sched);
 	t->at = (struct ckpt_state){ 1, 0, 0, t->world, t->micro };
 	if (t->world > 1 && join_job(t) != 0)
 		return -1;
@@ -748,7 +748,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			if (log && t->rd_ok)
 				rundir_metric_step(&t->rd, t->at.step, t->at.epoch, per_sample, lr, rate);
 			if (t->tty) {
-				progress(t->at.epoch, t->at.batch * t->micro, t->s.num_samples, per_sample, rate);
+				train_progress(t->at.epoch, t->at.batch * t->micro, t->s.num_samples, per_sample, rate);
 			} else if (log) {
 				int64_t done = t->at.batch * t->micro < t->s.num_samples ? t->at.batch * t->micro : t->s.num_samples;
 				printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", (long long)t->at.epoch, (long long)done,
@@ -810,7 +810,7 @@ static void teardown(struct trainer *t)
 }
 
 /* The process's peak resident set, from /proc (0 when unavailable). */
-static double peak_rss_mib(void)
+double train_peak_rss_mib(void)
 {
 	FILE *f = fopen("/proc/self/status", "r");
 	char line[256];
@@ -846,7 +846,7 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 	int64_t state = t->fsdp_ok ? (2 * t->fsdp.total + t->fsdp.total * t->p->train.optim.state_per_param) * 4
 				   : (t->p->unsharded_elems + t->e.trainable * (1 + t->p->train.optim.state_per_param)) * 4;
 	printf("Rank %d: parameters, gradients and optimizer state %.2f MiB; peak resident memory %.1f MiB\n", t->rank,
-	       (double)state / 1048576.0, peak_rss_mib());
+	       (double)state / 1048576.0, train_peak_rss_mib());
 	fflush(stdout);
 	if (t->fsdp_ok && train_time > 0) {
 		const struct devplan *dp = &t->p->dev[0];

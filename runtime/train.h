@@ -5,6 +5,8 @@
 #ifndef TRAIN_H
 #define TRAIN_H
 #include "compiler/ir.h"
+#include "runtime/optim.h"
+#include "runtime/sched.h"
 
 struct train_opts {
 	const char *save;     /* PATH.safetensors: weights; any other path: a checkpoint directory */
@@ -21,4 +23,15 @@ struct train_opts {
 /* Train p to the end; returns the process exit status (0, or 1 after
  * printing what failed). */
 int train_run(const struct plan *p, const struct train_opts *o);
+
+/* ---- shared with the GPU trainer (runtime/cuda/train_gpu.c) ---- */
+struct dataset;
+struct optim_cfg train_optim_cfg(const struct plan_optim *o);
+struct sched_cfg train_sched_cfg(const struct plan_sched *s);
+/* Open a data section's dataset (IDX files or synthetic); 0 or -1 with err. */
+int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, char *err, size_t n);
+/* One terminal line, redrawn: epoch, a bar, samples, loss, speed. */
+void train_progress(int64_t epoch, int64_t seen, int64_t total, double loss, double rate);
+/* The process's peak resident set in MiB, from /proc (0 when unavailable). */
+double train_peak_rss_mib(void);
 #endif

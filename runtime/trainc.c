@@ -20,6 +20,7 @@
 #include "grammar/arena.h"
 #include "grammar/diag.h"
 #include "runtime/dataset.h"
+#include "runtime/gpu.h"
 #include "runtime/launch.h"
 #include "runtime/train.h"
 
@@ -218,10 +219,24 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cmd, "train")) {
 		int wworld = 0, wrank = launch_worker_rank(&wworld);
 		struct train_opts to = { save, init, resume, run_dir, TRAINC_VERSION, threads, 0, o.world, argc, argv };
-		if (gpus > 0) {
-			fprintf(stderr, "trainc: --gpus %d: this build of trainc trains on CPUs only (the CUDA backend is not built yet); "
-				"use --cpus N\n", gpus);
+		char gerr[1024];
+		int ngpu = 0;
+		if (gpus > 0 && gpu_open(&ngpu, gerr, sizeof gerr) != 0) {
+			fprintf(stderr, "trainc: --gpus %d: %s\n", gpus, gerr);
 			rc = 2;
+		} else if (gpus > 0 && ngpu < gpus) {
+			fprintf(stderr, "trainc: --gpus %d: only %d GPU%s visible; lower --gpus or check CUDA_VISIBLE_DEVICES\n", gpus, ngpu,
+				ngpu == 1 ? " is" : "s are");
+			rc = 2;
+		} else if (gpus > 0 && wrank >= 0) {
+			const char *lr = getenv("LOCAL_RANK");
+			to.rank = wrank;
+			rc = wworld != o.world ? 2 : gpu_train(p, &to, lr ? atoi(lr) : wrank);
+			if (wworld != o.world)
+				fprintf(stderr, "trainc: worker %d: the launcher started %d ranks, but this command line makes %d\n", wrank, wworld,
+					o.world);
+		} else if (gpus > 0 && o.world == 1) {
+			rc = gpu_train(p, &to, 0);
 		} else if (wrank >= 0) {
 			if (wworld != o.world) {
 				fprintf(stderr, "trainc: worker %d: the launcher started %d ranks, but this command line makes %d\n", wrank, wworld,

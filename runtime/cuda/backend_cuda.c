@@ -1,0 +1,678 @@
+/* backend_cuda.c: the GPU backend behind backend.h's table: memory from
+ * cudaMalloc, GEMMs through cuBLAS, convolutions through cuDNN (algorithms
+ * found once per batch size at prepare), everything else through the
+ * kernels of kc.h, all queued on one stream per rank.  Nothing here waits
+ * for the GPU except the table's loss (which returns host numbers) and
+ * sync; the trainer (train_gpu.c) uses cuda_loss, which leaves the loss on
+ * the device, so a whole step can be captured as one CUDA graph.
+ * Matmuls run in full float32 and convolutions may use TF32, as PyTorch's
+ * defaults (TRAINC_TF32=0 turns TF32 off, for exact comparisons).
+ * Every CUDA, cuBLAS and cuDNN call is checked; the first failure is kept
+ * with the call, file:line and the library's message (cuda_error), and
+ * later work is skipped, since the stream's results are lost anyway.
+ */
+#include "runtime/cuda/cuda.h"
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/backend.h"
+#include "runtime/cuda/kc.h"
+#include "runtime/exec.h"
+#include "runtime/util.h"
+
+/* One convolution at one batch size: cuDNN's descriptors and algorithms. */
+struct conv {
+	cudnnTensorDescriptor_t x, y;
+	cudnnFilterDescriptor_t w;
+	cudnnConvolutionDescriptor_t c;
+	cudnnConvolutionFwdAlgo_t fwd;
+	cudnnConvolutionBwdDataAlgo_t bwd_data;
+	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+	bool ready;
+};
+
+struct cuda_state {
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	cudnnHandle_t dnn;
+	struct conv *conv;  /* (nnodes, EXEC_MAX_SIZES) */
+	void *blas_ws;      /* cuBLAS workspace */
+	void *ws;           /* cuDNN workspace, the largest any convolution asked for */
+	size_t ws_bytes;
+	struct cuda_dev *dev; /* device words: flags, loss, step */
+	const int64_t *step;  /* finished optimizer steps on the device, or NULL: e->step */
+	char err[512];
+	bool failed;
+};
+
+enum { BLAS_WS = 32 << 20 };
+
+static struct cuda_state *st(struct exec *e)
+{
+	return e->be_state;
+}
+
+/* Keep the first failure; later ones are consequences. */
+static void failf(struct cuda_state *c, const char *fmt, ...)
+{
+	if (!c || c->failed)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof c->err, fmt, ap);
+	va_end(ap);
+	c->failed = true;
+}
+
+#define CU(c, call)                                                                                                      \
+	do {                                                                                                             \
+		cudaError_t r_ = (call);                                                                                 \
+		if (r_ != cudaSuccess)                                                                                   \
+			failf((c), "%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cudaGetErrorString(r_));           \
+	} while (0)
+#define BLAS(c, call)                                                                                                    \
+	do {                                                                                                             \
+		cublasStatus_t r_ = (call);                                                                              \
+		if (r_ != CUBLAS_STATUS_SUCCESS)                                                                         \
+			failf((c), "%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cublasGetStatusString(r_));         \
+	} while (0)
+#define DNN(c, call)                                                                                                     \
+	do {                                                                                                             \
+		cudnnStatus_t r_ = (call);                                                                               \
+		if (r_ != CUDNN_STATUS_SUCCESS)                                                                          \
+			failf((c), "%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cudnnGetErrorString(r_));           \
+	} while (0)
+
+const char *cuda_error(struct exec *e)
+{
+	struct cuda_state *c = st(e);
+	if (!c)
+		return NULL;
+	if (!c->failed) {
+		cudaError_t r = cudaPeekAtLastError();
+		if (r != cudaSuccess)
+			failf(c, "a kernel launch failed: %s", cudaGetErrorString(r));
+	}
+	return c->failed ? c->err : NULL;
+}
+
+cudaStream_t cuda_stream(struct exec *e)
+{
+	return st(e)->stream;
+}
+
+struct cuda_dev *cuda_dev_words(struct exec *e)
+{
+	return st(e)->dev;
+}
+
+void cuda_use_step(struct exec *e, const int64_t *step)
+{
+	st(e)->step = step;
+}
+
+/* Memory: cudaMalloc'd and zeroed; 256-byte aligned, more than the 64 the
+ * table promises. */
+static void *cu_alloc(int64_t bytes)
+{
+	void *p = NULL;
+	size_t n = (size_t)(bytes > 0 ? bytes : 1);
+	if (cudaMalloc(&p, n) != cudaSuccess) {
+		cudaGetLastError(); /* clear it: out of memory is reported by the caller */
+		return NULL;
+	}
+	if (cudaMemset(p, 0, n) != cudaSuccess) {
+		cudaFree(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void cu_free(void *p)
+{
+	if (p)
+		cudaFree(p);
+}
+
+static void cu_to_host(void *host, const void *dev, size_t bytes)
+{
+	if (cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+		memset(host, 0xff, bytes); /* NaNs, never stale numbers; the caller checks cuda_error */
+}
+
+static void cu_from_host(void *dev, const void *host, size_t bytes)
+{
+	cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
+}
+
+static void cu_copy(void *dst, const void *src, size_t bytes)
+{
+	cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
+}
+
+static int64_t numel(const struct shape *s)
+{
+	return shape_numel(s);
+}
+
+static int size_slot(const struct exec *e, int64_t n)
+{
+	for (int s = 0; s < e->nsizes; s++)
+		if (e->sizes[s] == n)
+			return s;
+	return -1;
+}
+
+static bool want_tf32(void)
+{
+	const char *v = getenv("TRAINC_TF32");
+	return !v || strcmp(v, "0") != 0;
+}
+
+/* Descriptors and the fastest algorithms of node i's convolution at batch n
+ * (cuDNN's Find, which runs each candidate once: PyTorch's benchmark mode). */
+static int conv_prepare(struct exec *e, struct conv *cv, const struct node *nd, int64_t n, size_t *ws_need)
+{
+	struct cuda_state *c = st(e);
+	const struct plan *p = e->p;
+	const struct shape *in = &p->nodes[nd->in].out;
+	int ci = (int)in->d[0], h = (int)in->d[1], w = (int)in->d[2];
+	int co = (int)nd->a.conv.cout, g = (int)nd->a.conv.groups;
+	DNN(c, cudnnCreateTensorDescriptor(&cv->x));
+	DNN(c, cudnnCreateTensorDescriptor(&cv->y));
+	DNN(c, cudnnCreateFilterDescriptor(&cv->w));
+	DNN(c, cudnnCreateConvolutionDescriptor(&cv->c));
+	DNN(c, cudnnSetTensor4dDescriptor(cv->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)n, ci, h, w));
+	DNN(c, cudnnSetFilter4dDescriptor(cv->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, co, ci / g, (int)nd->a.conv.kh,
+					  (int)nd->a.conv.kw));
+	DNN(c, cudnnSetConvolution2dDescriptor(cv->c, (int)nd->a.conv.ph, (int)nd->a.conv.pw, (int)nd->a.conv.sh,
+					       (int)nd->a.conv.sw, (int)nd->a.conv.dh, (int)nd->a.conv.dw,
+					       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+	DNN(c, cudnnSetConvolutionGroupCount(cv->c, g));
+	DNN(c, cudnnSetConvolutionMathType(cv->c, want_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+	int on, oc, oh, ow;
+	DNN(c, cudnnGetConvolution2dForwardOutputDim(cv->c, cv->x, cv->w, &on, &oc, &oh, &ow));
+	if (c->failed)
+		return -1;
+	if (oc != co || (int64_t)oc * oh * ow != numel(&nd->out)) {
+		failf(c, "%s: cuDNN computes an output of (%d, %d, %d), the plan (%lld elements)", nd->path, oc, oh, ow,
+		      (long long)numel(&nd->out));
+		return -1;
+	}
+	DNN(c, cudnnSetTensor4dDescriptor(cv->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, on, oc, oh, ow));
+	/* at most 1 GiB of workspace for one algorithm */
+	const size_t cap = (size_t)1 << 30;
+	enum { K = 8 };
+	int got = 0;
+	cudnnConvolutionFwdAlgoPerf_t fp[K];
+	DNN(c, cudnnFindConvolutionForwardAlgorithm(c->dnn, cv->x, cv->w, cv->c, cv->y, K, &got, fp));
+	cv->fwd = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+	for (int k = 0; k < got; k++)
+		if (fp[k].status == CUDNN_STATUS_SUCCESS && fp[k].memory <= cap) {
+			cv->fwd = fp[k].algo;
+			break;
+		}
+	cudnnConvolutionBwdDataAlgoPerf_t dp[K];
+	got = 0;
+	DNN(c, cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, cv->w, cv->y, cv->c, cv->x, K, &got, dp));
+	cv->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+	for (int k = 0; k < got; k++)
+		if (dp[k].status == CUDNN_STATUS_SUCCESS && dp[k].memory <= cap) {
+			cv->bwd_data = dp[k].algo;
+			break;
+		}
+	cudnnConvolutionBwdFilterAlgoPerf_t wp[K];
+	got = 0;
+	DNN(c, cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, cv->x, cv->y, cv->c, cv->w, K, &got, wp));
+	cv->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+	for (int k = 0; k < got; k++)
+		if (wp[k].status == CUDNN_STATUS_SUCCESS && wp[k].memory <= cap) {
+			cv->bwd_filter = wp[k].algo;
+			break;
+		}
+	size_t a = 0, b = 0, d = 0;
+	DNN(c, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, cv->x, cv->w, cv->c, cv->y, cv->fwd, &a));
+	DNN(c, cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, cv->w, cv->y, cv->c, cv->x, cv->bwd_data, &b));
+	DNN(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, cv->x, cv->y, cv->c, cv->w, cv->bwd_filter, &d));
+	size_t m = a > b ? a : b;
+	m = m > d ? m : d;
+	if (m > *ws_need)
+		*ws_need = m;
+	cv->ready = !c->failed;
+	return c->failed ? -1 : 0;
+}
+
+static int cu_prepare(struct exec *e, char *err, size_t errlen)
+{
+	const struct plan *p = e->p;
+	struct cuda_state *c = calloc(1, sizeof *c);
+	if (!c)
+		return util_fail(err, errlen, "out of memory");
+	e->be_state = c;
+	CU(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+	BLAS(c, cublasCreate(&c->blas));
+	BLAS(c, cublasSetStream(c->blas, c->stream));
+	/* float32 matmuls stay float32 (torch.backends.cuda.matmul.allow_tf32 = False) */
+	BLAS(c, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+	/* a workspace of our own, so cuBLAS allocates nothing inside a captured step */
+	CU(c, cudaMalloc(&c->blas_ws, BLAS_WS));
+	if (c->blas_ws)
+		BLAS(c, cublasSetWorkspace(c->blas, c->blas_ws, BLAS_WS));
+	DNN(c, cudnnCreate(&c->dnn));
+	DNN(c, cudnnSetStream(c->dnn, c->stream));
+	CU(c, cudaMalloc((void **)&c->dev, sizeof *c->dev));
+	if (c->dev)
+		CU(c, cudaMemset(c->dev, 0, sizeof *c->dev));
+	c->conv = calloc((size_t)p->nnodes * EXEC_MAX_SIZES, sizeof *c->conv);
+	if (!c->conv)
+		return util_fail(err, errlen, "out of memory");
+	size_t ws = 0;
+	for (int i = 0; i < p->nnodes && !c->failed; i++) {
+		if (p->nodes[i].op != OP_CONV2D)
+			continue;
+		for (int s = 0; s < e->nsizes && !c->failed; s++)
+			if (size_slot(e, e->sizes[s]) == s) /* each size once */
+				conv_prepare(e, &c->conv[i * EXEC_MAX_SIZES + s], &p->nodes[i], e->sizes[s], &ws);
+	}
+	if (!c->failed && ws > 0) {
+		CU(c, cudaMalloc(&c->ws, ws));
+		c->ws_bytes = ws;
+	}
+	if (c->failed)
+		return util_fail(err, errlen, "%s", c->err);
+	return 0;
+}
+
+static void cu_release(struct exec *e)
+{
+	struct cuda_state *c = st(e);
+	if (!c)
+		return;
+	for (int i = 0; c->conv && i < e->p->nnodes * EXEC_MAX_SIZES; i++) {
+		struct conv *cv = &c->conv[i];
+		if (cv->x)
+			cudnnDestroyTensorDescriptor(cv->x);
+		if (cv->y)
+			cudnnDestroyTensorDescriptor(cv->y);
+		if (cv->w)
+			cudnnDestroyFilterDescriptor(cv->w);
+		if (cv->c)
+			cudnnDestroyConvolutionDescriptor(cv->c);
+	}
+	free(c->conv);
+	if (c->ws)
+		cudaFree(c->ws);
+	if (c->dev)
+		cudaFree(c->dev);
+	if (c->dnn)
+		cudnnDestroy(c->dnn);
+	if (c->blas)
+		cublasDestroy(c->blas);
+	if (c->blas_ws)
+		cudaFree(c->blas_ws);
+	if (c->stream)
+		cudaStreamDestroy(c->stream);
+	free(c);
+	e->be_state = NULL;
+}
+
+static struct conv *conv_at(struct exec *e, int i, int64_t n)
+{
+	int s = size_slot(e, n);
+	struct conv *cv = s >= 0 ? &st(e)->conv[i * EXEC_MAX_SIZES + s] : NULL;
+	if (!cv || !cv->ready) {
+		failf(st(e), "%s: no convolution prepared for a batch of %lld", e->p->nodes[i].path, (long long)n);
+		return NULL;
+	}
+	return cv;
+}
+
+static struct pool2d_desc pool_desc(const struct plan *p, const struct node *nd, int64_t n)
+{
+	const struct shape *in = &p->nodes[nd->in].out;
+	struct pool2d_desc d = { 0 };
+	d.n = (int)n;
+	d.c = (int)in->d[0];
+	d.h = (int)in->d[1];
+	d.w = (int)in->d[2];
+	d.kh = (int)nd->a.pool.kh;
+	d.kw = (int)nd->a.pool.kw;
+	d.sh = (int)nd->a.pool.sh;
+	d.sw = (int)nd->a.pool.sw;
+	d.ph = (int)nd->a.pool.ph;
+	d.pw = (int)nd->a.pool.pw;
+	d.dh = (int)nd->a.pool.dh;
+	d.dw = (int)nd->a.pool.dw;
+	d.ceil_mode = nd->a.pool.ceil_mode;
+	d.count_include_pad = nd->a.pool.count_include_pad;
+	return d;
+}
+
+/* (outer, dim, inner) of a softmax node */
+static void softmax_dims(const struct node *nd, int64_t n, int64_t *outer, int *dim, int64_t *inner)
+{
+	*outer = n;
+	*inner = 1;
+	for (int k = 0; k < nd->a.softmax.dim; k++)
+		*outer *= nd->out.d[k];
+	for (int k = nd->a.softmax.dim + 1; k < nd->out.rank; k++)
+		*inner *= nd->out.d[k];
+	*dim = (int)nd->out.d[nd->a.softmax.dim];
+}
+
+static int64_t ln_row(const struct node *nd)
+{
+	int64_t row = 1;
+	for (int k = 0; k < nd->a.ln.nd; k++)
+		row *= nd->a.ln.d[k];
+	return row;
+}
+
+static void cu_forward(struct exec *e, int i, int64_t n, bool train)
+{
+	struct cuda_state *c = st(e);
+	if (c->failed)
+		return;
+	const struct plan *p = e->p;
+	const struct node *nd = &p->nodes[i];
+	cudaStream_t s = c->stream;
+	float *y = exec_output(e, i, train);
+	const float *x = nd->in >= 0 ? exec_output(e, nd->in, train) : NULL;
+	int64_t out_n = numel(&nd->out) * n;
+	char *save = exec_act(e, i) + p->mem[i].save_off;
+	const float one = 1.0f, zero = 0.0f;
+	switch (nd->op) {
+	case OP_INPUT: case OP_FLATTEN: break;
+	case OP_TRANSFER:
+		if (y != x)
+			CU(c, cudaMemcpyAsync(y, x, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, s));
+		break;
+	case OP_LINEAR: {
+		int k = (int)nd->a.linear.in, m = (int)nd->a.linear.out;
+		int64_t rows = out_n / m;
+		/* row-major y (rows, m) = x (rows, k) wᵀ: column-major yᵀ = w_cmᵀ x_cm */
+		BLAS(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, (int)rows, k, &one, exec_param_ptr(e, nd->param0), k, x, k,
+				    &zero, y, m));
+		if (nd->a.linear.bias)
+			kc_bias_add(s, y, exec_param_ptr(e, nd->param0 + 1), rows, m);
+		break;
+	}
+	case OP_CONV2D: {
+		struct conv *cv = conv_at(e, i, n);
+		if (!cv)
+			break;
+		DNN(c, cudnnConvolutionForward(c->dnn, &one, cv->x, x, cv->w, exec_param_ptr(e, nd->param0), cv->c, cv->fwd, c->ws,
+					       c->ws_bytes, &zero, cv->y, y));
+		if (nd->a.conv.bias)
+			kc_channel_bias_add(s, y, exec_param_ptr(e, nd->param0 + 1), (int)n, (int)nd->a.conv.cout,
+					    numel(&nd->out) / nd->a.conv.cout);
+		break;
+	}
+	case OP_MAXPOOL2D:
+		kc_maxpool2d_fwd(s, pool_desc(p, nd, n), x, y, train ? (int32_t *)(void *)save : (int32_t *)(void *)exec_scratch(e, i));
+		break;
+	case OP_AVGPOOL2D: kc_avgpool2d_fwd(s, pool_desc(p, nd, n), x, y); break;
+	case OP_ADAPTIVE_AVGPOOL2D: {
+		const struct shape *in = &p->nodes[nd->in].out;
+		kc_adaptive_avgpool2d_fwd(s, x, y, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh,
+					  (int)nd->a.apool.ow);
+		break;
+	}
+	case OP_BATCHNORM2D: {
+		int ch = (int)nd->a.bn.c;
+		int64_t hw = numel(&nd->out) / ch;
+		float *g = nd->a.bn.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL, *b = nd->a.bn.affine ? exec_param_ptr(e, nd->param0 + 1) : NULL;
+		int rs = nd->a.bn.affine ? 2 : 0;
+		float *rm = nd->a.bn.track ? exec_param_ptr(e, nd->param0 + rs) : NULL;
+		float *rv = nd->a.bn.track ? exec_param_ptr(e, nd->param0 + rs + 1) : NULL;
+		if (train || !nd->a.bn.track) {
+			float *sm = train ? (float *)(void *)save : (float *)(void *)exec_scratch(e, i);
+			int64_t *tracked = train && nd->a.bn.track ? (int64_t *)(void *)exec_param_ptr(e, nd->param0 + rs + 2) : NULL;
+			kc_batchnorm2d_fwd_train(s, x, g, b, y, train ? rm : NULL, train ? rv : NULL, sm, sm + ch, tracked, (int)n, ch, hw,
+						 (float)nd->a.bn.eps, (float)nd->a.bn.momentum);
+		} else {
+			kc_batchnorm2d_fwd_eval(s, x, g, b, rm, rv, y, (int)n, ch, hw, (float)nd->a.bn.eps);
+		}
+		break;
+	}
+	case OP_LAYERNORM: {
+		int64_t row = ln_row(nd), rows = out_n / row;
+		float *sm = train ? (float *)(void *)save : (float *)(void *)exec_scratch(e, i);
+		kc_layernorm_fwd(s, x, nd->a.ln.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL,
+				 nd->a.ln.affine ? exec_param_ptr(e, nd->param0 + 1) : NULL, y, sm, sm + rows, rows, (int)row,
+				 (float)nd->a.ln.eps);
+		break;
+	}
+	case OP_DROPOUT:
+		if (train) {
+			/* the CPU's stream: keyed by node, rank and step, so masks match */
+			struct rng r = rng_stream(e->seed + 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1), RNG_DROPOUT, e->rank, (uint32_t)e->step);
+			if (c->step)
+				kc_dropout_fwd_at(s, x, y, (uint8_t *)save, out_n, (float)nd->a.drop.p, r, c->step);
+			else
+				kc_dropout_fwd(s, x, y, (uint8_t *)save, out_n, (float)nd->a.drop.p, r);
+		} else if (y != x) {
+			CU(c, cudaMemcpyAsync(y, x, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, s));
+		}
+		break;
+	case OP_RELU: kc_relu_fwd(s, x, y, out_n); break;
+	case OP_GELU: kc_gelu_fwd(s, x, y, out_n, nd->a.gelu.tanh ? KERN_GELU_TANH : KERN_GELU_NONE); break;
+	case OP_TANH: kc_tanh_fwd(s, x, y, out_n); break;
+	case OP_SIGMOID: kc_sigmoid_fwd(s, x, y, out_n); break;
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
+		int64_t outer, inner;
+		int dim;
+		softmax_dims(nd, n, &outer, &dim, &inner);
+		if (nd->op == OP_SOFTMAX)
+			kc_softmax_fwd(s, x, y, outer, dim, inner);
+		else
+			kc_log_softmax_fwd(s, x, y, outer, dim, inner);
+		break;
+	}
+	case OP_ADD: kc_add(s, x, exec_output(e, nd->in2, train), y, out_n); break;
+	case OP_EMBEDDING:
+		kc_embedding_fwd(s, (const int32_t *)(const void *)x, exec_param_ptr(e, nd->param0), y, out_n / nd->a.emb.dim,
+				 (int)nd->a.emb.num, (int)nd->a.emb.dim, &c->dev->bad_id);
+		break;
+	case OP__COUNT: break;
+	}
+}
+
+static void finish_dx(struct exec *e, int j, float *dx, bool accumulate, int64_t count)
+{
+	if (accumulate && dx)
+		kc_accumulate(st(e)->stream, exec_dx_home(e, j), dx, count);
+}
+
+static void cu_backward(struct exec *e, int i, int64_t n)
+{
+	struct cuda_state *c = st(e);
+	const struct plan *p = e->p;
+	const struct node *nd = &p->nodes[i];
+	if (c->failed || nd->op == OP_FLATTEN)
+		return;
+	cudaStream_t s = c->stream;
+	const float *dy = (const float *)(void *)(exec_act(e, i) + p->mem[i].grad_off);
+	const float *y = exec_output(e, i, true);
+	const float *x = nd->in >= 0 ? exec_output(e, nd->in, true) : NULL;
+	char *save = exec_act(e, i) + p->mem[i].save_off;
+	int64_t out_n = numel(&nd->out) * n;
+	int64_t in_n = nd->in >= 0 ? numel(&p->nodes[nd->in].out) * n : 0;
+	bool acc;
+	float *dx = exec_dx_target(e, nd->in, &acc);
+	const float one = 1.0f, zero = 0.0f;
+	switch (nd->op) {
+	case OP_LINEAR: {
+		int k = (int)nd->a.linear.in, m = (int)nd->a.linear.out;
+		int64_t rows = out_n / m;
+		const float *w = exec_param_ptr(e, nd->param0);
+		float *dw = exec_grad_ptr(e, nd->param0);
+		if (dx) /* dx (rows, k) = dy w: column-major dxᵀ = w_cm dy_cm */
+			BLAS(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, (int)rows, m, &one, w, k, dy, m, &zero, dx, k));
+		if (dw) /* dw (m, k) += dyᵀ x: column-major dwᵀ += x_cm dy_cmᵀ */
+			BLAS(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, (int)rows, &one, x, k, dy, m, &one, dw, k));
+		if (nd->a.linear.bias && exec_grad_ptr(e, nd->param0 + 1))
+			kc_bias_grad(s, dy, exec_grad_ptr(e, nd->param0 + 1), rows, m);
+		break;
+	}
+	case OP_CONV2D: {
+		struct conv *cv = conv_at(e, i, n);
+		if (!cv)
+			break;
+		float *dw = exec_grad_ptr(e, nd->param0);
+		if (dx)
+			DNN(c, cudnnConvolutionBackwardData(c->dnn, &one, cv->w, exec_param_ptr(e, nd->param0), cv->y, dy, cv->c, cv->bwd_data,
+							    c->ws, c->ws_bytes, &zero, cv->x, dx));
+		if (dw)
+			DNN(c, cudnnConvolutionBackwardFilter(c->dnn, &one, cv->x, x, cv->y, dy, cv->c, cv->bwd_filter, c->ws, c->ws_bytes,
+							      &one, cv->w, dw));
+		if (nd->a.conv.bias && exec_grad_ptr(e, nd->param0 + 1))
+			kc_channel_bias_grad(s, dy, exec_grad_ptr(e, nd->param0 + 1), (int)n, (int)nd->a.conv.cout,
+					     numel(&nd->out) / nd->a.conv.cout);
+		break;
+	}
+	case OP_MAXPOOL2D: if (dx) kc_maxpool2d_bwd(s, pool_desc(p, nd, n), (const int32_t *)(const void *)save, dy, dx); break;
+	case OP_AVGPOOL2D: if (dx) kc_avgpool2d_bwd(s, pool_desc(p, nd, n), dy, dx); break;
+	case OP_ADAPTIVE_AVGPOOL2D: {
+		const struct shape *in = &p->nodes[nd->in].out;
+		if (dx)
+			kc_adaptive_avgpool2d_bwd(s, dy, dx, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh,
+						  (int)nd->a.apool.ow);
+		break;
+	}
+	case OP_BATCHNORM2D: {
+		int ch = (int)nd->a.bn.c;
+		const float *sm = (const float *)(const void *)save;
+		kc_batchnorm2d_bwd(s, x, nd->a.bn.affine ? exec_param_ptr(e, nd->param0) : NULL, sm, sm + ch, dy, dx,
+				   nd->a.bn.affine ? exec_grad_ptr(e, nd->param0) : NULL, nd->a.bn.affine ? exec_grad_ptr(e, nd->param0 + 1) : NULL,
+				   (int)n, ch, numel(&nd->out) / ch);
+		break;
+	}
+	case OP_LAYERNORM: {
+		int64_t row = ln_row(nd), rows = out_n / row;
+		const float *sm = (const float *)(const void *)save;
+		kc_layernorm_bwd(s, x, nd->a.ln.affine ? exec_param_ptr(e, nd->param0) : NULL, sm, sm + rows, dy, dx,
+				 nd->a.ln.affine ? exec_grad_ptr(e, nd->param0) : NULL, nd->a.ln.affine ? exec_grad_ptr(e, nd->param0 + 1) : NULL,
+				 rows, (int)row);
+		break;
+	}
+	case OP_DROPOUT: if (dx) kc_dropout_bwd(s, dy, (const uint8_t *)save, dx, out_n, (float)nd->a.drop.p); break;
+	case OP_RELU: if (dx) kc_relu_bwd(s, y, dy, dx, out_n); break;
+	case OP_GELU: if (dx) kc_gelu_bwd(s, x, dy, dx, out_n, nd->a.gelu.tanh ? KERN_GELU_TANH : KERN_GELU_NONE); break;
+	case OP_TANH: if (dx) kc_tanh_bwd(s, y, dy, dx, out_n); break;
+	case OP_SIGMOID: if (dx) kc_sigmoid_bwd(s, y, dy, dx, out_n); break;
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
+		int64_t outer, inner;
+		int dim;
+		softmax_dims(nd, n, &outer, &dim, &inner);
+		if (dx && nd->op == OP_SOFTMAX)
+			kc_softmax_bwd(s, y, dy, dx, outer, dim, inner);
+		else if (dx)
+			kc_log_softmax_bwd(s, y, dy, dx, outer, dim, inner);
+		break;
+	}
+	case OP_TRANSFER:
+		if (dx)
+			CU(c, cudaMemcpyAsync(dx, dy, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, s));
+		break;
+	case OP_ADD: {
+		if (dx)
+			CU(c, cudaMemcpyAsync(dx, dy, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, s));
+		finish_dx(e, nd->in, dx, acc, out_n);
+		bool acc2;
+		float *dx2 = exec_dx_target(e, nd->in2, &acc2);
+		if (dx2)
+			CU(c, cudaMemcpyAsync(dx2, dy, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, s));
+		finish_dx(e, nd->in2, dx2, acc2, out_n);
+		return;
+	}
+	case OP_EMBEDDING:
+		if (exec_grad_ptr(e, nd->param0))
+			kc_embedding_bwd(s, (const int32_t *)(const void *)x, dy, exec_grad_ptr(e, nd->param0), out_n / nd->a.emb.dim,
+					 (int)nd->a.emb.num, (int)nd->a.emb.dim, (int)nd->a.emb.padding_idx);
+		break;
+	case OP_INPUT: case OP_FLATTEN: case OP__COUNT: break;
+	}
+	finish_dx(e, nd->in, dx, acc, in_n);
+}
+
+void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, double weight, bool add, double *correct)
+{
+	struct cuda_state *c = st(e);
+	if (c->failed)
+		return;
+	const struct plan *p = e->p;
+	int last = p->nnodes - 1;
+	const float *out = exec_output(e, last, train);
+	float *dout = train ? (float *)(void *)(exec_act(e, last) + p->mem[last].grad_off) : NULL;
+	int64_t per = numel(&p->nodes[last].out);
+	enum kern_reduction red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
+	cudaStream_t s = c->stream;
+	switch (p->train.loss) {
+	case LOSS_MSE:
+		kc_mse(s, out, y, dout, per * n, red, e->loss_scale, loss, weight, add);
+		break;
+	case LOSS_NLL:
+		kc_nll(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target);
+		if (correct)
+			kc_argmax_correct(s, out, y, n, (int)per, correct);
+		break;
+	case LOSS_CROSS_ENTROPY:
+		kc_cross_entropy(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target);
+		if (correct)
+			kc_argmax_correct(s, out, y, n, (int)per, correct);
+		break;
+	}
+}
+
+/* The table's loss: synchronous, for callers that want host numbers. */
+static int cu_loss(struct exec *e, const void *y, int n, bool train, double *loss, long *correct)
+{
+	struct cuda_state *c = st(e);
+	struct cuda_dev *d = c->dev;
+	CU(c, cudaMemsetAsync(&d->correct, 0, sizeof d->correct, c->stream));
+	cuda_loss(e, y, n, train, &d->loss, 1.0, false, &d->correct);
+	struct cuda_dev h;
+	CU(c, cudaStreamSynchronize(c->stream));
+	CU(c, cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
+	if (c->failed) {
+		*loss = NAN;
+		*correct = 0;
+		return 0;
+	}
+	*loss = h.loss;
+	*correct = (long)h.correct;
+	if (h.bad_target) {
+		CU(c, cudaMemset(&d->bad_target, 0, sizeof d->bad_target));
+		return -1;
+	}
+	return 0;
+}
+
+static void cu_sync(struct exec *e)
+{
+	struct cuda_state *c = st(e);
+	CU(c, cudaStreamSynchronize(c->stream));
+}
+
+/* tag: backend table; keep in step with struct backend_ops */
+const struct backend_ops backend_cuda = {
+	.name = "cuda",
+	.alloc = cu_alloc,
+	.free = cu_free,
+	.to_host = cu_to_host,
+	.from_host = cu_from_host,
+	.copy = cu_copy,
+	.prepare = cu_prepare,
+	.release = cu_release,
+	.forward = cu_forward,
+	.backward = cu_backward,
+	.loss = cu_loss,
+	.sync = cu_sync,
+};

@@ -1,0 +1,50 @@
+/* cuda.h: the GPU part of trainc, built into build/trainc-cuda.so, which
+ * trainc loads only for --gpus (gpu.c), so the same trainc binary starts
+ * and trains on CPUs where there is no GPU, driver or CUDA library.
+ * backend_cuda is the backend.h table on CUDA; train_gpu_run trains one
+ * rank on its GPU.  The entry points the loader looks up are marked so.
+ */
+#ifndef TRAINC_CUDA_H
+#define TRAINC_CUDA_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "compiler/ir.h"
+#include "runtime/train.h"
+
+struct exec;
+
+/* Words the backend writes on the device, read when the host next waits. */
+struct cuda_dev {
+	double loss;        /* the table's loss (cu_loss) */
+	double correct;
+	int32_t bad_target; /* a class target outside the output's classes */
+	int32_t bad_id;     /* a token id outside an embedding's rows */
+	int32_t nonfinite;  /* kc_find_nonfinite's flag */
+	int32_t pad;
+};
+
+extern const struct backend_ops backend_cuda;
+
+/* The first CUDA, cuBLAS or cuDNN failure of this executor (call,
+ * file:line, the library's message), or NULL. */
+const char *cuda_error(struct exec *e);
+cudaStream_t cuda_stream(struct exec *e);
+struct cuda_dev *cuda_dev_words(struct exec *e);
+/* Dropout reads the step from this device word (finished steps) instead of
+ * e->step, so a captured step replays with fresh masks. */
+void cuda_use_step(struct exec *e, const int64_t *step);
+/* The loss of the last forward against the device targets y, left on the
+ * device: *loss = (add ? *loss : 0) + weight * L; with correct, argmax hits
+ * are added there.  The gradient is written when training. */
+void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, double weight, bool add, double *correct);
+
+/* ---- entry points of trainc-cuda.so (gpu.h declares their types) ---- */
+/* 0 and the number of GPUs, or -1 with why there is none in err. */
+int trainc_cuda_probe(int *count, char *err, size_t errlen);
+/* Train one rank on GPU `device`; returns the exit status. */
+int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int device);
+#endif

@@ -1,0 +1,993 @@
+/* train_gpu.c: one rank trains a plan on its GPU.
+ * The static plan is used to the full: both datasets are copied to device
+ * memory once; each epoch's DistributedSampler order is uploaded once and
+ * every batch is gathered on the device from it, at a position the step
+ * itself advances; the lr of every step is computed up front (the
+ * scheduler is a closed form) and the optimizer step counter lives on the
+ * device.  So a whole optimizer step (gathers, forward, loss, backward, the
+ * DDP buckets' NCCL all-reduces on a second stream, clipping, the fused
+ * optimizer update, the loss record) has no host inputs and is captured
+ * once as a CUDA graph and replayed; only an epoch's short last step runs
+ * eagerly.  The host waits only at log intervals, evaluation and
+ * checkpoints, and every wait is bounded: a collective that does not end
+ * within the job timeout aborts NCCL and fails the run naming this rank.
+ * Output lines are train.c's, plus the seed's CUDA event timing.
+ * Does not (yet): shard with FSDP across GPUs, span several GPUs per rank,
+ * or stream datasets that do not fit in device memory; each is refused
+ * with a message before training starts.  Longer than 600 lines: setup,
+ * the captured step and the loop read best together.
+ */
+#include "runtime/cuda/cuda.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compiler/print.h"
+#include "runtime/backend.h"
+#include "runtime/ckpt.h"
+#include "runtime/comm.h"
+#include "runtime/cuda/kc.h"
+#include "runtime/dataset.h"
+#include "runtime/exec.h"
+#include "runtime/launch.h"
+#include "runtime/rundir.h"
+#include "runtime/sampler.h"
+#include "runtime/store.h"
+#include "runtime/util.h"
+#include "runtime/weights.h"
+
+/* Device words of the trainer. */
+struct words {
+	int64_t pos;        /* next sample of this epoch's order */
+	int64_t step;       /* finished optimizer steps */
+	int64_t zero;       /* a constant 0, for gathers at fixed places */
+	int64_t pad;
+	double step_loss;   /* this step's sum of per-sample losses */
+	double sums[4];     /* evaluation: loss, correct, samples; reductions of host values */
+	double sumsq;
+	double partials[KC_SUMSQ_PARTS];
+	_Alignas(16) char coef[KC_OPTIM_COEF_BYTES];
+};
+
+/* One dataset in device memory: inputs (rows of xw words), targets (rows of yw words). */
+struct ddata {
+	void *x, *y;
+	int64_t n, xw, yw;
+};
+
+struct gt {
+	const struct plan *p;
+	const struct train_opts *o;
+	int rank, world, device;
+	struct dataset train, test;
+	bool has_test, train_open, test_open;
+	struct exec e;
+	bool exec_ok;
+	cudaStream_t s, cs;      /* compute; collectives */
+	struct optim_cfg oc;
+	struct sched_cfg sc;
+	struct sampler smp;
+	bool smp_ok;
+	struct ddata dtrain, dtest;
+	int64_t *order;          /* (num_samples) this epoch's order on the device */
+	int64_t *host_order;
+	int64_t *eval_order;     /* (eval_len) this rank's test samples, chunks padded */
+	int64_t eval_len, eval_count;
+	void *ybuf, *eval_ybuf;  /* targets of the current batch */
+	struct words *w;
+	double *lr_table, *hist;
+	int64_t total_steps;
+	float *h_params, *h_optim; /* host copies for initialisation, checkpoints, weights */
+	struct store_client *store;
+	struct comm *comm;
+	enum comm_op op;
+	int *trigger;            /* per bucket: the node whose backward completes it */
+	cudaEvent_t *ev_bucket, ev_comm, ev_t0, ev_t1, ev_e0, ev_e1;
+	bool events;
+	bool ddp_on, issued;
+	cudaGraphExec_t graph;
+	bool graph_ok, use_graph, warmed;
+	int64_t saved_step;      /* the step of the last checkpoint written */
+	int64_t graph_steps;
+	float graph_ms;
+	double floor_us;
+	struct rundir rd;
+	bool rd_ok;
+	int64_t micro;           /* samples per micro-batch */
+	int accum, epochs_total;
+	int64_t read_step;       /* steps whose losses were read back */
+	struct ckpt_state at;
+	bool tty;
+	char err[1024];
+};
+
+#define CK(t, call)                                                                                                    \
+	do {                                                                                                           \
+		cudaError_t r_ = (call);                                                                               \
+		if (r_ != cudaSuccess)                                                                                 \
+			return util_fail((t)->err, sizeof(t)->err, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call,   \
+					 cudaGetErrorString(r_));                                                      \
+	} while (0)
+
+int trainc_cuda_probe(int *count, char *err, size_t errlen)
+{
+	*count = 0;
+	/* without a driver CUDA says the driver is "insufficient": say what is missing */
+	void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+	if (!drv)
+		return util_fail(err, errlen, "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded), so no usable CUDA device");
+	dlclose(drv);
+	cudaError_t r = cudaGetDeviceCount(count);
+	if (r != cudaSuccess) {
+		*count = 0;
+		return util_fail(err, errlen, "no usable CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(r));
+	}
+	if (*count == 0)
+		return util_fail(err, errlen, "no CUDA device is visible");
+	return 0;
+}
+
+static void nap(double s)
+{
+	struct timespec ts = { 0, (long)(s * 1e9) };
+	nanosleep(&ts, NULL);
+}
+
+/* Wait for the compute stream, watching NCCL; bounded by the job timeout. */
+static int gpu_wait(struct gt *t, const char *what)
+{
+	double deadline = util_now() + 2 * t->p->parallel.timeout_s;
+	launch_wait_begin();
+	int rc = 0;
+	for (double pause = 1e-5;; pause = pause < 1e-3 ? 2 * pause : 1e-3) {
+		cudaError_t q = cudaStreamQuery(t->s);
+		if (q == cudaSuccess)
+			break;
+		if (q != cudaErrorNotReady) {
+			rc = util_fail(t->err, sizeof t->err, "rank %d: the GPU failed during %s: %s", t->rank, what, cudaGetErrorString(q));
+			break;
+		}
+		if (t->comm && comm_nccl_poll(t->comm, t->err, sizeof t->err) != 0) {
+			rc = -1;
+			break;
+		}
+		if (util_now() > deadline) {
+			if (t->comm)
+				comm_nccl_abort(t->comm);
+			rc = util_fail(t->err, sizeof t->err,
+				       "rank %d: %s did not finish within %g s; the NCCL all-reduce is stuck (another rank died or stalled), "
+				       "communicator aborted", t->rank, what, 2 * t->p->parallel.timeout_s);
+			break;
+		}
+		nap(pause);
+	}
+	launch_wait_end();
+	const char *ce = cuda_error(&t->e);
+	if (rc == 0 && ce)
+		rc = util_fail(t->err, sizeof t->err, "%s", ce);
+	return rc;
+}
+
+/* Sums over ranks of host values, through NCCL in device memory. */
+static int reduce_host(struct gt *t, double *v, int n)
+{
+	if (t->world == 1)
+		return 0;
+	CK(t, cudaMemcpy(t->w->sums, v, (size_t)n * sizeof *v, cudaMemcpyHostToDevice));
+	launch_wait_begin();
+	int rc = comm_wait(comm_all_reduce_f64(t->comm, t->w->sums, n, COMM_SUM), t->err, sizeof t->err);
+	launch_wait_end();
+	if (rc != 0)
+		return -1;
+	CK(t, cudaMemcpy(v, t->w->sums, (size_t)n * sizeof *v, cudaMemcpyDeviceToHost));
+	return 0;
+}
+
+/* ---- data ---- */
+
+/* The whole dataset to the device: inputs as the model's input takes them
+ * (token ids as int32), targets as the loss reads them. */
+static int upload(struct gt *t, const struct dataset *ds, struct ddata *d)
+{
+	const struct plan *p = t->p;
+	d->n = ds->n;
+	d->xw = ds->sample_numel;
+	d->yw = (int64_t)dataset_target_bytes(ds, 1) / 4;
+	size_t xb = (size_t)d->n * (size_t)d->xw * 4, yb = (size_t)d->n * (size_t)d->yw * 4;
+	size_t free_b = 0, total_b = 0;
+	CK(t, cudaMemGetInfo(&free_b, &total_b));
+	if (xb + yb > free_b / 2)
+		return util_fail(t->err, sizeof t->err,
+				 "the dataset needs %.1f MiB on the GPU and %.1f MiB are free; trainc keeps datasets in device memory "
+				 "and this one does not fit: train on CPUs (--cpus N) or use a smaller dataset",
+				 (double)(xb + yb) / 1048576.0, (double)free_b / 1048576.0);
+	CK(t, cudaMalloc(&d->x, xb + 4));
+	CK(t, cudaMalloc(&d->y, yb + 4));
+	enum { CHUNK = 4096 };
+	float *hx = malloc((size_t)CHUNK * (size_t)d->xw * 4);
+	void *hy = malloc((size_t)CHUNK * (size_t)d->yw * 4 + 4);
+	int64_t *idx = malloc(CHUNK * sizeof *idx);
+	if (!hx || !hy || !idx) {
+		free(hx), free(hy), free(idx);
+		return util_fail(t->err, sizeof t->err, "out of memory staging the dataset");
+	}
+	bool ids = p->nodes[0].dtype == DT_I64;
+	int rc = 0;
+	for (int64_t at = 0; at < d->n && rc == 0; at += CHUNK) {
+		int b = (int)(d->n - at < CHUNK ? d->n - at : CHUNK);
+		for (int k = 0; k < b; k++)
+			idx[k] = at + k;
+		dataset_fill(ds, idx, b, hx, hy);
+		if (ids) /* the embedding's index type, as exec.c's copy_input */
+			for (int64_t k = 0; k < (int64_t)b * d->xw; k++)
+				((int32_t *)(void *)hx)[k] = (int32_t)hx[k];
+		if (cudaMemcpy((char *)d->x + (size_t)at * (size_t)d->xw * 4, hx, (size_t)b * (size_t)d->xw * 4, cudaMemcpyHostToDevice) !=
+			    cudaSuccess ||
+		    cudaMemcpy((char *)d->y + (size_t)at * (size_t)d->yw * 4, hy, (size_t)b * (size_t)d->yw * 4, cudaMemcpyHostToDevice) !=
+			    cudaSuccess)
+			rc = util_fail(t->err, sizeof t->err, "copying the dataset to the GPU failed: %s", cudaGetErrorString(cudaGetLastError()));
+	}
+	free(hx), free(hy), free(idx);
+	return rc;
+}
+
+/* This epoch's order of this rank's samples, to the device. */
+static int set_epoch(struct gt *t, int64_t epoch)
+{
+	sampler_set_epoch(&t->smp, epoch - 1);
+	for (int64_t i = 0; i < t->smp.num_samples; i++)
+		t->host_order[i] = sampler_index(&t->smp, i);
+	CK(t, cudaStreamSynchronize(t->s));
+	CK(t, cudaMemcpy(t->order, t->host_order, (size_t)t->smp.num_samples * sizeof *t->order, cudaMemcpyHostToDevice));
+	int64_t pos = t->at.batch * t->micro;
+	CK(t, cudaMemcpy(&t->w->pos, &pos, sizeof pos, cudaMemcpyHostToDevice));
+	return 0;
+}
+
+/* ---- the step ---- */
+
+/* The executor's hook after each layer's backward: a bucket whose last
+ * layer is done starts its all-reduce on the collectives' stream. */
+static void after_backward(void *ctx, int node)
+{
+	struct gt *t = ctx;
+	if (!t->ddp_on)
+		return;
+	const struct plan *p = t->p;
+	for (int b = 0; b < p->nbuckets; b++) {
+		if (t->trigger[b] != node)
+			continue;
+		char err[512];
+		if (cudaEventRecord(t->ev_bucket[b], t->s) != cudaSuccess || cudaStreamWaitEvent(t->cs, t->ev_bucket[b], 0) != cudaSuccess ||
+		    comm_nccl_all_reduce_on(t->comm, t->e.grads + p->buckets[b].offset, p->buckets[b].numel, t->op, t->cs, err, sizeof err) != 0) {
+			snprintf(t->err, sizeof t->err, "rank %d: starting the all-reduce of gradient bucket %d: %s", t->rank, b, err);
+			t->e.stop = true;
+			return;
+		}
+		t->issued = true;
+	}
+}
+
+/* Queue one optimizer step over micro-batches of the given sizes. */
+static int issue_step(struct gt *t, const int64_t *sizes, int count)
+{
+	const struct plan *p = t->p;
+	struct exec *e = &t->e;
+	struct words *w = t->w;
+	cudaStream_t s = t->s;
+	CK(t, cudaMemsetAsync(e->grads, 0, (size_t)e->trainable * 4, s));
+	float *in = exec_output(e, 0, true);
+	t->issued = false;
+	for (int m = 0; m < count; m++) {
+		int64_t b = sizes[m];
+		kc_gather_rows(s, in, t->dtrain.x, t->dtrain.xw, t->order, &w->pos, b);
+		kc_gather_rows(s, t->ybuf, t->dtrain.y, t->dtrain.yw, t->order, &w->pos, b);
+		kc_add_i64(s, &w->pos, b);
+		t->ddp_on = t->comm && m == count - 1; /* buckets sync on the step's last micro-batch */
+		exec_forward_range(e, 1, p->nnodes, (int)b, true);
+		cuda_loss(e, t->ybuf, (int)b, true, &w->step_loss, p->train.reduction == RED_SUM ? 1.0 : (double)b, m > 0, NULL);
+		exec_backward(e, (int)b);
+		if (e->stop)
+			return -1;
+	}
+	if (t->issued) { /* the optimizer waits for the last bucket */
+		CK(t, cudaEventRecord(t->ev_comm, t->cs));
+		CK(t, cudaStreamWaitEvent(s, t->ev_comm, 0));
+	}
+	if (p->train.clip_grad_norm > 0) {
+		kc_sumsq(s, e->grads, e->trainable, w->partials, &w->sumsq);
+		kc_clip(s, e->grads, e->trainable, &w->sumsq, p->train.clip_grad_norm);
+	}
+	kc_optim_prepare(s, t->oc, t->lr_table, &w->step, w->coef);
+	kc_optim_apply(s, t->oc, w->coef, e->params, e->grads, e->optim, e->trainable, e->trainable);
+	kc_record(s, &w->step_loss, t->hist, &w->step, t->total_steps);
+	const char *ce = cuda_error(e);
+	if (ce)
+		return util_fail(t->err, sizeof t->err, "%s", ce);
+	return 0;
+}
+
+/* Capture the full step once; later full steps replay it. */
+static int capture(struct gt *t, const int64_t *sizes, int count)
+{
+	cudaGraph_t g = NULL;
+	CK(t, cudaStreamBeginCapture(t->s, cudaStreamCaptureModeThreadLocal));
+	int rc = issue_step(t, sizes, count);
+	cudaError_t r = cudaStreamEndCapture(t->s, &g);
+	if (rc != 0)
+		return rc;
+	if (r != cudaSuccess)
+		return util_fail(t->err, sizeof t->err, "capturing the training step as a CUDA graph failed: %s (set TRAINC_CUDA_GRAPH=0 "
+				 "to run steps one by one)", cudaGetErrorString(r));
+	r = cudaGraphInstantiate(&t->graph, g, 0);
+	cudaGraphDestroy(g);
+	if (r != cudaSuccess)
+		return util_fail(t->err, sizeof t->err, "instantiating the training step's CUDA graph failed: %s", cudaGetErrorString(r));
+	t->graph_ok = true;
+	return 0;
+}
+
+/* The floor of a step: launching a graph that does nothing, back to back. */
+static int launch_floor(struct gt *t)
+{
+	cudaGraph_t g;
+	cudaGraphNode_t node;
+	cudaGraphExec_t ge;
+	CK(t, cudaGraphCreate(&g, 0));
+	CK(t, cudaGraphAddEmptyNode(&node, g, NULL, 0));
+	CK(t, cudaGraphInstantiate(&ge, g, 0));
+	enum { N = 200 };
+	for (int i = 0; i < 10; i++)
+		CK(t, cudaGraphLaunch(ge, t->s));
+	CK(t, cudaEventRecord(t->ev_t0, t->s));
+	for (int i = 0; i < N; i++)
+		CK(t, cudaGraphLaunch(ge, t->s));
+	CK(t, cudaEventRecord(t->ev_t1, t->s));
+	CK(t, cudaEventSynchronize(t->ev_t1));
+	float ms = 0;
+	CK(t, cudaEventElapsedTime(&ms, t->ev_t0, t->ev_t1));
+	t->floor_us = 1000.0 * ms / N;
+	cudaGraphExecDestroy(ge);
+	cudaGraphDestroy(g);
+	return 0;
+}
+
+/* ---- evaluation ---- */
+
+static int evaluate(struct gt *t)
+{
+	const struct plan *p = t->p;
+	struct exec *e = &t->e;
+	struct words *w = t->w;
+	int64_t EB = p->eval_batch;
+	CK(t, cudaMemsetAsync(w->sums, 0, sizeof w->sums, t->s));
+	float *in = exec_output(e, 0, false);
+	for (int64_t at = 0; at < t->eval_count; at += EB) {
+		int m = (int)(t->eval_count - at < EB ? t->eval_count - at : EB);
+		kc_gather_rows(t->s, in, t->dtest.x, t->dtest.xw, t->eval_order + at, &w->zero, EB);
+		kc_gather_rows(t->s, t->eval_ybuf, t->dtest.y, t->dtest.yw, t->eval_order + at, &w->zero, EB);
+		exec_forward_range(e, 1, p->nnodes, (int)EB, false);
+		/* the seed sums per-sample losses and divides by the set size */
+		cuda_loss(e, t->eval_ybuf, m, false, &w->sums[0], p->train.reduction == RED_SUM ? 1.0 : (double)m, true, &w->sums[1]);
+	}
+	if (gpu_wait(t, "evaluation") != 0)
+		return -1;
+	double sums[3];
+	CK(t, cudaMemcpy(sums, w->sums, 2 * sizeof *sums, cudaMemcpyDeviceToHost));
+	sums[2] = (double)t->eval_count;
+	if (reduce_host(t, sums, 3) != 0)
+		return -1;
+	if (t->rank != 0)
+		return 0;
+	double avg = sums[0] / sums[2];
+	if (t->rd_ok)
+		rundir_metric_eval(&t->rd, t->at.epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
+	if (p->test_data.target == TGT_CLASS)
+		printf("\nTest set: Average loss: %.4f, Accuracy: %.0f/%.0f (%.0f%%)\n\n", avg, sums[1], sums[2], 100.0 * sums[1] / sums[2]);
+	else
+		printf("\nTest set: Average loss: %.4f\n\n", avg);
+	fflush(stdout);
+	return 0;
+}
+
+/* ---- state: initialisation, checkpoints, weights ---- */
+
+static int upload_state(struct gt *t)
+{
+	struct exec *e = &t->e;
+	int k = t->p->train.optim.state_per_param;
+	CK(t, cudaMemcpy(e->params, t->h_params, (size_t)t->p->unsharded_elems * 4, cudaMemcpyHostToDevice));
+	if (k > 0)
+		CK(t, cudaMemcpy(e->optim, t->h_optim, (size_t)(e->trainable * k) * 4, cudaMemcpyHostToDevice));
+	CK(t, cudaMemcpy(&t->w->step, &t->at.step, sizeof t->at.step, cudaMemcpyHostToDevice));
+	return 0;
+}
+
+static int download_state(struct gt *t, bool with_optim)
+{
+	struct exec *e = &t->e;
+	int k = t->p->train.optim.state_per_param;
+	if (gpu_wait(t, "the step before saving") != 0)
+		return -1;
+	CK(t, cudaMemcpy(t->h_params, e->params, (size_t)t->p->unsharded_elems * 4, cudaMemcpyDeviceToHost));
+	if (with_optim && k > 0)
+		CK(t, cudaMemcpy(t->h_optim, e->optim, (size_t)(e->trainable * k) * 4, cudaMemcpyDeviceToHost));
+	return 0;
+}
+
+static int load_state(struct gt *t)
+{
+	const struct plan *p = t->p;
+	const struct train_opts *o = t->o;
+	struct exec *e = &t->e;
+	int k = p->train.optim.state_per_param;
+	for (int j = 0; j < p->nparams; j++)
+		exec_init_param(p, j, p->train.seed, t->h_params + p->params[j].offset);
+	optim_state_init(&t->oc, (struct optim_state_view){ t->h_optim, e->trainable }, e->trainable);
+	int rc = 0;
+	if (o->resume) {
+		rc = ckpt_load(o->resume, p, t->h_params, t->h_optim, e->trainable, k, &t->at, t->err, sizeof t->err);
+		if (rc == 0 && t->at.world != t->world) {
+			int64_t samples = t->at.batch * t->at.micro * t->at.world;
+			if (!p->train.global_batch || samples % (t->micro * t->world) != 0)
+				return util_fail(t->err, sizeof t->err,
+						 "%s was made by %d rank%s, this run has %d; with a per-rank batch the data order depends on "
+						 "the rank count, so resume with --gpus %d, use global_batch, or start from its weights with --init",
+						 o->resume, t->at.world, t->at.world == 1 ? "" : "s", t->world, t->at.world);
+			t->at.batch = samples / (t->micro * t->world);
+		}
+		t->at.world = t->world;
+		t->at.micro = t->micro;
+		if (rc == 0 && t->at.batch >= t->smp.num_batches) {
+			t->at.epoch++;
+			t->at.batch = 0;
+		}
+		if (rc == 0 && t->rank == 0)
+			printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", o->resume, (long long)t->at.step,
+			       (long long)t->at.epoch, (long long)t->at.batch);
+	} else if (o->init) {
+		rc = weights_load(p, t->h_params, o->init, true, t->err, sizeof t->err);
+		if (rc == 0 && t->rank == 0)
+			printf("Initialised from %s\n", o->init);
+	}
+	if (rc != 0)
+		return -1;
+	if (upload_state(t) != 0)
+		return -1;
+	if (t->comm) { /* rank 0's parameters and buffers everywhere, as DDP's constructor */
+		launch_wait_begin();
+		rc = comm_wait(comm_broadcast(t->comm, e->params, p->unsharded_elems, 0), t->err, sizeof t->err);
+		launch_wait_end();
+	}
+	return rc;
+}
+
+static bool is_weights_file(const char *path)
+{
+	size_t n = strlen(path);
+	return n > 12 && strcmp(path + n - 12, ".safetensors") == 0;
+}
+
+static int barrier(struct gt *t)
+{
+	if (!t->comm)
+		return 0;
+	launch_wait_begin();
+	int rc = comm_barrier(t->comm, t->err, sizeof t->err);
+	launch_wait_end();
+	return rc;
+}
+
+/* Rank 0 writes, every rank waits at the barrier: the seed's protocol. */
+static int checkpoint(struct gt *t, const char *dir)
+{
+	if (t->saved_step == t->at.step && t->at.step > 0)
+		return 0; /* checkpoint_every just wrote this step */
+	t->saved_step = t->at.step;
+	if (download_state(t, true) != 0)
+		return -1;
+	t->at.micro = t->micro;
+	int rc = 0;
+	if (t->rank == 0) {
+		launch_beat();
+		rc = ckpt_save(dir, t->p, t->h_params, t->h_optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err,
+			       sizeof t->err);
+		launch_beat();
+		if (rc == 0)
+			printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
+	}
+	if (rc != 0) {
+		barrier(t); /* the others wait there; rank 0's own error is the one to report */
+		return -1;
+	}
+	return barrier(t);
+}
+
+/* ---- setup ---- */
+
+static int join_job(struct gt *t)
+{
+	int fd = launch_store_fd();
+	t->store = fd >= 0 ? store_client_open_fd(fd) : NULL;
+	if (!t->store)
+		return util_fail(t->err, sizeof t->err, "rank %d has no connection to the launcher's store", t->rank);
+	double timeout = t->p->parallel.timeout_s;
+	store_client_set_timeout(t->store, timeout);
+	char key[64], mine[32];
+	snprintf(key, sizeof key, "plan/%d", t->rank);
+	snprintf(mine, sizeof mine, "%016llx", (unsigned long long)t->p->hash);
+	if (store_set(t->store, key, mine, strlen(mine), t->err, sizeof t->err) != 0)
+		return -1;
+	for (int r = 0; r < t->world; r++) {
+		snprintf(key, sizeof key, "plan/%d", r);
+		size_t len;
+		char *theirs = store_get(t->store, key, &len, timeout, t->err, sizeof t->err);
+		if (!theirs)
+			return -1;
+		bool same = len == strlen(mine) && memcmp(theirs, mine, len) == 0;
+		free(theirs);
+		if (!same)
+			return util_fail(t->err, sizeof t->err, "rank %d compiled a different plan than rank %d; every rank must run the "
+					 "same .net file and options", r, t->rank);
+	}
+	t->comm = comm_open_nccl(t->store, t->rank, t->world, t->device, t->cs, 2 * timeout, t->err, sizeof t->err);
+	if (!t->comm)
+		return -1;
+	const struct plan *p = t->p;
+	t->op = p->train.global_batch && p->train.reduction == RED_SUM ? COMM_SUM : COMM_AVG;
+	t->trigger = calloc((size_t)p->nbuckets + 1, sizeof *t->trigger);
+	t->ev_bucket = calloc((size_t)p->nbuckets + 1, sizeof *t->ev_bucket);
+	if (!t->trigger || !t->ev_bucket)
+		return util_fail(t->err, sizeof t->err, "out of memory");
+	for (int b = 0; b < p->nbuckets; b++) {
+		t->trigger[b] = p->params[p->buckets[b].first_param].node;
+		CK(t, cudaEventCreateWithFlags(&t->ev_bucket[b], cudaEventDisableTiming));
+	}
+	t->e.after_backward = after_backward;
+	t->e.hook_ctx = t;
+	return 0;
+}
+
+/* What this trainer cannot do yet, before anything is allocated. */
+static int refuse(struct gt *t)
+{
+	const struct plan *p = t->p;
+	if (p->ndevices > 1)
+		return util_fail(t->err, sizeof t->err,
+				 "this model places layers on %d devices per rank (@device); on GPUs trainc runs one device per rank "
+				 "so far: train it with --cpus N, or remove the @device annotations", p->ndevices);
+	if (p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1)
+		return util_fail(t->err, sizeof t->err,
+				 "FSDP sharding across GPUs is not built yet; use parallel ddp with --gpus %d, or FSDP with --cpus %d",
+				 t->world, t->world);
+	if (p->parallel.microbatches > 1)
+		return util_fail(t->err, sizeof t->err, "pipelined micro-batches run on CPUs only so far; remove parallel.microbatches "
+				 "for --gpus");
+	return 0;
+}
+
+static int setup(struct gt *t)
+{
+	const struct plan *p = t->p;
+	const struct plan_train *tr = &p->train;
+	if (refuse(t) != 0)
+		return -1;
+	CK(t, cudaSetDevice(t->device));
+	if (train_open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
+		return -1;
+	t->train_open = true;
+	t->has_test = p->test_data.kind != DATA_NONE;
+	if (t->has_test) {
+		if (train_open_data(p, &p->test_data, &t->test, t->err, sizeof t->err) != 0)
+			return -1;
+		t->test_open = true;
+	}
+	if (tr->global_batch) {
+		int64_t share = tr->global_batch / t->world;
+		t->micro = tr->micro_batch ? tr->micro_batch : share;
+		t->accum = (int)(share / t->micro);
+	} else {
+		t->micro = tr->batch;
+		t->accum = 1;
+	}
+	if (t->train.n < t->world)
+		return util_fail(t->err, sizeof t->err, "%lld training samples cannot feed %d ranks", (long long)t->train.n, t->world);
+	if (sampler_init(&t->smp, t->train.n, t->world, t->rank, (int)t->micro, tr->shuffle, 0, tr->drop_last, tr->seed, t->err,
+			 sizeof t->err) != 0)
+		return -1;
+	t->smp_ok = true;
+	if (t->smp.num_batches == 0)
+		return util_fail(t->err, sizeof t->err, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the "
+				 "batch or set drop_last = false", t->rank, (long long)t->smp.num_samples, (long long)t->micro);
+	int64_t B = t->micro, last = t->smp.num_samples % B ? t->smp.num_samples % B : B;
+	int64_t sizes[3] = { B, last, p->eval_batch };
+	CK(t, cudaStreamCreateWithFlags(&t->cs, cudaStreamNonBlocking));
+	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 3, false, 1, t->err, sizeof t->err) != 0)
+		return -1;
+	t->exec_ok = true;
+	t->s = cuda_stream(&t->e);
+	t->e.seed = tr->seed;
+	t->e.rank = (uint32_t)t->rank;
+	if (tr->global_batch && tr->reduction == RED_MEAN)
+		t->e.loss_scale = 1.0f / (float)t->accum;
+	t->oc = train_optim_cfg(&tr->optim);
+	t->sc = train_sched_cfg(&tr->sched);
+	t->at = (struct ckpt_state){ 1, 0, 0, t->world, t->micro };
+	CK(t, cudaMalloc((void **)&t->w, sizeof *t->w));
+	CK(t, cudaMemset(t->w, 0, sizeof *t->w));
+	cuda_use_step(&t->e, &t->w->step);
+	/* the run's length and every step's lr */
+	t->epochs_total = (int)tr->epochs;
+	int64_t spe = (t->smp.num_batches + t->accum - 1) / t->accum;
+	if (tr->steps)
+		t->epochs_total = (int)((tr->steps + spe - 1) / spe);
+	t->total_steps = spe * t->epochs_total;
+	double *lr = malloc((size_t)t->total_steps * sizeof *lr);
+	if (!lr)
+		return util_fail(t->err, sizeof t->err, "out of memory");
+	for (int64_t k = 0; k < t->total_steps; k++)
+		lr[k] = sched_lr(&t->sc, tr->optim.lr, k / spe, k);
+	cudaError_t r1 = cudaMalloc((void **)&t->lr_table, (size_t)t->total_steps * sizeof *lr);
+	if (r1 == cudaSuccess)
+		r1 = cudaMemcpy(t->lr_table, lr, (size_t)t->total_steps * sizeof *lr, cudaMemcpyHostToDevice);
+	free(lr);
+	CK(t, r1);
+	CK(t, cudaMalloc((void **)&t->hist, (size_t)t->total_steps * sizeof *t->hist));
+	/* data on the device */
+	if (upload(t, &t->train, &t->dtrain) != 0 || (t->has_test && upload(t, &t->test, &t->dtest) != 0))
+		return -1;
+	t->host_order = malloc((size_t)t->smp.num_samples * sizeof *t->host_order);
+	if (!t->host_order)
+		return util_fail(t->err, sizeof t->err, "out of memory");
+	CK(t, cudaMalloc((void **)&t->order, (size_t)t->smp.num_samples * sizeof *t->order));
+	CK(t, cudaMalloc(&t->ybuf, (size_t)B * (size_t)t->dtrain.yw * 4 + 4));
+	if (t->has_test) {
+		int64_t EB = p->eval_batch, n = t->test.n;
+		t->eval_count = n > t->rank ? (n - t->rank + t->world - 1) / t->world : 0;
+		t->eval_len = (t->eval_count + EB - 1) / EB * EB;
+		int64_t *h = malloc((size_t)(t->eval_len + 1) * sizeof *h);
+		if (!h)
+			return util_fail(t->err, sizeof t->err, "out of memory");
+		/* a short last chunk is padded with its first sample, as train.c */
+		for (int64_t i = 0; i < t->eval_len; i++)
+			h[i] = i < t->eval_count ? t->rank + i * t->world : t->rank + (t->eval_count - 1) / EB * EB * t->world;
+		cudaError_t r2 = cudaMalloc((void **)&t->eval_order, (size_t)(t->eval_len + 1) * sizeof *h);
+		if (r2 == cudaSuccess)
+			r2 = cudaMemcpy(t->eval_order, h, (size_t)(t->eval_len + 1) * sizeof *h, cudaMemcpyHostToDevice);
+		free(h);
+		CK(t, r2);
+		CK(t, cudaMalloc(&t->eval_ybuf, (size_t)EB * (size_t)t->dtest.yw * 4 + 4));
+	}
+	CK(t, cudaEventCreate(&t->ev_t0));
+	CK(t, cudaEventCreate(&t->ev_t1));
+	CK(t, cudaEventCreate(&t->ev_e0));
+	CK(t, cudaEventCreate(&t->ev_e1));
+	CK(t, cudaEventCreateWithFlags(&t->ev_comm, cudaEventDisableTiming));
+	t->events = true;
+	if (t->world > 1 && join_job(t) != 0)
+		return -1;
+	int k = p->train.optim.state_per_param;
+	t->h_params = calloc((size_t)p->unsharded_elems + 1, 4);
+	t->h_optim = calloc((size_t)(t->e.trainable * k) + 1, 4);
+	if (!t->h_params || !t->h_optim)
+		return util_fail(t->err, sizeof t->err, "out of memory for the host copy of the parameters");
+	if (load_state(t) != 0)
+		return -1;
+	if (t->rank == 0) {
+		if (rundir_create(&t->rd, t->o->run_dir, p, t->o->version, t->o->argc, t->o->argv, t->err, sizeof t->err) != 0)
+			return -1;
+		t->rd_ok = true;
+	}
+	const char *g = getenv("TRAINC_CUDA_GRAPH");
+	t->use_graph = !g || strcmp(g, "0") != 0;
+	t->read_step = t->at.step;
+	t->tty = t->rank == 0 && isatty(STDOUT_FILENO) && !getenv("TRAINC_PLAIN");
+	return launch_floor(t);
+}
+
+/* ---- the loop ---- */
+
+/* Read back the losses of steps read_step+1 .. at.step; the last one's
+ * per-sample mean (over every rank) goes to *last, their sum to *sum. */
+static int read_losses(struct gt *t, int64_t last_samples, double *last, double *sum)
+{
+	int64_t n = t->at.step - t->read_step;
+	*sum = 0;
+	if (n <= 0)
+		return 0;
+	if (gpu_wait(t, "the training steps") != 0)
+		return -1;
+	double *h = malloc((size_t)n * sizeof *h);
+	if (!h)
+		return util_fail(t->err, sizeof t->err, "out of memory");
+	cudaError_t r = cudaMemcpy(h, t->hist + t->read_step, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost);
+	if (r != cudaSuccess) {
+		free(h);
+		CK(t, r);
+	}
+	for (int64_t k = 0; k < n; k++) {
+		if (!isfinite(h[k])) {
+			double bad = h[k];
+			free(h);
+			return util_fail(t->err, sizeof t->err,
+					 "the loss is %s at step %lld (epoch %lld); lower the learning rate, clip gradients "
+					 "(clip_grad_norm) or check the data (train with --cpus to name the first layer that overflows)",
+					 isnan(bad) ? "NaN" : bad > 0 ? "+infinity" : "-infinity", (long long)(t->read_step + k + 1),
+					 (long long)t->at.epoch);
+		}
+		*sum += h[k];
+	}
+	double v[2] = { h[n - 1], (double)last_samples };
+	free(h);
+	t->read_step = t->at.step;
+	if (reduce_host(t, v, 2) != 0)
+		return -1;
+	*last = v[0] / v[1];
+	return 0;
+}
+
+/* One epoch from the current position: 0, 1 when the step budget is spent, -1. */
+static int run_epoch(struct gt *t, double *train_time, int64_t *images)
+{
+	const struct plan *p = t->p;
+	const struct plan_train *tr = &p->train;
+	int64_t nb = t->smp.num_batches, B = t->micro;
+	if (set_epoch(t, t->at.epoch) != 0)
+		return -1;
+	double te = util_now(), loss_sum = 0;
+	int64_t seen = 0, micro_done = 0, graph_steps = 0;
+	bool budget_spent = false, timing = false;
+	while (t->at.batch < nb) {
+		int64_t sizes[64];
+		int count = 0;
+		bool full = true;
+		for (int64_t k = t->at.batch; k < nb && count < t->accum && count < 64; k++) {
+			int64_t b = k + 1 < nb || t->smp.num_samples % B == 0 ? B : t->smp.num_samples % B;
+			sizes[count++] = b;
+			full &= b == B;
+		}
+		full &= count == t->accum;
+		int64_t samples = 0;
+		for (int k = 0; k < count; k++)
+			samples += sizes[k];
+		if (full && t->graph_ok) {
+			if (!timing) {
+				CK(t, cudaEventRecord(t->ev_t0, t->s));
+				timing = true;
+			}
+			CK(t, cudaGraphLaunch(t->graph, t->s));
+			graph_steps++;
+		} else if (full && t->use_graph && t->warmed) {
+			/* the first full step ran eagerly (cuBLAS and cuDNN settle
+			 * their workspaces); this one is captured, then launched */
+			if (capture(t, sizes, count) != 0)
+				return -1;
+			CK(t, cudaGraphLaunch(t->graph, t->s));
+		} else {
+			if (timing) {
+				CK(t, cudaEventRecord(t->ev_t1, t->s));
+				timing = false;
+				float ms = 0;
+				if (gpu_wait(t, "the training steps") != 0)
+					return -1;
+				CK(t, cudaEventElapsedTime(&ms, t->ev_t0, t->ev_t1));
+				t->graph_ms += ms;
+				t->graph_steps += graph_steps;
+				graph_steps = 0;
+			}
+			if (issue_step(t, sizes, count) != 0)
+				return -1;
+			t->warmed |= full;
+		}
+		t->at.batch += count;
+		t->at.step++;
+		micro_done += count;
+		seen += samples;
+		*images += samples;
+		launch_beat();
+		bool log = micro_done % tr->log_interval < (int64_t)count || t->at.batch == nb;
+		if (log) {
+			if (timing) { /* the wait would be timed as a step: close the span */
+				CK(t, cudaEventRecord(t->ev_t1, t->s));
+				timing = false;
+				float ms = 0;
+				if (gpu_wait(t, "the training steps") != 0)
+					return -1;
+				CK(t, cudaEventElapsedTime(&ms, t->ev_t0, t->ev_t1));
+				t->graph_ms += ms;
+				t->graph_steps += graph_steps;
+				graph_steps = 0;
+			}
+			double last = 0, sum = 0;
+			if (read_losses(t, samples, &last, &sum) != 0)
+				return -1;
+			loss_sum += sum;
+			if (t->rank == 0) {
+				double rate = (double)seen * t->world / (util_now() - te);
+				double lr = sched_lr(&t->sc, tr->optim.lr, t->at.epoch - 1, t->at.step - 1);
+				if (t->rd_ok)
+					rundir_metric_step(&t->rd, t->at.step, t->at.epoch, last, lr, rate);
+				if (t->tty) {
+					train_progress(t->at.epoch, t->at.batch * B, t->smp.num_samples, last, rate);
+				} else {
+					int64_t done = t->at.batch * B < t->smp.num_samples ? t->at.batch * B : t->smp.num_samples;
+					printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", (long long)t->at.epoch, (long long)done,
+					       (long long)t->smp.num_samples, 100.0 * (double)done / (double)t->smp.num_samples, last);
+					fflush(stdout);
+				}
+			}
+		}
+		if (tr->checkpoint_every && t->o->save && !is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
+		    checkpoint(t, t->o->save) != 0)
+			return -1;
+		if (tr->steps && t->at.step >= tr->steps) {
+			budget_spent = true;
+			break;
+		}
+	}
+	if (timing) {
+		CK(t, cudaEventRecord(t->ev_t1, t->s));
+		if (gpu_wait(t, "the training steps") != 0)
+			return -1;
+		float ms = 0;
+		CK(t, cudaEventElapsedTime(&ms, t->ev_t0, t->ev_t1));
+		t->graph_ms += ms;
+		t->graph_steps += graph_steps;
+	}
+	double last, sum;
+	if (read_losses(t, 1, &last, &sum) != 0)
+		return -1;
+	loss_sum += sum;
+	if (gpu_wait(t, "the epoch") != 0)
+		return -1;
+	if (t->tty)
+		fputs("\r\033[K", stdout);
+	double dt = util_now() - te;
+	*train_time += dt;
+	double sums[2] = { loss_sum, (double)seen };
+	if (reduce_host(t, sums, 2) != 0)
+		return -1;
+	if (t->rank == 0)
+		printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)t->at.epoch, sums[1] ? sums[0] / sums[1] : 0.0,
+		       sums[1] / dt);
+	return budget_spent ? 1 : 0;
+}
+
+static int finish(struct gt *t, float loop_ms, double train_time, int64_t images)
+{
+	const struct train_opts *o = t->o;
+	const struct plan *p = t->p;
+	if (t->rank == 0) {
+		printf("CUDA event elapsed time: %.4f sec\n", loop_ms / 1000.0);
+		printf("Training loop: %.0f images/s while training\n", train_time > 0 ? (double)images * t->world / train_time : 0.0);
+		if (t->graph_steps > 0) {
+			double us = 1000.0 * t->graph_ms / (double)t->graph_steps;
+			printf("Step time: %.1f us per step (CUDA graph, %lld steps); CUDA graph launch floor: %.1f us (ratio %.2f)\n", us,
+			       (long long)t->graph_steps, t->floor_us, t->floor_us > 0 ? us / t->floor_us : 0.0);
+		} else {
+			printf("Step time: no step ran as a CUDA graph%s\n", t->use_graph ? " (an epoch needs two full steps)" : " (TRAINC_CUDA_GRAPH=0)");
+		}
+	}
+	size_t free_b = 0, total_b = 0;
+	cudaMemGetInfo(&free_b, &total_b);
+	int64_t state = (p->unsharded_elems + t->e.trainable * (1 + p->train.optim.state_per_param)) * 4;
+	printf("Rank %d: GPU %d, parameters, gradients and optimizer state %.2f MiB; GPU memory in use %.1f MiB of %.1f MiB\n", t->rank,
+	       t->device, (double)state / 1048576.0, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0);
+	fflush(stdout);
+	if (o->save && !is_weights_file(o->save) && checkpoint(t, o->save) != 0)
+		return -1;
+	if (download_state(t, false) != 0)
+		return -1;
+	if (t->rank == 0) {
+		char path[4200];
+		snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&t->rd));
+		if (weights_save(p, t->h_params, path, t->err, sizeof t->err) != 0)
+			return -1;
+		if (o->save && is_weights_file(o->save)) {
+			if (weights_save(p, t->h_params, o->save, t->err, sizeof t->err) != 0)
+				return -1;
+			printf("Saved the weights to %s\n", o->save);
+		}
+		printf("Run directory: %s\n", rundir_path(&t->rd));
+	}
+	return 0;
+}
+
+static void teardown(struct gt *t)
+{
+	if (t->graph_ok)
+		cudaGraphExecDestroy(t->graph);
+	if (t->comm)
+		comm_close(t->comm);
+	if (t->store)
+		store_client_close(t->store);
+	if (t->rd_ok)
+		rundir_close(&t->rd);
+	for (int b = 0; t->ev_bucket && b < t->p->nbuckets; b++)
+		if (t->ev_bucket[b])
+			cudaEventDestroy(t->ev_bucket[b]);
+	free(t->ev_bucket);
+	free(t->trigger);
+	if (t->events) {
+		cudaEventDestroy(t->ev_t0);
+		cudaEventDestroy(t->ev_t1);
+		cudaEventDestroy(t->ev_e0);
+		cudaEventDestroy(t->ev_e1);
+		cudaEventDestroy(t->ev_comm);
+	}
+	void *dev[] = { t->dtrain.x, t->dtrain.y, t->dtest.x, t->dtest.y, t->order, t->eval_order, t->ybuf, t->eval_ybuf, t->w, t->lr_table, t->hist };
+	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+		if (dev[i])
+			cudaFree(dev[i]);
+	if (t->exec_ok)
+		exec_free(&t->e);
+	if (t->cs)
+		cudaStreamDestroy(t->cs);
+	free(t->host_order);
+	free(t->h_params);
+	free(t->h_optim);
+	if (t->smp_ok)
+		sampler_free(&t->smp);
+	if (t->train_open)
+		dataset_close(&t->train);
+	if (t->test_open)
+		dataset_close(&t->test);
+}
+
+int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int device)
+{
+	if (p->train_data.kind == DATA_NONE) {
+		fprintf(stderr, "trainc: %s has no data section with a training set; add data { train = ... }\n", p->path);
+		return 2;
+	}
+	struct gt *t = calloc(1, sizeof *t);
+	if (!t) {
+		fprintf(stderr, "trainc: out of memory\n");
+		return 1;
+	}
+	t->p = p;
+	t->o = o;
+	t->rank = o->rank;
+	t->world = o->world > 0 ? o->world : 1;
+	t->device = device;
+	int rc = setup(t);
+	if (rc == 0 && t->rank == 0) {
+		char c1[32], c2[32];
+		printf("%s: %s parameters, %s training samples, %d rank%s on GPU%s, batch %lld per rank%s, %d epoch%s\n", p->model_name,
+		       print_count(p->total_params, c1, sizeof c1), print_count(t->train.n, c2, sizeof c2), t->world, t->world == 1 ? "" : "s",
+		       t->world == 1 ? "" : "s", (long long)t->micro, t->accum > 1 ? " (accumulated)" : "", t->epochs_total,
+		       t->epochs_total == 1 ? "" : "s");
+		fflush(stdout);
+	}
+	double train_time = 0;
+	int64_t images = 0;
+	float loop_ms = 0;
+	if (rc == 0 && cudaEventRecord(t->ev_e0, t->s) != cudaSuccess)
+		rc = util_fail(t->err, sizeof t->err, "cudaEventRecord failed");
+	while (rc == 0 && t->at.epoch <= t->epochs_total) {
+		int r = run_epoch(t, &train_time, &images);
+		if (r < 0 || (t->has_test && evaluate(t) != 0)) {
+			rc = -1;
+			break;
+		}
+		if (r == 1)
+			break;
+		t->at.epoch++;
+		t->at.batch = 0;
+	}
+	if (rc == 0 && (cudaEventRecord(t->ev_e1, t->s) != cudaSuccess || cudaEventSynchronize(t->ev_e1) != cudaSuccess ||
+			cudaEventElapsedTime(&loop_ms, t->ev_e0, t->ev_e1) != cudaSuccess))
+		rc = util_fail(t->err, sizeof t->err, "timing the training loop with CUDA events failed");
+	if (rc == 0)
+		rc = finish(t, loop_ms, train_time, images);
+	if (rc != 0)
+		fprintf(stderr, "trainc: %s\n", t->err);
+	teardown(t);
+	free(t);
+	return rc != 0 ? 1 : 0;
+}

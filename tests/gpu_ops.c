@@ -1,0 +1,294 @@
+/* gpu_ops.c: every CUDA op against the CPU backend, on a GPU.
+ * For each .net file given: compile it, run one training step (forward,
+ * loss, backward) and an evaluation forward on both backends with the same
+ * parameters and fresh random inputs, the GPU's activations poisoned with
+ * NaN before each pass, and compare every layer's output, the loss, every
+ * parameter's gradient and the running statistics.  Then one optimizer
+ * step of each kind through the fused kernels against optim_step.
+ * Tolerance: |gpu - cpu| <= 1e-4 * max|cpu| + 1e-3 * |cpu| per element
+ * (TF32 off: TRAINC_TF32=0 is set here; reductions differ only in order).
+ * Prints one line per check and "N passed, N failed"; exits 1 on a failure,
+ * 77 (skipped) when there is no GPU.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sys/socket.h>
+
+#include <cuda_runtime_api.h>
+
+#include "compiler/compile.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+#include "runtime/backend.h"
+#include "runtime/comm.h"
+#include "runtime/cuda/cuda.h"
+#include "runtime/cuda/kc.h"
+#include "runtime/exec.h"
+#include "runtime/optim.h"
+#include "runtime/philox.h"
+#include "runtime/store.h"
+
+static int passed, failed;
+
+/* Compare n floats (gpu: device memory) with the CPU's; print a line. */
+static void compare(const char *model, const char *what, const float *gpu, const float *cpu, int64_t n)
+{
+	float *h = malloc((size_t)n * 4 + 4);
+	if (!h || cudaMemcpy(h, gpu, (size_t)n * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
+		printf("FAIL %-28s %-34s cannot read the GPU's values\n", model, what);
+		failed++;
+		free(h);
+		return;
+	}
+	double maxref = 0, maxdiff = 0;
+	for (int64_t i = 0; i < n; i++)
+		maxref = fmax(maxref, fabs(cpu[i]));
+	int64_t bad = -1;
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)h[i] - cpu[i]);
+		if (!(d <= 1e-4 * maxref + 1e-3 * fabs(cpu[i])) && bad < 0)
+			bad = i;
+		if (d > maxdiff || d != d)
+			maxdiff = d;
+	}
+	if (bad >= 0) {
+		printf("FAIL %-28s %-34s element %lld: gpu %g cpu %g (max |cpu| %g)\n", model, what, (long long)bad, h[bad], cpu[bad], maxref);
+		failed++;
+	} else {
+		printf("ok   %-28s %-34s %lld values, max diff %.2e of max %.2e\n", model, what, (long long)n, maxdiff, maxref);
+		passed++;
+	}
+	free(h);
+}
+
+static void poison(struct exec *e)
+{
+	for (int d = 0; d < e->p->ndevices; d++)
+		cudaMemset(e->acts[d], 0xff, (size_t)(e->act_stride[d] * e->copies));
+}
+
+static void fill_input(const struct plan *p, struct exec *c, struct exec *g, int n, bool train, uint64_t seed)
+{
+	int64_t cnt = shape_numel(&p->nodes[0].out) * n;
+	float *x = malloc((size_t)cnt * 4 + 4);
+	struct rng r = rng_stream(seed, RNG_DATA, 0, train);
+	int64_t vocab = 0;
+	for (int i = 0; i < p->nnodes; i++)
+		if (p->nodes[i].op == OP_EMBEDDING && p->nodes[i].in == 0)
+			vocab = p->nodes[i].a.emb.num;
+	for (int64_t i = 0; i < cnt; i++)
+		x[i] = p->nodes[0].dtype == DT_I64 ? (float)(rng_u32(&r, (uint64_t)i) % (uint64_t)(vocab > 0 ? vocab : 2)) : rng_normal(&r, (uint64_t)i);
+	exec_input(c, x, n, train);
+	cudaMemcpy(exec_output(g, 0, train), exec_output(c, 0, train), (size_t)cnt * 4, cudaMemcpyHostToDevice);
+	free(x);
+}
+
+static void check_model(const char *path)
+{
+	struct arena a = { 0 };
+	struct diag d;
+	diag_init(&d, stderr);
+	struct compile_opts o = { path, 1, NULL, 0 };
+	struct plan *p = compile_file(&a, &d, &o);
+	if (!p || d.errors) {
+		printf("FAIL %-28s does not compile\n", path);
+		failed++;
+		arena_release(&a);
+		return;
+	}
+	const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	enum { N = 3 };
+	int64_t sizes[1] = { N };
+	struct exec c, g;
+	char err[512];
+	if (p->unsharded_elems > ((int64_t)64 << 20)) {
+		printf("skip %-28s larger than this check needs\n", name);
+		arena_release(&a);
+		return;
+	}
+	if (exec_init(&c, p, sizes, 1, false, 1, err, sizeof err) != 0 || exec_init_on(&g, &backend_cuda, p, sizes, 1, false, 1, err, sizeof err) != 0) {
+		printf("FAIL %-28s cannot set up: %s\n", name, err);
+		failed++;
+		arena_release(&a);
+		return;
+	}
+	c.step = g.step = 1;
+	c.seed = g.seed = 7;
+	exec_init_params(&c, 7);
+	cudaMemcpy(g.params, c.params, (size_t)p->unsharded_elems * 4, cudaMemcpyHostToDevice);
+	/* a training step */
+	poison(&g);
+	fill_input(p, &c, &g, N, true, 11);
+	exec_forward_range(&c, 1, p->nnodes, N, true);
+	exec_forward_range(&g, 1, p->nnodes, N, true);
+	char what[160];
+	for (int i = 1; i < p->nnodes; i++) {
+		snprintf(what, sizeof what, "fwd %s (%s)", p->nodes[i].path, p->nodes[i].what);
+		if (p->nodes[i].dtype == DT_F32)
+			compare(name, what, exec_output(&g, i, true), exec_output(&c, i, true), shape_numel(&p->nodes[i].out) * N);
+	}
+	int last = p->nnodes - 1;
+	int64_t per = shape_numel(&p->nodes[last].out);
+	bool classes = p->train.loss != LOSS_MSE;
+	void *y = malloc((size_t)(per * N) * 4 + 4), *yd = NULL;
+	struct rng r = rng_stream(13, RNG_DATA, 1, 0);
+	for (int64_t i = 0; i < (classes ? N : per * N); i++) {
+		if (classes)
+			((int32_t *)y)[i] = (int32_t)(rng_u32(&r, (uint64_t)i) % (uint64_t)per);
+		else
+			((float *)y)[i] = rng_normal(&r, (uint64_t)i);
+	}
+	cudaMalloc(&yd, (size_t)(per * N) * 4 + 4);
+	cudaMemcpy(yd, y, (size_t)(per * N) * 4, cudaMemcpyHostToDevice);
+	double lc = 0, lg = 0;
+	long cc = 0, cg = 0;
+	exec_loss(&c, y, N, true, &lc, &cc, err, sizeof err);
+	exec_loss(&g, yd, N, true, &lg, &cg, err, sizeof err);
+	bool ok = fabs(lc - lg) <= 1e-4 * fabs(lc) + 1e-6 && cc == cg;
+	printf("%s %-28s %-34s cpu %.6f gpu %.6f, correct %ld / %ld\n", ok ? "ok  " : "FAIL", name, "loss", lc, lg, cc, cg);
+	ok ? passed++ : failed++;
+	exec_backward(&c, N);
+	exec_backward(&g, N);
+	for (int k = 0; k < p->nparams; k++) {
+		if (!p->params[k].trainable)
+			continue;
+		snprintf(what, sizeof what, "grad %s", p->params[k].name);
+		compare(name, what, exec_grad_ptr(&g, k), exec_grad_ptr(&c, k), p->params[k].numel);
+	}
+	for (int k = 0; k < p->nparams; k++)
+		if (!p->params[k].trainable && p->params[k].dtype == DT_F32) {
+			snprintf(what, sizeof what, "buffer %s", p->params[k].name);
+			compare(name, what, exec_param_ptr(&g, k), exec_param_ptr(&c, k), p->params[k].numel);
+		}
+	/* evaluation */
+	poison(&g);
+	fill_input(p, &c, &g, N, false, 17);
+	exec_forward_range(&c, 1, p->nnodes, N, false);
+	exec_forward_range(&g, 1, p->nnodes, N, false);
+	compare(name, "eval output", exec_output(&g, last, false), exec_output(&c, last, false), per * N);
+	/* one step of every optimizer over these gradients */
+	static const enum optim_kind kinds[] = { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_ADADELTA, OPTIM_ADAGRAD, OPTIM_RMSPROP };
+	int64_t n = c.trainable;
+	float *pc = malloc((size_t)n * 4 + 4), *sc = calloc((size_t)n * 3 + 1, 4), *pg = NULL, *sg = NULL, *gg = NULL;
+	double *lr = NULL;
+	int64_t *step = NULL;
+	void *coef = NULL;
+	cudaMalloc((void **)&pg, (size_t)n * 4 + 4);
+	cudaMalloc((void **)&sg, (size_t)n * 12 + 4);
+	cudaMalloc((void **)&lr, 2 * sizeof *lr);
+	cudaMalloc((void **)&step, sizeof *step);
+	cudaMalloc(&coef, KC_OPTIM_COEF_BYTES);
+	gg = g.grads; /* the whole gradient region */
+	for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+		struct optim_cfg cfg = optim_cfg_default(kinds[k]);
+		cfg.lr = 0.01;
+		cfg.momentum = kinds[k] == OPTIM_SGD || kinds[k] == OPTIM_RMSPROP ? 0.9 : 0;
+		cfg.weight_decay = 1e-2;
+		double lrv[2] = { 0.01, 0.01 };
+		memcpy(pc, c.params, (size_t)n * 4);
+		memset(sc, 0, (size_t)n * 12);
+		struct optim_state_view sv = { sc, n };
+		optim_state_init(&cfg, sv, n);
+		cudaMemcpy(pg, pc, (size_t)n * 4, cudaMemcpyHostToDevice);
+		cudaMemcpy(sg, sc, (size_t)n * 12, cudaMemcpyHostToDevice);
+		cudaMemcpy(lr, lrv, sizeof lrv, cudaMemcpyHostToDevice);
+		cudaMemset(step, 0, sizeof *step);
+		for (int64_t s = 1; s <= 2; s++) {
+			optim_step(&cfg, sv, pc, c.grads, n, s, lrv[s - 1]);
+			kc_optim_prepare(cuda_stream(&g), cfg, lr, step, coef);
+			kc_optim_apply(cuda_stream(&g), cfg, coef, pg, gg, sg, n, n);
+		}
+		cudaStreamSynchronize(cuda_stream(&g));
+		snprintf(what, sizeof what, "2 steps of %s", optim_kind_name(kinds[k]));
+		compare(name, what, pg, pc, n);
+	}
+	const char *ce = cuda_error(&g);
+	if (ce) {
+		printf("FAIL %-28s CUDA: %s\n", name, ce);
+		failed++;
+	}
+	free(pc), free(sc), free(y);
+	cudaFree(pg), cudaFree(sg), cudaFree(lr), cudaFree(step), cudaFree(coef), cudaFree(yd);
+	exec_free(&c);
+	exec_free(&g);
+	arena_release(&a);
+}
+
+/* NCCL at a world of one: the communicator, its collectives through
+ * comm.h, and the stream-ordered all-reduce inside a captured CUDA graph. */
+static void check_nccl(void)
+{
+	char err[512];
+	int sv[2];
+	struct store_server *srv = store_server_new();
+	if (!srv || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 || store_server_add_client(srv, sv[0]) != 0 ||
+	    store_server_start(srv, err, sizeof err) != 0) {
+		printf("FAIL nccl: cannot start a store\n");
+		failed++;
+		return;
+	}
+	struct store_client *cl = store_client_open_fd(sv[1]);
+	cudaStream_t s;
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	struct comm *c = cl ? comm_open_nccl(cl, 0, 1, 0, s, 30.0, err, sizeof err) : NULL;
+	if (!c) {
+		printf("FAIL nccl: world of one: %s\n", cl ? err : "no store client");
+		failed++;
+		return;
+	}
+	enum { N = 1000 };
+	float h[N], back[N], *d = NULL;
+	for (int i = 0; i < N; i++)
+		h[i] = (float)i * 0.5f;
+	cudaMalloc((void **)&d, sizeof h);
+	cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+	int rc = comm_wait(comm_all_reduce(c, d, N, COMM_AVG), err, sizeof err);
+	rc |= comm_wait(comm_broadcast(c, d, N, 0), err, sizeof err);
+	rc |= comm_barrier(c, err, sizeof err);
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t ge = NULL;
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+	rc |= comm_nccl_all_reduce_on(c, d, N, COMM_SUM, s, err, sizeof err);
+	kc_scale(s, d, N, 2.0f);
+	cudaError_t ce = cudaStreamEndCapture(s, &g);
+	if (ce == cudaSuccess)
+		ce = cudaGraphInstantiate(&ge, g, 0);
+	for (int k = 0; k < 3 && ce == cudaSuccess; k++)
+		ce = cudaGraphLaunch(ge, s);
+	if (ce == cudaSuccess)
+		ce = cudaStreamSynchronize(s);
+	cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost);
+	bool ok = rc == 0 && ce == cudaSuccess;
+	for (int i = 0; i < N && ok; i++)
+		ok = back[i] == h[i] * 8.0f;
+	printf("%s nccl world of one: all-reduce, broadcast, barrier, all-reduce in a CUDA graph%s%s\n", ok ? "ok  " : "FAIL",
+	       ok ? "" : ": ", ok ? "" : rc ? err : cudaGetErrorString(ce));
+	ok ? passed++ : failed++;
+	if (ge)
+		cudaGraphExecDestroy(ge);
+	if (g)
+		cudaGraphDestroy(g);
+	cudaFree(d);
+	comm_close(c);
+	store_client_close(cl);
+	store_server_free(srv);
+	cudaStreamDestroy(s);
+}
+
+int main(int argc, char **argv)
+{
+	int count = 0;
+	if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+		printf("gpu_ops: skipped: no CUDA device\n");
+		return 77;
+	}
+	setenv("TRAINC_TF32", "0", 1);
+	check_nccl();
+	for (int i = 1; i < argc; i++)
+		check_model(argv[i]);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

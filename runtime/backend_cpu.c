@@ -91,27 +91,6 @@ static struct conv2d_desc conv_desc(const struct plan *p, const struct node *nd,
 	return d;
 }
 
-static struct pool2d_desc pool_desc(const struct plan *p, const struct node *nd, int64_t n)
-{
-	const struct shape *in = &p->nodes[nd->in].out;
-	struct pool2d_desc d = { 0 };
-	d.n = (int)n;
-	d.c = (int)in->d[0];
-	d.h = (int)in->d[1];
-	d.w = (int)in->d[2];
-	d.kh = (int)nd->a.pool.kh;
-	d.kw = (int)nd->a.pool.kw;
-	d.sh = (int)nd->a.pool.sh;
-	d.sw = (int)nd->a.pool.sw;
-	d.ph = (int)nd->a.pool.ph;
-	d.pw = (int)nd->a.pool.pw;
-	d.dh = (int)nd->a.pool.dh;
-	d.dw = (int)nd->a.pool.dw;
-	d.ceil_mode = nd->a.pool.ceil_mode;
-	d.count_include_pad = nd->a.pool.count_include_pad;
-	return d;
-}
-
 static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 {
 	const struct plan *p = e->p;
@@ -212,12 +191,12 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		kern_conv2d_fwd(&cpu(e)->conv[i * EXEC_MAX_SIZES + size_slot(e, n)], x, exec_param_ptr(e, nd->param0 + 0), nd->a.conv.bias ? exec_param_ptr(e, nd->param0 + 1) : NULL, y);
 		break;
 	case OP_MAXPOOL2D: {
-		struct pool2d_desc d = pool_desc(p, nd, n);
+		struct pool2d_desc d = exec_pool_desc(p, nd, n);
 		kern_maxpool2d_fwd(&d, x, y, train ? (int32_t *)save : (int32_t *)exec_scratch(e, i));
 		break;
 	}
 	case OP_AVGPOOL2D: {
-		struct pool2d_desc d = pool_desc(p, nd, n);
+		struct pool2d_desc d = exec_pool_desc(p, nd, n);
 		kern_avgpool2d_fwd(&d, x, y);
 		break;
 	}
@@ -246,9 +225,7 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		break;
 	}
 	case OP_LAYERNORM: {
-		int64_t row = 1;
-		for (int k = 0; k < nd->a.ln.nd; k++)
-			row *= nd->a.ln.d[k];
+		int64_t row = exec_ln_row(nd);
 		float *sm = train ? (float *)save : (float *)exec_scratch(e, i);
 		int rows = (int)(out_n / row);
 		kern_layernorm_fwd(x, nd->a.ln.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL, nd->a.ln.affine ? exec_param_ptr(e, nd->param0 + 1) : NULL, y, sm, sm + rows,
@@ -268,12 +245,9 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 	case OP_TANH: kern_tanh_fwd(x, y, (size_t)out_n); break;
 	case OP_SIGMOID: kern_sigmoid_fwd(x, y, (size_t)out_n); break;
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
-		int64_t outer = n, inner = 1;
-		for (int k = 0; k < nd->a.softmax.dim; k++)
-			outer *= nd->out.d[k];
-		for (int k = nd->a.softmax.dim + 1; k < nd->out.rank; k++)
-			inner *= nd->out.d[k];
-		int dim = (int)nd->out.d[nd->a.softmax.dim];
+		int64_t outer, inner;
+		int dim;
+		exec_softmax_dims(nd, n, &outer, &dim, &inner);
 		if (nd->op == OP_SOFTMAX)
 			kern_softmax_fwd(x, y, (int)outer, dim, (int)inner);
 		else
@@ -325,13 +299,13 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 				nd->a.conv.bias ? exec_grad_ptr(e, nd->param0 + 1) : NULL);
 		break;
 	case OP_MAXPOOL2D: {
-		struct pool2d_desc d = pool_desc(p, nd, n);
+		struct pool2d_desc d = exec_pool_desc(p, nd, n);
 		if (dx)
 			kern_maxpool2d_bwd(&d, (const int32_t *)save, dy, dx);
 		break;
 	}
 	case OP_AVGPOOL2D: {
-		struct pool2d_desc d = pool_desc(p, nd, n);
+		struct pool2d_desc d = exec_pool_desc(p, nd, n);
 		if (dx)
 			kern_avgpool2d_bwd(&d, dy, dx);
 		break;
@@ -351,9 +325,7 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 		break;
 	}
 	case OP_LAYERNORM: {
-		int64_t row = 1;
-		for (int k = 0; k < nd->a.ln.nd; k++)
-			row *= nd->a.ln.d[k];
+		int64_t row = exec_ln_row(nd);
 		int rows = (int)(out_n / row);
 		float *sm = (float *)save;
 		kern_layernorm_bwd(x, nd->a.ln.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL, sm, sm + rows, dy, dx, nd->a.ln.affine ? exec_grad_ptr(e, nd->param0 + 0) : NULL,
@@ -366,12 +338,9 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 	case OP_TANH: if (dx) kern_tanh_bwd(y, dy, dx, (size_t)out_n); break;
 	case OP_SIGMOID: if (dx) kern_sigmoid_bwd(y, dy, dx, (size_t)out_n); break;
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
-		int64_t outer = n, inner = 1;
-		for (int k = 0; k < nd->a.softmax.dim; k++)
-			outer *= nd->out.d[k];
-		for (int k = nd->a.softmax.dim + 1; k < nd->out.rank; k++)
-			inner *= nd->out.d[k];
-		int dim = (int)nd->out.d[nd->a.softmax.dim];
+		int64_t outer, inner;
+		int dim;
+		exec_softmax_dims(nd, n, &outer, &dim, &inner);
 		if (dx && nd->op == OP_SOFTMAX)
 			kern_softmax_bwd(y, dy, dx, (int)outer, dim, (int)inner);
 		else if (dx)

@@ -167,6 +167,46 @@ float *exec_grad_ptr(struct exec *e, int k)
 }
 
 
+struct pool2d_desc exec_pool_desc(const struct plan *p, const struct node *nd, int64_t n)
+{
+	const struct shape *in = &p->nodes[nd->in].out;
+	struct pool2d_desc d = { 0 };
+	d.n = (int)n;
+	d.c = (int)in->d[0];
+	d.h = (int)in->d[1];
+	d.w = (int)in->d[2];
+	d.kh = (int)nd->a.pool.kh;
+	d.kw = (int)nd->a.pool.kw;
+	d.sh = (int)nd->a.pool.sh;
+	d.sw = (int)nd->a.pool.sw;
+	d.ph = (int)nd->a.pool.ph;
+	d.pw = (int)nd->a.pool.pw;
+	d.dh = (int)nd->a.pool.dh;
+	d.dw = (int)nd->a.pool.dw;
+	d.ceil_mode = nd->a.pool.ceil_mode;
+	d.count_include_pad = nd->a.pool.count_include_pad;
+	return d;
+}
+
+void exec_softmax_dims(const struct node *nd, int64_t n, int64_t *outer, int *dim, int64_t *inner)
+{
+	*outer = n;
+	*inner = 1;
+	for (int k = 0; k < nd->a.softmax.dim; k++)
+		*outer *= nd->out.d[k];
+	for (int k = nd->a.softmax.dim + 1; k < nd->out.rank; k++)
+		*inner *= nd->out.d[k];
+	*dim = (int)nd->out.d[nd->a.softmax.dim];
+}
+
+int64_t exec_ln_row(const struct node *nd)
+{
+	int64_t row = 1;
+	for (int k = 0; k < nd->a.ln.nd; k++)
+		row *= nd->a.ln.d[k];
+	return row;
+}
+
 float *exec_dx_home(struct exec *e, int j)
 {
 	int r = j;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "compiler/ir.h"
+#include "runtime/kern.h"
 
 struct backend_ops;
 
@@ -86,6 +87,11 @@ bool *exec_written(struct exec *e);
 int exec_find_nonfinite(struct exec *e, const float *x, int n);
 /* Where parameter k's gradient lives now, or NULL if it has none. */
 float *exec_grad_ptr(struct exec *e, int k);
+/* A layer's shape arguments for the kernels, at batch n: a pool's
+ * descriptor, a softmax's (outer, dim, inner), a layer norm's row length. */
+struct pool2d_desc exec_pool_desc(const struct plan *p, const struct node *nd, int64_t n);
+void exec_softmax_dims(const struct node *nd, int64_t n, int64_t *outer, int *dim, int64_t *inner);
+int64_t exec_ln_row(const struct node *nd);
 /* Where the backward of a node writes the gradient of its input j: the
  * gradient buffer of j (through views) on the first write of this pass,
  * else a scratch buffer that the caller then adds into exec_dx_home(e, j)

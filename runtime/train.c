@@ -241,21 +241,78 @@ static int evaluate(struct trainer *t)
 		return -1;
 	if (t->rank != 0)
 		return 0;
+	train_report_eval(p, t->rd_ok ? &t->rd : NULL, t->at.epoch, sums);
+	return 0;
+}
+
+void train_report_eval(const struct plan *p, struct rundir *rd, int64_t epoch, const double sums[3])
+{
 	double avg = sums[0] / sums[2];
-	if (t->rd_ok)
-		rundir_metric_eval(&t->rd, t->at.epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
+	if (rd)
+		rundir_metric_eval(rd, epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
 	if (p->test_data.target == TGT_CLASS)
 		printf("\nTest set: Average loss: %.4f, Accuracy: %.0f/%.0f (%.0f%%)\n\n", avg, sums[1], sums[2], 100.0 * sums[1] / sums[2]);
 	else
 		printf("\nTest set: Average loss: %.4f\n\n", avg);
 	fflush(stdout);
-	return 0;
 }
 
-static bool is_weights_file(const char *path)
+bool train_is_weights_file(const char *path)
 {
 	size_t n = strlen(path);
 	return n > 12 && strcmp(path + n - 12, ".safetensors") == 0;
+}
+
+int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen)
+{
+	double timeout = p->parallel.timeout_s;
+	char key[64], mine[32];
+	snprintf(key, sizeof key, "plan/%d", rank);
+	snprintf(mine, sizeof mine, "%016llx", (unsigned long long)p->hash);
+	if (store_set(st, key, mine, strlen(mine), err, errlen) != 0)
+		return -1;
+	for (int r = 0; r < world; r++) {
+		snprintf(key, sizeof key, "plan/%d", r);
+		size_t len;
+		char *theirs = store_get(st, key, &len, timeout, err, errlen);
+		if (!theirs)
+			return -1;
+		bool same = len == strlen(mine) && memcmp(theirs, mine, len) == 0;
+		if (!same) {
+			snprintf(err, errlen,
+				 "rank %d compiled a different plan (%.*s) than rank %d (%s); every rank must run the same .net file and options",
+				 r, (int)len, theirs, rank, mine);
+			free(theirs);
+			return -1;
+		}
+		free(theirs);
+	}
+	return 0;
+}
+
+int train_resume_at(const struct plan *p, const char *resume, const char *flag, struct ckpt_state *at, int world, int64_t micro,
+		    int64_t num_batches, int rank, char *err, size_t errlen)
+{
+	if (at->world != world) {
+		/* the data order is the same at any world size only for a global batch */
+		int64_t samples = at->batch * at->micro * at->world;
+		if (!p->train.global_batch || samples % (micro * world) != 0)
+			return util_fail(err, errlen,
+					 "%s was made by %d rank%s, this run has %d; with a per-rank batch the data order depends on the "
+					 "rank count, so resume with %s %d, use global_batch, or start from its weights with --init",
+					 resume, at->world, at->world == 1 ? "" : "s", world, flag, at->world);
+		at->batch = samples / (micro * world);
+	}
+	at->world = world;
+	at->micro = micro;
+	if (at->batch >= num_batches) { /* saved at an epoch's end */
+		at->epoch++;
+		at->batch = 0;
+	}
+	if (rank == 0)
+		printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", resume, (long long)at->step, (long long)at->epoch,
+		       (long long)at->batch);
+	return 0;
 }
 
 /* The unsharded parameters (and optimizer state) on rank 0: the executor's
@@ -379,27 +436,8 @@ static int join_job(struct trainer *t)
 	double timeout = t->p->parallel.timeout_s;
 	store_client_set_timeout(t->store, timeout);
 	/* every rank must have compiled the same plan */
-	char key[64], mine[32];
-	snprintf(key, sizeof key, "plan/%d", t->rank);
-	snprintf(mine, sizeof mine, "%016llx", (unsigned long long)t->p->hash);
-	if (store_set(t->store, key, mine, strlen(mine), t->err, sizeof t->err) != 0)
+	if (train_agree_plan(t->store, t->p, t->rank, t->world, t->err, sizeof t->err) != 0)
 		return -1;
-	for (int r = 0; r < t->world; r++) {
-		snprintf(key, sizeof key, "plan/%d", r);
-		size_t len;
-		char *theirs = store_get(t->store, key, &len, timeout, t->err, sizeof t->err);
-		if (!theirs)
-			return -1;
-		bool same = len == strlen(mine) && memcmp(theirs, mine, len) == 0;
-		if (!same) {
-			snprintf(t->err, sizeof t->err,
-				 "rank %d compiled a different plan (%.*s) than rank %d (%s); every rank must run the same .net file and options",
-				 r, (int)len, theirs, t->rank, mine);
-			free(theirs);
-			return -1;
-		}
-		free(theirs);
-	}
 	/* collectives wait twice the job timeout: the launcher names a hung rank first */
 	t->comm = comm_open_gloo(t->store, t->rank, t->world, NULL, 2 * timeout, t->err, sizeof t->err);
 	if (!t->comm)
@@ -451,28 +489,8 @@ static int load_state(struct trainer *t)
 	}
 	if (o->resume) {
 		rc = ckpt_load(o->resume, p, params, optim, t->e.trainable, k, &t->at, t->err, sizeof t->err);
-		if (rc == 0 && t->at.world != t->world) {
-			/* the data order is the same at any world size only for a global batch */
-			int64_t samples = t->at.batch * t->at.micro * t->at.world;
-			if (!p->train.global_batch || samples % (t->micro * t->world) != 0) {
-				snprintf(t->err, sizeof t->err,
-					 "%s was made by %d rank%s, this run has %d; with a per-rank batch the data order depends on the "
-					 "rank count, so resume with --cpus %d, use global_batch, or start from its weights with --init",
-					 o->resume, t->at.world, t->at.world == 1 ? "" : "s", t->world, t->at.world);
-				rc = -1;
-			} else {
-				t->at.batch = samples / (t->micro * t->world);
-			}
-		}
-		t->at.world = t->world;
-		t->at.micro = t->micro;
-		if (rc == 0 && t->at.batch >= t->s.num_batches) { /* saved at an epoch's end */
-			t->at.epoch++;
-			t->at.batch = 0;
-		}
-		if (rc == 0 && t->rank == 0)
-			printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", o->resume, (long long)t->at.step,
-			       (long long)t->at.epoch, (long long)t->at.batch);
+		if (rc == 0)
+			rc = train_resume_at(p, o->resume, "--cpus", &t->at, t->world, t->micro, t->s.num_batches, t->rank, t->err, sizeof t->err);
 	} else if (o->init) {
 		rc = weights_load(p, params, o->init, true, t->err, sizeof t->err);
 		if (rc == 0 && t->rank == 0)
@@ -756,7 +774,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 				fflush(stdout);
 			}
 		}
-		if (tr->checkpoint_every && t->o->save && !is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
+		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
 		    checkpoint(t, t->o->save) != 0)
 			return -1;
 		if (tr->steps && t->at.step >= tr->steps) {
@@ -860,7 +878,7 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 		       (double)t->fsdp.peak_bytes / 1048576.0);
 		fflush(stdout);
 	}
-	if (o->save && !is_weights_file(o->save)) {
+	if (o->save && !train_is_weights_file(o->save)) {
 		if (checkpoint(t, o->save) != 0)
 			return fail(t, "cannot save the checkpoint");
 	}
@@ -873,7 +891,7 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 		snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&t->rd));
 		if (weights_save(t->p, params, path, t->err, sizeof t->err) != 0)
 			rc = fail(t, "cannot save the weights");
-		if (rc == 0 && o->save && is_weights_file(o->save)) {
+		if (rc == 0 && o->save && train_is_weights_file(o->save)) {
 			if (weights_save(t->p, params, o->save, t->err, sizeof t->err) != 0)
 				rc = fail(t, "cannot save the weights");
 			else
@@ -888,10 +906,6 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 
 int train_run(const struct plan *p, const struct train_opts *o)
 {
-	if (p->train_data.kind == DATA_NONE) {
-		fprintf(stderr, "trainc: %s has no data section with a training set; add data { train = ... }\n", p->path);
-		return 2;
-	}
 	struct trainer *t = calloc(1, sizeof *t);
 	if (!t) {
 		fprintf(stderr, "trainc: out of memory\n");

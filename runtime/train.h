@@ -4,6 +4,8 @@
  */
 #ifndef TRAIN_H
 #define TRAIN_H
+#include <stdbool.h>
+
 #include "compiler/ir.h"
 #include "runtime/optim.h"
 #include "runtime/sched.h"
@@ -32,6 +34,20 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s);
 int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, char *err, size_t n);
 /* One terminal line, redrawn: epoch, a bar, samples, loss, speed. */
 void train_progress(int64_t epoch, int64_t seen, int64_t total, double loss, double rate);
+/* Print the test line as the seed does (and record it): sums are the
+ * summed loss, the correct count and the samples, over every rank. */
+struct rundir;
+void train_report_eval(const struct plan *p, struct rundir *rd, int64_t epoch, const double sums[3]);
+/* PATH.safetensors names a weights file; any other path a checkpoint folder. */
+bool train_is_weights_file(const char *path);
+/* Every rank checks through the store that all compiled the same plan. */
+struct store_client;
+int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen);
+/* Where a loaded checkpoint resumes at this world size and batch (flag is
+ * --cpus or --gpus, for the message); prints the position on rank 0. */
+struct ckpt_state;
+int train_resume_at(const struct plan *p, const char *resume, const char *flag, struct ckpt_state *at, int world, int64_t micro,
+		    int64_t num_batches, int rank, char *err, size_t errlen);
 /* The process's peak resident set in MiB, from /proc (0 when unavailable). */
 double train_peak_rss_mib(void);
 #endif

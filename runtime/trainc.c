@@ -221,7 +221,10 @@ int main(int argc, char **argv)
 		struct train_opts to = { save, init, resume, run_dir, TRAINC_VERSION, threads, 0, o.world, argc, argv };
 		char gerr[1024];
 		int ngpu = 0;
-		if (gpus > 0 && gpu_open(&ngpu, gerr, sizeof gerr) != 0) {
+		if (p->train_data.kind == DATA_NONE) {
+			fprintf(stderr, "trainc: %s has no data section with a training set; add data { train = ... }\n", p->path);
+			rc = 2;
+		} else if (gpus > 0 && gpu_open(&ngpu, gerr, sizeof gerr) != 0) {
 			fprintf(stderr, "trainc: --gpus %d: %s\n", gpus, gerr);
 			rc = 2;
 		} else if (gpus > 0 && ngpu < gpus) {

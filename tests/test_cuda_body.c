@@ -17,36 +17,7 @@
 
 #include <stdlib.h>
 
-/* ---- scratch memory, reset by each test ---- */
-
-static _Alignas(64) unsigned char arena[32 << 20];
-static size_t arena_used;
-
-static void *talloc(size_t bytes)
-{
-	void *p = arena + arena_used;
-	arena_used += (bytes + 63) & ~(size_t)63;
-	if (arena_used > sizeof arena) {
-		fprintf(stderr, "test_cuda_body: scratch arena exhausted\n");
-		exit(2);
-	}
-	memset(p, 0, bytes);
-	return p;
-}
-
-static float *floats(size_t n)
-{
-	return talloc(n * sizeof(float));
-}
-
-static float *rand_floats(size_t n, float lo, float hi, uint32_t seed)
-{
-	float *p = floats(n);
-	struct rng r = rng_stream(seed, RNG_INIT, 0, 0);
-	for (size_t i = 0; i < n; i++)
-		p[i] = lo + (hi - lo) * rng_uniform(&r, i);
-	return p;
-}
+#include "tests/scratch.h"
 
 static int same_float(float a, float b)
 {
@@ -145,7 +116,7 @@ static void test_dropout(void)
 
 static void check_pool(struct pool2d_desc d, bool nan)
 {
-	arena_used = 0;
+	scratch_reset();
 	int oh, ow;
 	kern_pool2d_out(&d, &oh, &ow);
 	size_t in = (size_t)d.n * d.c * d.h * d.w, out = (size_t)d.n * d.c * oh * ow, hw = (size_t)d.h * d.w;
@@ -212,7 +183,7 @@ static void test_adaptive(void)
 {
 	const int sizes[][4] = { { 7, 7, 1, 1 }, { 7, 9, 3, 4 }, { 5, 5, 7, 6 }, { 8, 8, 8, 8 }, { 13, 6, 5, 2 } };
 	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-		arena_used = 0;
+		scratch_reset();
 		int n = 2, c = 3, h = sizes[k][0], w = sizes[k][1], oh = sizes[k][2], ow = sizes[k][3];
 		size_t in = (size_t)n * c * h * w, out = (size_t)n * c * oh * ow;
 		float *x = rand_floats(in, -1, 1, 6), *dy = rand_floats(out, -1, 1, 7);
@@ -249,7 +220,7 @@ static void test_softmax(void)
 {
 	const int shapes[][3] = { { 5, 37, 1 }, { 3, 1000, 1 }, { 3, 10, 70 }, { 2, 130, 65 }, { 4, 1, 3 } };
 	for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
-		arena_used = 0;
+		scratch_reset();
 		int outer = shapes[k][0], dim = shapes[k][1], inner = shapes[k][2];
 		size_t n = (size_t)outer * dim * inner;
 		float *x = rand_floats(n, -20, 20, 8), *dy = rand_floats(n, -1, 1, 9);
@@ -328,7 +299,7 @@ static void test_class_losses(void)
 {
 	const int shapes[][2] = { { 7, 5 }, { 100, 10 }, { 3, 300 } };
 	for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
-		arena_used = 0;
+		scratch_reset();
 		int n = shapes[k][0], c = shapes[k][1];
 		float *z = rand_floats((size_t)n * c, -10, 10, 12), *want = floats((size_t)n * c), *got = floats((size_t)n * c);
 		int32_t *t = talloc((size_t)n * 4);
@@ -361,7 +332,7 @@ static void test_class_losses(void)
 static void test_argmax(void)
 {
 	int n = 300, c = 7;
-	arena_used = 0;
+	scratch_reset();
 	float *z = rand_floats((size_t)n * c, -1, 1, 13);
 	int32_t *t = talloc((size_t)n * 4);
 	for (int i = 0; i < n; i++) t[i] = i % c;
@@ -376,7 +347,7 @@ static void test_argmax(void)
 static void test_layernorm(void)
 {
 	int rows = 33, d = 200;
-	arena_used = 0;
+	scratch_reset();
 	size_t n = (size_t)rows * d;
 	float *x = rand_floats(n, -3, 5, 14), *gamma = rand_floats(d, 0.5f, 1.5f, 15), *beta = rand_floats(d, -1, 1, 16);
 	float *dy = rand_floats(n, -1, 1, 17), *y = floats(n), *got = floats(n);
@@ -439,7 +410,7 @@ static void bn_channel(const float *x, const float *gamma, const float *beta, fl
 static void test_batchnorm(void)
 {
 	int n = 5, c = 3, hw = 77;
-	arena_used = 0;
+	scratch_reset();
 	size_t total = (size_t)n * c * hw;
 	float *x = rand_floats(total, -2, 4, 18), *gamma = rand_floats(c, 0.5f, 1.5f, 19), *beta = rand_floats(c, -1, 1, 20);
 	float *dy = rand_floats(total, -1, 1, 21), *y = floats(total), *got = floats(total);
@@ -489,7 +460,7 @@ static void test_batchnorm(void)
 static void test_embedding(void)
 {
 	int n = 50, vocab = 11, dim = 13;
-	arena_used = 0;
+	scratch_reset();
 	int32_t *idx = talloc((size_t)n * 4);
 	for (int i = 0; i < n; i++) idx[i] = (i * 5 + 1) % vocab; /* repeats */
 	float *w = rand_floats((size_t)vocab * dim, -1, 1, 24), *dy = rand_floats((size_t)n * dim, -1, 1, 25);
@@ -514,7 +485,7 @@ static void test_embedding(void)
 static void test_bias_grad(void)
 {
 	int rows = 301, m = 70;
-	arena_used = 0;
+	scratch_reset();
 	float *dy = rand_floats((size_t)rows * m, -1, 1, 26), *db = rand_floats(m, -1, 1, 27), *got = floats(m);
 	memcpy(got, db, m * 4);
 	kern_linear_bwd(NULL, NULL, dy, NULL, NULL, db, rows, 1, m);
@@ -527,7 +498,7 @@ static void test_bias_grad(void)
 static void check_optim(struct optim_cfg c)
 {
 	enum { N = 777 };
-	arena_used = 0;
+	scratch_reset();
 	int k = optim_state_floats(c.kind, &c);
 	float *p0 = rand_floats(N, -1, 1, 28), *p1 = floats(N), *s0 = floats(3 * N), *s1 = floats(3 * N);
 	memcpy(p1, p0, sizeof(float) * N);
@@ -583,7 +554,7 @@ static void test_sumsq(void)
 {
 	enum { PARTS = 256 }; /* KC_SUMSQ_PARTS */
 	int64_t n = 100003;
-	arena_used = 0;
+	scratch_reset();
 	float *g = rand_floats((size_t)n, -1, 1, 40);
 	double part[PARTS], total = 0;
 	int64_t chunk = (n + PARTS - 1) / PARTS;

@@ -15,37 +15,8 @@
 #include <stdalign.h>
 #include <stdlib.h>
 
-/* ---- scratch memory, reset by each test ---- */
-
-static alignas(64) unsigned char arena[64 << 20];
-static size_t arena_used;
-
-static void *talloc(size_t bytes)
-{
-	void *p = arena + arena_used;
-	arena_used += (bytes + 63) & ~(size_t)63;
-	if (arena_used > sizeof arena) {
-		fprintf(stderr, "test_kern: scratch arena exhausted\n");
-		exit(2);
-	}
-	memset(p, 0, bytes);
-	return p;
-}
-
-static float *floats(size_t n)
-{
-	return talloc(n * sizeof(float));
-}
-
-/* n values uniform in [lo, hi), the same on every run for one seed. */
-static float *rand_floats(size_t n, float lo, float hi, uint32_t seed)
-{
-	float *p = floats(n);
-	struct rng r = rng_stream(seed, RNG_INIT, 0, 0);
-	for (size_t i = 0; i < n; i++)
-		p[i] = lo + (hi - lo) * rng_uniform(&r, i);
-	return p;
-}
+#define SCRATCH_BYTES (64 << 20)
+#include "tests/scratch.h"
 
 /* Distinct values 0.05 apart in scrambled order, so a max never changes
  * under a perturbation of 0.01. */
@@ -107,7 +78,7 @@ static void gradcheck(const char *what, objective_fn f, void *ctx, float *param,
 
 static void begin(void)
 {
-	arena_used = 0;
+	scratch_reset();
 	kern_set_threads(1);
 }
 

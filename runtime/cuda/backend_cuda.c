@@ -333,47 +333,6 @@ static struct conv *conv_at(struct exec *e, int i, int64_t n)
 	return cv;
 }
 
-static struct pool2d_desc pool_desc(const struct plan *p, const struct node *nd, int64_t n)
-{
-	const struct shape *in = &p->nodes[nd->in].out;
-	struct pool2d_desc d = { 0 };
-	d.n = (int)n;
-	d.c = (int)in->d[0];
-	d.h = (int)in->d[1];
-	d.w = (int)in->d[2];
-	d.kh = (int)nd->a.pool.kh;
-	d.kw = (int)nd->a.pool.kw;
-	d.sh = (int)nd->a.pool.sh;
-	d.sw = (int)nd->a.pool.sw;
-	d.ph = (int)nd->a.pool.ph;
-	d.pw = (int)nd->a.pool.pw;
-	d.dh = (int)nd->a.pool.dh;
-	d.dw = (int)nd->a.pool.dw;
-	d.ceil_mode = nd->a.pool.ceil_mode;
-	d.count_include_pad = nd->a.pool.count_include_pad;
-	return d;
-}
-
-/* (outer, dim, inner) of a softmax node */
-static void softmax_dims(const struct node *nd, int64_t n, int64_t *outer, int *dim, int64_t *inner)
-{
-	*outer = n;
-	*inner = 1;
-	for (int k = 0; k < nd->a.softmax.dim; k++)
-		*outer *= nd->out.d[k];
-	for (int k = nd->a.softmax.dim + 1; k < nd->out.rank; k++)
-		*inner *= nd->out.d[k];
-	*dim = (int)nd->out.d[nd->a.softmax.dim];
-}
-
-static int64_t ln_row(const struct node *nd)
-{
-	int64_t row = 1;
-	for (int k = 0; k < nd->a.ln.nd; k++)
-		row *= nd->a.ln.d[k];
-	return row;
-}
-
 static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 {
 	struct cuda_state *c = st(e);
@@ -415,9 +374,9 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		break;
 	}
 	case OP_MAXPOOL2D:
-		kc_maxpool2d_fwd(s, pool_desc(p, nd, n), x, y, train ? (int32_t *)(void *)save : (int32_t *)(void *)exec_scratch(e, i));
+		kc_maxpool2d_fwd(s, exec_pool_desc(p, nd, n), x, y, train ? (int32_t *)(void *)save : (int32_t *)(void *)exec_scratch(e, i));
 		break;
-	case OP_AVGPOOL2D: kc_avgpool2d_fwd(s, pool_desc(p, nd, n), x, y); break;
+	case OP_AVGPOOL2D: kc_avgpool2d_fwd(s, exec_pool_desc(p, nd, n), x, y); break;
 	case OP_ADAPTIVE_AVGPOOL2D: {
 		const struct shape *in = &p->nodes[nd->in].out;
 		kc_adaptive_avgpool2d_fwd(s, x, y, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh,
@@ -442,7 +401,7 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		break;
 	}
 	case OP_LAYERNORM: {
-		int64_t row = ln_row(nd), rows = out_n / row;
+		int64_t row = exec_ln_row(nd), rows = out_n / row;
 		float *sm = train ? (float *)(void *)save : (float *)(void *)exec_scratch(e, i);
 		kc_layernorm_fwd(s, x, nd->a.ln.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL,
 				 nd->a.ln.affine ? exec_param_ptr(e, nd->param0 + 1) : NULL, y, sm, sm + rows, rows, (int)row,
@@ -468,7 +427,7 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
 		int64_t outer, inner;
 		int dim;
-		softmax_dims(nd, n, &outer, &dim, &inner);
+		exec_softmax_dims(nd, n, &outer, &dim, &inner);
 		if (nd->op == OP_SOFTMAX)
 			kc_softmax_fwd(s, x, y, outer, dim, inner);
 		else
@@ -537,8 +496,8 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 					     numel(&nd->out) / nd->a.conv.cout);
 		break;
 	}
-	case OP_MAXPOOL2D: if (dx) kc_maxpool2d_bwd(s, pool_desc(p, nd, n), (const int32_t *)(const void *)save, dy, dx); break;
-	case OP_AVGPOOL2D: if (dx) kc_avgpool2d_bwd(s, pool_desc(p, nd, n), dy, dx); break;
+	case OP_MAXPOOL2D: if (dx) kc_maxpool2d_bwd(s, exec_pool_desc(p, nd, n), (const int32_t *)(const void *)save, dy, dx); break;
+	case OP_AVGPOOL2D: if (dx) kc_avgpool2d_bwd(s, exec_pool_desc(p, nd, n), dy, dx); break;
 	case OP_ADAPTIVE_AVGPOOL2D: {
 		const struct shape *in = &p->nodes[nd->in].out;
 		if (dx)
@@ -555,7 +514,7 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 		break;
 	}
 	case OP_LAYERNORM: {
-		int64_t row = ln_row(nd), rows = out_n / row;
+		int64_t row = exec_ln_row(nd), rows = out_n / row;
 		const float *sm = (const float *)(const void *)save;
 		kc_layernorm_bwd(s, x, nd->a.ln.affine ? exec_param_ptr(e, nd->param0) : NULL, sm, sm + rows, dy, dx,
 				 nd->a.ln.affine ? exec_grad_ptr(e, nd->param0) : NULL, nd->a.ln.affine ? exec_grad_ptr(e, nd->param0 + 1) : NULL,
@@ -570,7 +529,7 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
 		int64_t outer, inner;
 		int dim;
-		softmax_dims(nd, n, &outer, &dim, &inner);
+		exec_softmax_dims(nd, n, &outer, &dim, &inner);
 		if (dx && nd->op == OP_SOFTMAX)
 			kc_softmax_bwd(s, y, dy, dx, outer, dim, inner);
 		else if (dx)

@@ -384,14 +384,7 @@ static int evaluate(struct gt *t)
 		return -1;
 	if (t->rank != 0)
 		return 0;
-	double avg = sums[0] / sums[2];
-	if (t->rd_ok)
-		rundir_metric_eval(&t->rd, t->at.epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
-	if (p->test_data.target == TGT_CLASS)
-		printf("\nTest set: Average loss: %.4f, Accuracy: %.0f/%.0f (%.0f%%)\n\n", avg, sums[1], sums[2], 100.0 * sums[1] / sums[2]);
-	else
-		printf("\nTest set: Average loss: %.4f\n\n", avg);
-	fflush(stdout);
+	train_report_eval(p, t->rd_ok ? &t->rd : NULL, t->at.epoch, sums);
 	return 0;
 }
 
@@ -432,24 +425,9 @@ static int load_state(struct gt *t)
 	int rc = 0;
 	if (o->resume) {
 		rc = ckpt_load(o->resume, p, t->h_params, t->h_optim, e->trainable, k, &t->at, t->err, sizeof t->err);
-		if (rc == 0 && t->at.world != t->world) {
-			int64_t samples = t->at.batch * t->at.micro * t->at.world;
-			if (!p->train.global_batch || samples % (t->micro * t->world) != 0)
-				return util_fail(t->err, sizeof t->err,
-						 "%s was made by %d rank%s, this run has %d; with a per-rank batch the data order depends on "
-						 "the rank count, so resume with --gpus %d, use global_batch, or start from its weights with --init",
-						 o->resume, t->at.world, t->at.world == 1 ? "" : "s", t->world, t->at.world);
-			t->at.batch = samples / (t->micro * t->world);
-		}
-		t->at.world = t->world;
-		t->at.micro = t->micro;
-		if (rc == 0 && t->at.batch >= t->smp.num_batches) {
-			t->at.epoch++;
-			t->at.batch = 0;
-		}
-		if (rc == 0 && t->rank == 0)
-			printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", o->resume, (long long)t->at.step,
-			       (long long)t->at.epoch, (long long)t->at.batch);
+		if (rc == 0)
+			rc = train_resume_at(p, o->resume, "--gpus", &t->at, t->world, t->micro, t->smp.num_batches, t->rank, t->err,
+					     sizeof t->err);
 	} else if (o->init) {
 		rc = weights_load(p, t->h_params, o->init, true, t->err, sizeof t->err);
 		if (rc == 0 && t->rank == 0)
@@ -465,12 +443,6 @@ static int load_state(struct gt *t)
 		launch_wait_end();
 	}
 	return rc;
-}
-
-static bool is_weights_file(const char *path)
-{
-	size_t n = strlen(path);
-	return n > 12 && strcmp(path + n - 12, ".safetensors") == 0;
 }
 
 static int barrier(struct gt *t)
@@ -518,23 +490,8 @@ static int join_job(struct gt *t)
 		return util_fail(t->err, sizeof t->err, "rank %d has no connection to the launcher's store", t->rank);
 	double timeout = t->p->parallel.timeout_s;
 	store_client_set_timeout(t->store, timeout);
-	char key[64], mine[32];
-	snprintf(key, sizeof key, "plan/%d", t->rank);
-	snprintf(mine, sizeof mine, "%016llx", (unsigned long long)t->p->hash);
-	if (store_set(t->store, key, mine, strlen(mine), t->err, sizeof t->err) != 0)
+	if (train_agree_plan(t->store, t->p, t->rank, t->world, t->err, sizeof t->err) != 0)
 		return -1;
-	for (int r = 0; r < t->world; r++) {
-		snprintf(key, sizeof key, "plan/%d", r);
-		size_t len;
-		char *theirs = store_get(t->store, key, &len, timeout, t->err, sizeof t->err);
-		if (!theirs)
-			return -1;
-		bool same = len == strlen(mine) && memcmp(theirs, mine, len) == 0;
-		free(theirs);
-		if (!same)
-			return util_fail(t->err, sizeof t->err, "rank %d compiled a different plan than rank %d; every rank must run the "
-					 "same .net file and options", r, t->rank);
-	}
 	t->comm = comm_open_nccl(t->store, t->rank, t->world, t->device, t->cs, 2 * timeout, t->err, sizeof t->err);
 	if (!t->comm)
 		return -1;
@@ -731,6 +688,24 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 	return 0;
 }
 
+/* End a span of replayed steps timed with CUDA events: its time and step
+ * count go to the step-time figure. */
+static int close_span(struct gt *t, bool *timing, int64_t *steps)
+{
+	if (!*timing)
+		return 0;
+	*timing = false;
+	CK(t, cudaEventRecord(t->ev_t1, t->s));
+	if (gpu_wait(t, "the training steps") != 0)
+		return -1;
+	float ms = 0;
+	CK(t, cudaEventElapsedTime(&ms, t->ev_t0, t->ev_t1));
+	t->graph_ms += ms;
+	t->graph_steps += *steps;
+	*steps = 0;
+	return 0;
+}
+
 /* One epoch from the current position: 0, 1 when the step budget is spent, -1. */
 static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 {
@@ -769,17 +744,8 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 				return -1;
 			CK(t, cudaGraphLaunch(t->graph, t->s));
 		} else {
-			if (timing) {
-				CK(t, cudaEventRecord(t->ev_t1, t->s));
-				timing = false;
-				float ms = 0;
-				if (gpu_wait(t, "the training steps") != 0)
-					return -1;
-				CK(t, cudaEventElapsedTime(&ms, t->ev_t0, t->ev_t1));
-				t->graph_ms += ms;
-				t->graph_steps += graph_steps;
-				graph_steps = 0;
-			}
+			if (close_span(t, &timing, &graph_steps) != 0)
+				return -1;
 			if (issue_step(t, sizes, count) != 0)
 				return -1;
 			t->warmed |= full;
@@ -792,17 +758,9 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 		launch_beat();
 		bool log = micro_done % tr->log_interval < (int64_t)count || t->at.batch == nb;
 		if (log) {
-			if (timing) { /* the wait would be timed as a step: close the span */
-				CK(t, cudaEventRecord(t->ev_t1, t->s));
-				timing = false;
-				float ms = 0;
-				if (gpu_wait(t, "the training steps") != 0)
-					return -1;
-				CK(t, cudaEventElapsedTime(&ms, t->ev_t0, t->ev_t1));
-				t->graph_ms += ms;
-				t->graph_steps += graph_steps;
-				graph_steps = 0;
-			}
+			/* the wait would be timed as a step: close the span first */
+			if (close_span(t, &timing, &graph_steps) != 0)
+				return -1;
 			double last = 0, sum = 0;
 			if (read_losses(t, samples, &last, &sum) != 0)
 				return -1;
@@ -822,7 +780,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 				}
 			}
 		}
-		if (tr->checkpoint_every && t->o->save && !is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
+		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
 		    checkpoint(t, t->o->save) != 0)
 			return -1;
 		if (tr->steps && t->at.step >= tr->steps) {
@@ -830,15 +788,8 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 			break;
 		}
 	}
-	if (timing) {
-		CK(t, cudaEventRecord(t->ev_t1, t->s));
-		if (gpu_wait(t, "the training steps") != 0)
-			return -1;
-		float ms = 0;
-		CK(t, cudaEventElapsedTime(&ms, t->ev_t0, t->ev_t1));
-		t->graph_ms += ms;
-		t->graph_steps += graph_steps;
-	}
+	if (close_span(t, &timing, &graph_steps) != 0)
+		return -1;
 	double last, sum;
 	if (read_losses(t, 1, &last, &sum) != 0)
 		return -1;
@@ -879,7 +830,7 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 	printf("Rank %d: GPU %d, parameters, gradients and optimizer state %.2f MiB; GPU memory in use %.1f MiB of %.1f MiB\n", t->rank,
 	       t->device, (double)state / 1048576.0, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0);
 	fflush(stdout);
-	if (o->save && !is_weights_file(o->save) && checkpoint(t, o->save) != 0)
+	if (o->save && !train_is_weights_file(o->save) && checkpoint(t, o->save) != 0)
 		return -1;
 	if (download_state(t, false) != 0)
 		return -1;
@@ -888,7 +839,7 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 		snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&t->rd));
 		if (weights_save(p, t->h_params, path, t->err, sizeof t->err) != 0)
 			return -1;
-		if (o->save && is_weights_file(o->save)) {
+		if (o->save && train_is_weights_file(o->save)) {
 			if (weights_save(p, t->h_params, o->save, t->err, sizeof t->err) != 0)
 				return -1;
 			printf("Saved the weights to %s\n", o->save);
@@ -941,10 +892,6 @@ static void teardown(struct gt *t)
 
 int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int device)
 {
-	if (p->train_data.kind == DATA_NONE) {
-		fprintf(stderr, "trainc: %s has no data section with a training set; add data { train = ... }\n", p->path);
-		return 2;
-	}
 	struct gt *t = calloc(1, sizeof *t);
 	if (!t) {
 		fprintf(stderr, "trainc: out of memory\n");

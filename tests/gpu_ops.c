@@ -37,7 +37,7 @@ static int passed, failed;
 static void compare(const char *model, const char *what, const float *gpu, const float *cpu, int64_t n)
 {
 	float *h = malloc((size_t)n * 4 + 4);
-	if (!h || cudaMemcpy(h, gpu, (size_t)n * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
+	if (!h || cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(h, gpu, (size_t)n * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
 		printf("FAIL %-28s %-34s cannot read the GPU's values\n", model, what);
 		failed++;
 		free(h);
@@ -83,6 +83,7 @@ static void fill_input(const struct plan *p, struct exec *c, struct exec *g, int
 		x[i] = p->nodes[0].dtype == DT_I64 ? (float)(rng_u32(&r, (uint64_t)i) % (uint64_t)(vocab > 0 ? vocab : 2)) : rng_normal(&r, (uint64_t)i);
 	exec_input(c, x, n, train);
 	cudaMemcpy(exec_output(g, 0, train), exec_output(c, 0, train), (size_t)cnt * 4, cudaMemcpyHostToDevice);
+	cudaDeviceSynchronize(); /* the plain copies and memsets run on the legacy stream */
 	free(x);
 }
 
@@ -143,6 +144,7 @@ static void check_model(const char *path)
 	}
 	cudaMalloc(&yd, (size_t)(per * N) * 4 + 4);
 	cudaMemcpy(yd, y, (size_t)(per * N) * 4, cudaMemcpyHostToDevice);
+	cudaDeviceSynchronize();
 	double lc = 0, lg = 0;
 	long cc = 0, cg = 0;
 	exec_loss(&c, y, N, true, &lc, &cc, err, sizeof err);
@@ -196,6 +198,7 @@ static void check_model(const char *path)
 		cudaMemcpy(sg, sc, (size_t)n * 12, cudaMemcpyHostToDevice);
 		cudaMemcpy(lr, lrv, sizeof lrv, cudaMemcpyHostToDevice);
 		cudaMemset(step, 0, sizeof *step);
+		cudaDeviceSynchronize();
 		for (int64_t s = 1; s <= 2; s++) {
 			optim_step(&cfg, sv, pc, c.grads, n, s, lrv[s - 1]);
 			kc_optim_prepare(cuda_stream(&g), cfg, lr, step, coef);
@@ -245,6 +248,7 @@ static void check_nccl(void)
 		h[i] = (float)i * 0.5f;
 	cudaMalloc((void **)&d, sizeof h);
 	cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+	cudaDeviceSynchronize();
 	int rc = comm_wait(comm_all_reduce(c, d, N, COMM_AVG), err, sizeof err);
 	rc |= comm_wait(comm_broadcast(c, d, N, 0), err, sizeof err);
 	rc |= comm_barrier(c, err, sizeof err);

@@ -127,7 +127,9 @@ static void *cu_alloc(int64_t bytes)
 		cudaGetLastError(); /* clear it: out of memory is reported by the caller */
 		return NULL;
 	}
-	if (cudaMemset(p, 0, n) != cudaSuccess) {
+	/* a plain memset may still run when a kernel on a non-blocking
+	 * stream starts: wait for it */
+	if (cudaMemset(p, 0, n) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
 		cudaFree(p);
 		return NULL;
 	}
@@ -140,20 +142,26 @@ static void cu_free(void *p)
 		cudaFree(p);
 }
 
+/* The table's copies wait for every stream first: they serve setup and
+ * checks, not the training loop. */
 static void cu_to_host(void *host, const void *dev, size_t bytes)
 {
-	if (cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+	if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
 		memset(host, 0xff, bytes); /* NaNs, never stale numbers; the caller checks cuda_error */
 }
 
 static void cu_from_host(void *dev, const void *host, size_t bytes)
 {
+	cudaDeviceSynchronize();
 	cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
+	cudaDeviceSynchronize();
 }
 
 static void cu_copy(void *dst, const void *src, size_t bytes)
 {
+	cudaDeviceSynchronize();
 	cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
+	cudaDeviceSynchronize();
 }
 
 static int64_t numel(const struct shape *s)
@@ -268,7 +276,7 @@ static int cu_prepare(struct exec *e, char *err, size_t errlen)
 	DNN(c, cudnnSetStream(c->dnn, c->stream));
 	CU(c, cudaMalloc((void **)&c->dev, sizeof *c->dev));
 	if (c->dev)
-		CU(c, cudaMemset(c->dev, 0, sizeof *c->dev));
+		CU(c, cudaMemsetAsync(c->dev, 0, sizeof *c->dev, c->stream));
 	c->conv = calloc((size_t)p->nnodes * EXEC_MAX_SIZES, sizeof *c->conv);
 	if (!c->conv)
 		return util_fail(err, errlen, "out of memory");
@@ -284,6 +292,7 @@ static int cu_prepare(struct exec *e, char *err, size_t errlen)
 		CU(c, cudaMalloc(&c->ws, ws));
 		c->ws_bytes = ws;
 	}
+	CU(c, cudaDeviceSynchronize());
 	if (c->failed)
 		return util_fail(err, errlen, "%s", c->err);
 	return 0;
@@ -608,7 +617,8 @@ static int cu_loss(struct exec *e, const void *y, int n, bool train, double *los
 	*loss = h.loss;
 	*correct = (long)h.correct;
 	if (h.bad_target) {
-		CU(c, cudaMemset(&d->bad_target, 0, sizeof d->bad_target));
+		CU(c, cudaMemsetAsync(&d->bad_target, 0, sizeof d->bad_target, c->stream));
+		CU(c, cudaStreamSynchronize(c->stream));
 		return -1;
 	}
 	return 0;

@@ -114,6 +114,30 @@ struct gt {
 					 cudaGetErrorString(r_));                                                      \
 	} while (0)
 
+/* Copies between host and device, ordered on the compute stream and
+ * finished when they return.  (A plain cudaMemcpy runs on the legacy
+ * stream, which a non-blocking stream does not wait for, and from pageable
+ * memory it may return before the device has the data.) */
+static int put(struct gt *t, void *dev, const void *host, size_t bytes)
+{
+	cudaError_t r = cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, t->s);
+	if (r == cudaSuccess)
+		r = cudaStreamSynchronize(t->s);
+	if (r != cudaSuccess)
+		return util_fail(t->err, sizeof t->err, "copying %zu bytes to the GPU failed: %s", bytes, cudaGetErrorString(r));
+	return 0;
+}
+
+static int get(struct gt *t, void *host, const void *dev, size_t bytes)
+{
+	cudaError_t r = cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, t->s);
+	if (r == cudaSuccess)
+		r = cudaStreamSynchronize(t->s);
+	if (r != cudaSuccess)
+		return util_fail(t->err, sizeof t->err, "copying %zu bytes from the GPU failed: %s", bytes, cudaGetErrorString(r));
+	return 0;
+}
+
 int trainc_cuda_probe(int *count, char *err, size_t errlen)
 {
 	*count = 0;
@@ -178,14 +202,14 @@ static int reduce_host(struct gt *t, double *v, int n)
 {
 	if (t->world == 1)
 		return 0;
-	CK(t, cudaMemcpy(t->w->sums, v, (size_t)n * sizeof *v, cudaMemcpyHostToDevice));
+	if (put(t, t->w->sums, v, (size_t)n * sizeof *v) != 0)
+		return -1;
 	launch_wait_begin();
 	int rc = comm_wait(comm_all_reduce_f64(t->comm, t->w->sums, n, COMM_SUM), t->err, sizeof t->err);
 	launch_wait_end();
 	if (rc != 0)
 		return -1;
-	CK(t, cudaMemcpy(v, t->w->sums, (size_t)n * sizeof *v, cudaMemcpyDeviceToHost));
-	return 0;
+	return get(t, v, t->w->sums, (size_t)n * sizeof *v);
 }
 
 /* ---- data ---- */
@@ -226,11 +250,9 @@ static int upload(struct gt *t, const struct dataset *ds, struct ddata *d)
 		if (ids) /* the embedding's index type, as exec.c's copy_input */
 			for (int64_t k = 0; k < (int64_t)b * d->xw; k++)
 				((int32_t *)(void *)hx)[k] = (int32_t)hx[k];
-		if (cudaMemcpy((char *)d->x + (size_t)at * (size_t)d->xw * 4, hx, (size_t)b * (size_t)d->xw * 4, cudaMemcpyHostToDevice) !=
-			    cudaSuccess ||
-		    cudaMemcpy((char *)d->y + (size_t)at * (size_t)d->yw * 4, hy, (size_t)b * (size_t)d->yw * 4, cudaMemcpyHostToDevice) !=
-			    cudaSuccess)
-			rc = util_fail(t->err, sizeof t->err, "copying the dataset to the GPU failed: %s", cudaGetErrorString(cudaGetLastError()));
+		if (put(t, (char *)d->x + (size_t)at * (size_t)d->xw * 4, hx, (size_t)b * (size_t)d->xw * 4) != 0 ||
+		    put(t, (char *)d->y + (size_t)at * (size_t)d->yw * 4, hy, (size_t)b * (size_t)d->yw * 4) != 0)
+			rc = -1;
 	}
 	free(hx), free(hy), free(idx);
 	return rc;
@@ -242,11 +264,10 @@ static int set_epoch(struct gt *t, int64_t epoch)
 	sampler_set_epoch(&t->smp, epoch - 1);
 	for (int64_t i = 0; i < t->smp.num_samples; i++)
 		t->host_order[i] = sampler_index(&t->smp, i);
-	CK(t, cudaStreamSynchronize(t->s));
-	CK(t, cudaMemcpy(t->order, t->host_order, (size_t)t->smp.num_samples * sizeof *t->order, cudaMemcpyHostToDevice));
 	int64_t pos = t->at.batch * t->micro;
-	CK(t, cudaMemcpy(&t->w->pos, &pos, sizeof pos, cudaMemcpyHostToDevice));
-	return 0;
+	if (put(t, t->order, t->host_order, (size_t)t->smp.num_samples * sizeof *t->order) != 0)
+		return -1;
+	return put(t, &t->w->pos, &pos, sizeof pos);
 }
 
 /* ---- the step ---- */
@@ -378,7 +399,8 @@ static int evaluate(struct gt *t)
 	if (gpu_wait(t, "evaluation") != 0)
 		return -1;
 	double sums[3];
-	CK(t, cudaMemcpy(sums, w->sums, 2 * sizeof *sums, cudaMemcpyDeviceToHost));
+	if (get(t, sums, w->sums, 2 * sizeof *sums) != 0)
+		return -1;
 	sums[2] = (double)t->eval_count;
 	if (reduce_host(t, sums, 3) != 0)
 		return -1;
@@ -394,11 +416,11 @@ static int upload_state(struct gt *t)
 {
 	struct exec *e = &t->e;
 	int k = t->p->train.optim.state_per_param;
-	CK(t, cudaMemcpy(e->params, t->h_params, (size_t)t->p->unsharded_elems * 4, cudaMemcpyHostToDevice));
-	if (k > 0)
-		CK(t, cudaMemcpy(e->optim, t->h_optim, (size_t)(e->trainable * k) * 4, cudaMemcpyHostToDevice));
-	CK(t, cudaMemcpy(&t->w->step, &t->at.step, sizeof t->at.step, cudaMemcpyHostToDevice));
-	return 0;
+	if (put(t, e->params, t->h_params, (size_t)t->p->unsharded_elems * 4) != 0)
+		return -1;
+	if (k > 0 && put(t, e->optim, t->h_optim, (size_t)(e->trainable * k) * 4) != 0)
+		return -1;
+	return put(t, &t->w->step, &t->at.step, sizeof t->at.step);
 }
 
 static int download_state(struct gt *t, bool with_optim)
@@ -407,9 +429,10 @@ static int download_state(struct gt *t, bool with_optim)
 	int k = t->p->train.optim.state_per_param;
 	if (gpu_wait(t, "the step before saving") != 0)
 		return -1;
-	CK(t, cudaMemcpy(t->h_params, e->params, (size_t)t->p->unsharded_elems * 4, cudaMemcpyDeviceToHost));
+	if (get(t, t->h_params, e->params, (size_t)t->p->unsharded_elems * 4) != 0)
+		return -1;
 	if (with_optim && k > 0)
-		CK(t, cudaMemcpy(t->h_optim, e->optim, (size_t)(e->trainable * k) * 4, cudaMemcpyDeviceToHost));
+		return get(t, t->h_optim, e->optim, (size_t)(e->trainable * k) * 4);
 	return 0;
 }
 
@@ -576,7 +599,7 @@ static int setup(struct gt *t)
 	t->sc = train_sched_cfg(&tr->sched);
 	t->at = (struct ckpt_state){ 1, 0, 0, t->world, t->micro };
 	CK(t, cudaMalloc((void **)&t->w, sizeof *t->w));
-	CK(t, cudaMemset(t->w, 0, sizeof *t->w));
+	CK(t, cudaMemsetAsync(t->w, 0, sizeof *t->w, t->s));
 	cuda_use_step(&t->e, &t->w->step);
 	/* the run's length and every step's lr */
 	t->epochs_total = (int)tr->epochs;
@@ -590,10 +613,11 @@ static int setup(struct gt *t)
 	for (int64_t k = 0; k < t->total_steps; k++)
 		lr[k] = sched_lr(&t->sc, tr->optim.lr, k / spe, k);
 	cudaError_t r1 = cudaMalloc((void **)&t->lr_table, (size_t)t->total_steps * sizeof *lr);
-	if (r1 == cudaSuccess)
-		r1 = cudaMemcpy(t->lr_table, lr, (size_t)t->total_steps * sizeof *lr, cudaMemcpyHostToDevice);
+	int rc = r1 == cudaSuccess ? put(t, t->lr_table, lr, (size_t)t->total_steps * sizeof *lr) : 0;
 	free(lr);
 	CK(t, r1);
+	if (rc != 0)
+		return -1;
 	CK(t, cudaMalloc((void **)&t->hist, (size_t)t->total_steps * sizeof *t->hist));
 	/* data on the device */
 	if (upload(t, &t->train, &t->dtrain) != 0 || (t->has_test && upload(t, &t->test, &t->dtest) != 0))
@@ -614,10 +638,11 @@ static int setup(struct gt *t)
 		for (int64_t i = 0; i < t->eval_len; i++)
 			h[i] = i < t->eval_count ? t->rank + i * t->world : t->rank + (t->eval_count - 1) / EB * EB * t->world;
 		cudaError_t r2 = cudaMalloc((void **)&t->eval_order, (size_t)(t->eval_len + 1) * sizeof *h);
-		if (r2 == cudaSuccess)
-			r2 = cudaMemcpy(t->eval_order, h, (size_t)(t->eval_len + 1) * sizeof *h, cudaMemcpyHostToDevice);
+		rc = r2 == cudaSuccess ? put(t, t->eval_order, h, (size_t)(t->eval_len + 1) * sizeof *h) : 0;
 		free(h);
 		CK(t, r2);
+		if (rc != 0)
+			return -1;
 		CK(t, cudaMalloc(&t->eval_ybuf, (size_t)EB * (size_t)t->dtest.yw * 4 + 4));
 	}
 	CK(t, cudaEventCreate(&t->ev_t0));
@@ -659,13 +684,22 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 		return 0;
 	if (gpu_wait(t, "the training steps") != 0)
 		return -1;
+	struct cuda_dev flags;
+	if (get(t, &flags, cuda_dev_words(&t->e), sizeof flags) != 0)
+		return -1;
+	if (flags.bad_target)
+		return util_fail(t->err, sizeof t->err, "a target class of the training data is outside 0..%lld, the model's output classes "
+				 "(between steps %lld and %lld)", (long long)shape_numel(&t->p->nodes[t->p->nnodes - 1].out) - 1,
+				 (long long)t->read_step + 1, (long long)t->at.step);
+	if (flags.bad_id)
+		return util_fail(t->err, sizeof t->err, "a token id of the training data is outside an embedding's rows (between steps "
+				 "%lld and %lld)", (long long)t->read_step + 1, (long long)t->at.step);
 	double *h = malloc((size_t)n * sizeof *h);
 	if (!h)
 		return util_fail(t->err, sizeof t->err, "out of memory");
-	cudaError_t r = cudaMemcpy(h, t->hist + t->read_step, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost);
-	if (r != cudaSuccess) {
+	if (get(t, h, t->hist + t->read_step, (size_t)n * sizeof *h) != 0) {
 		free(h);
-		CK(t, r);
+		return -1;
 	}
 	for (int64_t k = 0; k < n; k++) {
 		if (!isfinite(h[k])) {

@@ -168,7 +168,7 @@ static void single_close(void *impl)
 	(void)impl;
 }
 
-static const struct comm_ops single_ops = { "single", single_run, NULL, single_close };
+static const struct comm_ops single_ops = { "single", single_run, NULL, single_close, NULL };
 
 struct comm *comm_open_single(void)
 {
@@ -188,7 +188,7 @@ static void gloo_close(void *impl)
 	comm_gloo_close(impl);
 }
 
-static const struct comm_ops gloo_ops = { "gloo", gloo_run, NULL, gloo_close };
+static const struct comm_ops gloo_ops = { "gloo", gloo_run, NULL, gloo_close, NULL };
 
 static void *comm_thread(void *arg)
 {
@@ -369,6 +369,28 @@ int comm_barrier(struct comm *c, char *err, size_t errlen)
 {
 	struct comm_req r = { COMM_BARRIER, COMM_SUM, COMM_F32, NULL, NULL, 0, 0 };
 	return comm_wait(start(c, &r), err, errlen);
+}
+
+int comm_wait_on(struct comm_work *w, void *stream, char *err, size_t errlen)
+{
+	if (!w)
+		return util_fail(err, errlen, "comm_wait_on: no work handle");
+	struct comm *c = w->c;
+	pthread_mutex_lock(&c->mu);
+	int ordered = w != &c->bad && w->state == W_ISSUED && c->ops->wait_on;
+	pthread_mutex_unlock(&c->mu);
+	if (!ordered)
+		return comm_wait(w, err, errlen);
+	char why[ERRLEN];
+	int rc = c->ops->wait_on(c->impl, w->slot, stream, why, sizeof why);
+	pthread_mutex_lock(&c->mu);
+	if (rc != 0) {
+		set_failed(c, &w->req, why);
+		util_fail(err, errlen, "%s", c->fail_msg);
+	}
+	w->state = W_FREE;
+	pthread_mutex_unlock(&c->mu);
+	return rc;
 }
 
 int comm_wait(struct comm_work *w, char *err, size_t errlen)

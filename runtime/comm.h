@@ -27,6 +27,7 @@ struct comm_work; /* a collective in flight, valid until its comm_wait */
 struct store_client;
 
 enum comm_op { COMM_SUM, COMM_AVG };
+enum comm_dtype { COMM_F32, COMM_F64 };
 
 /* A world of one: collectives are copies or nothing.  NULL only when out of
  * memory. */
@@ -75,6 +76,12 @@ struct comm_work *comm_broadcast(struct comm *c, float *buf, int64_t n, int root
  * before has finished; 0, or -1 with the reason in err. */
 int comm_barrier(struct comm *c, char *err, size_t errlen);
 
+/* Order the device stream `stream` (a cudaStream_t) after w and release
+ * w, without waiting on the host: later work queued on the stream sees the
+ * collective's result.  Engines without streams (single, Gloo) wait as
+ * comm_wait does.  0, or -1 with the reason in err. */
+int comm_wait_on(struct comm_work *w, void *stream, char *err, size_t errlen);
+
 /* Wait for w and release it: 0, or -1 with the reason in err (the first
  * failure of the communicator, a timeout, or bad arguments).  Bounded by the
  * communicator's timeout once w has started. */
@@ -83,7 +90,6 @@ int comm_wait(struct comm_work *w, char *err, size_t errlen);
 /* ---- for engines only (comm.c, comm_nccl.c) ---- */
 
 enum comm_kind { COMM_ALL_REDUCE, COMM_REDUCE_SCATTER, COMM_ALL_GATHER, COMM_BROADCAST, COMM_BARRIER };
-enum comm_dtype { COMM_F32, COMM_F64 };
 
 struct comm_req {
 	enum comm_kind kind;
@@ -103,6 +109,8 @@ struct comm_ops {
 	int (*run)(void *impl, const struct comm_req *r, int slot, char *err, size_t errlen);
 	int (*wait)(void *impl, int slot, double timeout_s, char *err, size_t errlen);
 	void (*close)(void *impl);
+	/* optional: order a device stream after work `slot` (comm_wait_on) */
+	int (*wait_on)(void *impl, int slot, void *stream, char *err, size_t errlen);
 };
 
 /* Wrap an engine that runs in the caller's thread; NULL when out of memory. */
@@ -115,8 +123,13 @@ void *comm_engine(struct comm *c, const char *name);
  * their own CUDA streams, such as a step captured as a CUDA graph.  No
  * work handle: the caller orders and waits with CUDA events, and calls
  * comm_nccl_poll while it waits. ---- */
-/* Queue buf (n floats) := the sum (or mean) over ranks on stream; 0 or -1 with err. */
-int comm_nccl_all_reduce_on(struct comm *c, float *buf, int64_t n, enum comm_op op, void *stream, char *err, size_t errlen);
+/* Queue buf (n values of dtype) := the sum (or mean) over ranks on stream; 0 or -1 with err. */
+int comm_nccl_all_reduce_on(struct comm *c, void *buf, int64_t n, enum comm_dtype dtype, enum comm_op op, void *stream, char *err,
+			    size_t errlen);
+/* Every collective started through comm.h from now on first waits for
+ * the work queued on `stream` (a cudaStream_t) when it starts: its inputs
+ * may be written by kernels on that stream.  NULL: no such wait. */
+int comm_nccl_follow(struct comm *c, void *stream, char *err, size_t errlen);
 /* 0 while the communicator is healthy; -1 with NCCL's asynchronous error in
  * err (the communicator is then aborted). */
 int comm_nccl_poll(struct comm *c, char *err, size_t errlen);

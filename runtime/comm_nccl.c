@@ -36,6 +36,8 @@ struct nccl {
 	float *scratch;                      /* (1) device word for the barrier */
 	cudaEvent_t ev[COMM_MAX_INFLIGHT];   /* end of each work slot's collective */
 	int nev;
+	cudaStream_t follow;                 /* collectives wait for this stream's work first (comm_nccl_follow) */
+	cudaEvent_t follow_ev;
 };
 
 static void nap(double s)
@@ -117,6 +119,10 @@ static int nccl_run(void *impl, const struct comm_req *r, int slot, char *err, s
 	if (g->aborted)
 		return util_fail(err, errlen, "the NCCL communicator was aborted after an earlier failure");
 	CUDA_CHECK(cudaSetDevice(g->device), "the device went away?");
+	if (g->follow) {
+		CUDA_CHECK(cudaEventRecord(g->follow_ev, g->follow), "is the followed stream on this rank's device?");
+		CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->follow_ev, 0), "is the followed stream on this rank's device?");
+	}
 	const char *what = "?";
 	int line = 0;
 	switch (r->kind) {
@@ -176,6 +182,15 @@ static int nccl_wait(void *impl, int slot, double timeout_s, char *err, size_t e
 	}
 }
 
+static int nccl_wait_on(void *impl, int slot, void *stream, char *err, size_t errlen)
+{
+	struct nccl *g = impl;
+	if (g->aborted)
+		return util_fail(err, errlen, "the NCCL communicator was aborted after an earlier failure");
+	CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, g->ev[slot], 0), "is the stream on this rank's device?");
+	return 0;
+}
+
 static void nccl_close(void *impl)
 {
 	struct nccl *g = impl;
@@ -192,10 +207,24 @@ static void nccl_close(void *impl)
 		cudaEventDestroy(g->ev[i]);
 	if (g->scratch)
 		cudaFree(g->scratch);
+	if (g->follow_ev)
+		cudaEventDestroy(g->follow_ev);
 	free(g);
 }
 
-int comm_nccl_all_reduce_on(struct comm *c, float *buf, int64_t n, enum comm_op op, void *stream, char *err, size_t errlen)
+int comm_nccl_follow(struct comm *c, void *stream, char *err, size_t errlen)
+{
+	struct nccl *g = comm_engine(c, "nccl");
+	if (!g)
+		return util_fail(err, errlen, "comm_nccl_follow: the communicator is %s, not NCCL", comm_name(c));
+	if (!g->follow_ev)
+		CUDA_CHECK(cudaEventCreateWithFlags(&g->follow_ev, cudaEventDisableTiming), "out of device resources?");
+	g->follow = (cudaStream_t)stream;
+	return 0;
+}
+
+int comm_nccl_all_reduce_on(struct comm *c, void *buf, int64_t n, enum comm_dtype dtype, enum comm_op op, void *stream, char *err,
+			    size_t errlen)
 {
 	struct nccl *g = comm_engine(c, "nccl");
 	if (!g)
@@ -204,7 +233,7 @@ int comm_nccl_all_reduce_on(struct comm *c, float *buf, int64_t n, enum comm_op 
 		return util_fail(err, errlen, "the NCCL communicator was aborted after an earlier failure");
 	const char *what = "?";
 	int line = 0;
-	NCCL_ISSUE(ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, op_of(op), g->comm, (cudaStream_t)stream));
+	NCCL_ISSUE(ncclAllReduce(buf, buf, (size_t)n, dtype_of(dtype), op_of(op), g->comm, (cudaStream_t)stream));
 	return settle(g, util_now() + g->timeout_s, what, line, err, errlen);
 }
 
@@ -236,7 +265,7 @@ void comm_nccl_abort(struct comm *c)
 	}
 }
 
-static const struct comm_ops nccl_ops = { "nccl", nccl_run, nccl_wait, nccl_close };
+static const struct comm_ops nccl_ops = { "nccl", nccl_run, nccl_wait, nccl_close, nccl_wait_on };
 
 /* Everything of comm_open_nccl that can fail, on g; the caller cleans up. */
 static int open_nccl(struct nccl *g, struct store_client *st, int rank, int world, double timeout_s, char *err,

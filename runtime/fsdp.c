@@ -16,15 +16,74 @@
 #include <string.h>
 #include <time.h>
 
+/* ---- memory: the host's, or the device's through f->dev ---- */
+
 static float *alloc_floats(struct fsdp *f, int64_t n)
 {
 	size_t bytes = (size_t)(n > 0 ? n : 1) * 4;
 	bytes = (bytes + 63) / 64 * 64;
+	f->peak_bytes += (int64_t)bytes;
+	if (f->dev)
+		return f->dev->alloc((int64_t)bytes);
 	float *p = aligned_alloc(64, bytes);
 	if (p)
 		memset(p, 0, bytes);
-	f->peak_bytes += (int64_t)bytes;
 	return p;
+}
+
+static void free_floats(struct fsdp *f, float *p)
+{
+	if (f->dev && p)
+		f->dev->free(p);
+	else
+		free(p);
+}
+
+static void zero(struct fsdp *f, float *p, int64_t n)
+{
+	if (f->dev)
+		f->dev->zero(f->dev->ctx, p, n);
+	else
+		memset(p, 0, (size_t)n * 4);
+}
+
+static void copy(struct fsdp *f, float *dst, const float *src, int64_t n)
+{
+	if (f->dev)
+		f->dev->copy(f->dev->ctx, dst, src, n);
+	else
+		memcpy(dst, src, (size_t)n * 4);
+}
+
+static void add(struct fsdp *f, float *dst, const float *src, int64_t n)
+{
+	if (f->dev) {
+		f->dev->add(f->dev->ctx, dst, src, n);
+		return;
+	}
+	for (int64_t i = 0; i < n; i++)
+		dst[i] += src[i];
+}
+
+/* host -> shard memory and back; a failure is recorded */
+static void put(struct fsdp *f, void *dst, const void *src, size_t bytes)
+{
+	if (!f->dev) {
+		memcpy(dst, src, bytes);
+	} else if (f->dev->from_host(f->dev->ctx, dst, src, bytes) != 0 && !f->failed) {
+		f->failed = true;
+		snprintf(f->err, sizeof f->err, "copying FSDP state to the device failed");
+	}
+}
+
+static void get(struct fsdp *f, void *dst, const void *src, size_t bytes)
+{
+	if (!f->dev) {
+		memcpy(dst, src, bytes);
+	} else if (f->dev->to_host(f->dev->ctx, dst, src, bytes) != 0 && !f->failed) {
+		f->failed = true;
+		snprintf(f->err, sizeof f->err, "copying FSDP state from the device failed");
+	}
 }
 
 static bool is_root(const struct fsdp *f, int u)
@@ -38,7 +97,8 @@ static void wait_work(struct fsdp *f, struct comm_work **w)
 		return;
 	double t0 = util_now();
 	char err[512];
-	if (comm_wait(*w, err, sizeof err) != 0 && !f->failed) {
+	int rc = f->dev ? comm_wait_on(*w, f->dev->stream, err, sizeof err) : comm_wait(*w, err, sizeof err);
+	if (rc != 0 && !f->failed) {
 		f->failed = true;
 		f->e->stop = true;
 		snprintf(f->err, sizeof f->err, "%s", err);
@@ -56,9 +116,11 @@ static int cmp_first(const void *a, const void *b, void *ctx)
 	return x < y ? -1 : x > y; /* the parent (lower index) first */
 }
 
-int fsdp_init(struct fsdp *f, const struct plan *p, struct comm *c, struct exec *e, char *err, size_t errlen)
+int fsdp_init(struct fsdp *f, const struct plan *p, struct comm *c, struct exec *e, const struct fsdp_dev *dev, char *err,
+	      size_t errlen)
 {
 	memset(f, 0, sizeof *f);
+	f->dev = dev;
 	f->p = p;
 	f->c = c;
 	f->e = e;
@@ -155,17 +217,24 @@ int fsdp_init(struct fsdp *f, const struct plan *p, struct comm *c, struct exec 
 static void take_shard(struct fsdp *f, int u, const float *full)
 {
 	const struct unit *un = &f->p->units[u];
-	memcpy(f->shard + f->at[u], full + un->shard * f->rank, (size_t)un->shard * 4);
+	put(f, f->shard + f->at[u], full + un->shard * f->rank, (size_t)un->shard * 4);
 }
 
-void fsdp_init_params(struct fsdp *f, uint64_t seed)
+int fsdp_init_params(struct fsdp *f, uint64_t seed)
 {
 	const struct plan *p = f->p;
 	int64_t biggest = 0;
 	for (int u = 0; u < f->nu; u++)
 		if (p->units[u].padded > biggest)
 			biggest = p->units[u].padded;
-	float *full = calloc((size_t)(biggest ? biggest : 1), 4);
+	for (int k = 0; k < p->nparams; k++) /* the buffers, staged here too */
+		if (p->params[k].unit_offset < 0 && p->params[k].numel > biggest)
+			biggest = p->params[k].numel;
+	float *full = calloc((size_t)(biggest ? biggest : 1) + 2, 4);
+	if (!full) {
+		snprintf(f->err, sizeof f->err, "out of memory initialising the FSDP units");
+		return -1;
+	}
 	for (int u = 0; u < f->nu; u++) {
 		memset(full, 0, (size_t)p->units[u].padded * 4);
 		for (int k = 0; k < p->nparams; k++)
@@ -173,8 +242,13 @@ void fsdp_init_params(struct fsdp *f, uint64_t seed)
 				exec_init_param(p, k, seed, full + p->params[k].unit_offset);
 		take_shard(f, u, full);
 	}
+	for (int k = 0; k < p->nparams; k++)
+		if (p->params[k].unit_offset < 0) {
+			exec_init_param(p, k, seed, full);
+			put(f, exec_param_ptr(f->e, k), full, (size_t)(p->params[k].dtype == DT_I64 ? 8 : p->params[k].numel * 4));
+		}
 	free(full);
-	exec_init_params(f->e, seed); /* the buffers */
+	return f->failed ? -1 : 0;
 }
 
 /* A buffer for one whole unit (the largest), and the trainable element
@@ -215,14 +289,14 @@ int fsdp_load_full(struct fsdp *f, const float *params_full, const float *optim_
 			}
 			const struct unit *un = &p->units[u];
 			float *dst = plane < 0 ? f->shard : f->optim + (size_t)plane * (size_t)f->total;
-			memcpy(dst + f->at[u], full + un->shard * f->rank, (size_t)un->shard * 4);
+			put(f, dst + f->at[u], full + un->shard * f->rank, (size_t)un->shard * 4);
 		}
 	}
 	free(full);
 	for (int k = 0; k < p->nparams; k++)
 		if (p->params[k].unit_offset < 0)
-			memcpy(exec_param_ptr(f->e, k), params_full + p->params[k].offset, (size_t)(p->params[k].dtype == DT_I64 ? 8 : p->params[k].numel * 4));
-	return 0;
+			put(f, exec_param_ptr(f->e, k), params_full + p->params[k].offset, (size_t)(p->params[k].dtype == DT_I64 ? 8 : p->params[k].numel * 4));
+	return f->failed ? -1 : 0;
 }
 
 int fsdp_gather_full(struct fsdp *f, float *params_full, float *optim_full, bool with_optim)
@@ -231,7 +305,13 @@ int fsdp_gather_full(struct fsdp *f, float *params_full, float *optim_full, bool
 	int kopt = p->train.optim.state_per_param;
 	int64_t trainable;
 	float *full = unit_buffer(f, &trainable);
-	if (!full) {
+	/* the collective's buffer: full itself on the host, else the device's */
+	int64_t biggest = 1;
+	for (int u = 0; u < f->nu; u++)
+		biggest = p->units[u].padded > biggest ? p->units[u].padded : biggest;
+	float *landing = f->dev ? f->dev->alloc(biggest * 4) : full;
+	if (!full || !landing) {
+		free(full);
 		snprintf(f->err, sizeof f->err, "out of memory gathering the state dict");
 		return -1;
 	}
@@ -241,10 +321,14 @@ int fsdp_gather_full(struct fsdp *f, float *params_full, float *optim_full, bool
 			if (!un->padded)
 				continue;
 			const float *src = plane < 0 ? f->shard : f->optim + (size_t)plane * (size_t)f->total;
-			struct comm_work *w = comm_all_gather(f->c, src + f->at[u], full, un->shard);
+			struct comm_work *w = comm_all_gather(f->c, src + f->at[u], landing, un->shard);
 			wait_work(f, &w);
+			if (f->dev && landing != full)
+				get(f, full, landing, (size_t)un->padded * 4);
 			if (f->failed) {
 				free(full);
+				if (landing != full)
+					f->dev->free(landing);
 				return -1;
 			}
 			if (f->rank != 0)
@@ -258,13 +342,15 @@ int fsdp_gather_full(struct fsdp *f, float *params_full, float *optim_full, bool
 			}
 		}
 	}
+	if (landing != full)
+		f->dev->free(landing);
 	free(full);
 	if (f->rank == 0)
 		for (int k = 0; k < p->nparams; k++)
 			if (p->params[k].unit_offset < 0)
-				memcpy(params_full + p->params[k].offset, exec_param_ptr(f->e, k),
-				       (size_t)(p->params[k].dtype == DT_I64 ? 8 : p->params[k].numel * 4));
-	return 0;
+				get(f, params_full + p->params[k].offset, exec_param_ptr(f->e, k),
+				    (size_t)(p->params[k].dtype == DT_I64 ? 8 : p->params[k].numel * 4));
+	return f->failed ? -1 : 0;
 }
 
 /* ---- gathering ---- */
@@ -349,11 +435,10 @@ static void finish_scatter(struct fsdp *f, int u)
 	const struct unit *un = &f->p->units[u];
 	float *dst = f->grad + f->at[u], *src = f->stage + f->at[u];
 	if (f->fresh[u]) {
-		memcpy(dst, src, (size_t)un->shard * 4);
+		copy(f, dst, src, un->shard);
 		f->fresh[u] = false;
 	} else {
-		for (int64_t i = 0; i < un->shard; i++)
-			dst[i] += src[i];
+		add(f, dst, src, un->shard);
 	}
 	if (f->g_slot[u] >= 0)
 		f->slot_g_unit[f->g_slot[u]] = -1;
@@ -388,7 +473,7 @@ static void need_grad_buffer(struct fsdp *f, int u)
 		f->slot_g_unit[s] = u;
 		f->g_slot[u] = s;
 	}
-	memset(grad_buffer(f, u), 0, (size_t)f->p->units[u].padded * 4);
+	zero(f, grad_buffer(f, u), f->p->units[u].padded);
 	f->e->unit_grad[u] = grad_buffer(f, u);
 }
 
@@ -446,7 +531,7 @@ void fsdp_begin_step(struct fsdp *f)
 {
 	for (int u = 0; u < f->nu; u++)
 		f->fresh[u] = true;
-	memset(f->grad, 0, (size_t)f->total * 4);
+	zero(f, f->grad, f->total);
 }
 
 int fsdp_finish_micro(struct fsdp *f, char *err, size_t errlen)
@@ -488,19 +573,19 @@ void fsdp_free(struct fsdp *f)
 		wait_work(f, &f->scatter[u]);
 	}
 	for (int s = 0; f->slot_p && s < f->nslots; s++) {
-		free(f->slot_p[s]);
-		free(f->slot_g[s]);
+		free_floats(f, f->slot_p[s]);
+		free_floats(f, f->slot_g[s]);
 	}
 	free(f->slot_p);
 	free(f->slot_g);
 	free(f->slot_p_unit);
 	free(f->slot_g_unit);
-	free(f->root_p);
-	free(f->root_g);
-	free(f->shard);
-	free(f->grad);
-	free(f->stage);
-	free(f->optim);
+	free_floats(f, f->root_p);
+	free_floats(f, f->root_g);
+	free_floats(f, f->shard);
+	free_floats(f, f->grad);
+	free_floats(f, f->stage);
+	free_floats(f, f->optim);
 	free(f->at);
 	free(f->p_slot);
 	free(f->g_slot);

@@ -20,6 +20,23 @@
 #include "runtime/exec.h"
 #include "runtime/optim.h"
 
+/* Where the shards live when not in host memory: a device's allocator,
+ * its stream-ordered zero, copy and sum on the compute stream, and
+ * synchronous copies to and from the host (done after the stream's work).
+ * Collectives are then waited for by ordering that stream after them
+ * (comm_wait_on), so nothing in a step blocks the host. */
+struct fsdp_dev {
+	void *(*alloc)(int64_t bytes); /* zeroed; NULL when out of memory */
+	void (*free)(void *p);
+	void (*zero)(void *ctx, float *p, int64_t n);
+	void (*copy)(void *ctx, float *dst, const float *src, int64_t n);
+	void (*add)(void *ctx, float *dst, const float *src, int64_t n);
+	int (*to_host)(void *ctx, void *dst, const void *src, size_t bytes);
+	int (*from_host)(void *ctx, void *dst, const void *src, size_t bytes);
+	void *stream;
+	void *ctx;
+};
+
 struct fsdp_segment {
 	int64_t at, n; /* a run of trainable elements in the shard arrays */
 };
@@ -28,6 +45,7 @@ struct fsdp {
 	const struct plan *p;
 	struct comm *c;
 	struct exec *e;
+	const struct fsdp_dev *dev;  /* NULL: host memory */
 	int world, rank, nu;
 	bool keep_gathered;          /* SHARD_GRAD_OP */
 	enum comm_op op;             /* of the reduce-scatter: COMM_AVG as PyTorch */
@@ -54,9 +72,12 @@ struct fsdp {
 	bool failed;
 };
 
-int fsdp_init(struct fsdp *f, const struct plan *p, struct comm *c, struct exec *e, char *err, size_t errlen);
-/* Initialise every unit as PyTorch would (each rank keeps its shard). */
-void fsdp_init_params(struct fsdp *f, uint64_t seed);
+/* dev: where the shards live (NULL: host memory, the CPU backend). */
+int fsdp_init(struct fsdp *f, const struct plan *p, struct comm *c, struct exec *e, const struct fsdp_dev *dev, char *err,
+	      size_t errlen);
+/* Initialise every unit as PyTorch would (each rank keeps its shard);
+ * 0, or -1 with f->err. */
+int fsdp_init_params(struct fsdp *f, uint64_t seed);
 /* Take shards (and buffers) from an unsharded layout: weights from a file
  * or a checkpoint; optim_full may be NULL. */
 int fsdp_load_full(struct fsdp *f, const float *params_full, const float *optim_full);

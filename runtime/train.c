@@ -443,7 +443,7 @@ static int join_job(struct trainer *t)
 	if (!t->comm)
 		return -1;
 	if (t->sharded) {
-		if (fsdp_init(&t->fsdp, t->p, t->comm, &t->e, t->err, sizeof t->err) != 0)
+		if (fsdp_init(&t->fsdp, t->p, t->comm, &t->e, NULL, t->err, sizeof t->err) != 0)
 			return -1;
 		/* as DDP: averaged gradients, summed for a global batch of a sum loss */
 		t->fsdp.op = t->p->train.global_batch && t->p->train.reduction == RED_SUM ? COMM_SUM : COMM_AVG;
@@ -479,7 +479,10 @@ static int load_state(struct trainer *t)
 	}
 	int rc = 0;
 	if (t->sharded) {
-		fsdp_init_params(&t->fsdp, p->train.seed);
+		if (fsdp_init_params(&t->fsdp, p->train.seed) != 0) {
+			snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
+			return -1;
+		}
 		struct optim_state_view sv = { t->fsdp.optim, t->fsdp.total };
 		optim_state_init(&t->oc, sv, t->fsdp.total);
 	} else {

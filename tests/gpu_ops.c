@@ -255,7 +255,7 @@ static void check_nccl(void)
 	cudaGraph_t g = NULL;
 	cudaGraphExec_t ge = NULL;
 	cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-	rc |= comm_nccl_all_reduce_on(c, d, N, COMM_SUM, s, err, sizeof err);
+	rc |= comm_nccl_all_reduce_on(c, d, N, COMM_F32, COMM_SUM, s, err, sizeof err);
 	kc_scale(s, d, N, 2.0f);
 	cudaError_t ce = cudaStreamEndCapture(s, &g);
 	if (ce == cudaSuccess)

@@ -11,10 +11,14 @@
  * eagerly.  The host waits only at log intervals, evaluation and
  * checkpoints, and every wait is bounded: a collective that does not end
  * within the job timeout aborts NCCL and fails the run naming this rank.
+ * With FSDP (FULL_SHARD, SHARD_GRAD_OP) fsdp.c drives the units on device
+ * memory: its gathers and reduce-scatters run on the collectives' stream,
+ * ordered after the compute stream and waited for by ordering it after
+ * them, so a sharded step is captured the same way.
  * Output lines are train.c's, plus the seed's CUDA event timing.
- * Does not (yet): shard with FSDP across GPUs, span several GPUs per rank,
- * or stream datasets that do not fit in device memory; each is refused
- * with a message before training starts.  Longer than 600 lines: setup,
+ * Does not (yet): span several GPUs per rank, pipeline micro-batches, or
+ * stream datasets that do not fit in device memory; each is refused with
+ * a message before training starts.  Longer than 600 lines: setup,
  * the captured step and the loop read best together.
  */
 #include "runtime/cuda/cuda.h"
@@ -34,6 +38,7 @@
 #include "runtime/cuda/kc.h"
 #include "runtime/dataset.h"
 #include "runtime/exec.h"
+#include "runtime/fsdp.h"
 #include "runtime/launch.h"
 #include "runtime/rundir.h"
 #include "runtime/sampler.h"
@@ -86,6 +91,11 @@ struct gt {
 	struct store_client *store;
 	struct comm *comm;
 	enum comm_op op;
+	bool sharded;            /* FSDP FULL_SHARD or SHARD_GRAD_OP over several ranks */
+	struct fsdp fsdp;
+	bool fsdp_ok;
+	struct fsdp_dev fdev;    /* the shards' memory: this GPU's, on the compute stream */
+	float *h_buffers;        /* host copy of the buffers (running statistics) for sharded checkpoints */
 	int *trigger;            /* per bucket: the node whose backward completes it */
 	cudaEvent_t *ev_bucket, ev_comm, ev_t0, ev_t1, ev_e0, ev_e1;
 	bool events;
@@ -212,6 +222,36 @@ static int reduce_host(struct gt *t, double *v, int n)
 	return get(t, v, t->w->sums, (size_t)n * sizeof *v);
 }
 
+/* ---- FSDP's memory on this GPU (struct fsdp_dev) ---- */
+
+static void fdev_zero(void *ctx, float *p, int64_t n)
+{
+	struct gt *t = ctx;
+	cudaMemsetAsync(p, 0, (size_t)n * 4, t->s);
+}
+
+static void fdev_copy(void *ctx, float *dst, const float *src, int64_t n)
+{
+	struct gt *t = ctx;
+	cudaMemcpyAsync(dst, src, (size_t)n * 4, cudaMemcpyDeviceToDevice, t->s);
+}
+
+static void fdev_add(void *ctx, float *dst, const float *src, int64_t n)
+{
+	struct gt *t = ctx;
+	kc_accumulate(t->s, dst, src, n);
+}
+
+static int fdev_to_host(void *ctx, void *dst, const void *src, size_t bytes)
+{
+	return get(ctx, dst, src, bytes);
+}
+
+static int fdev_from_host(void *ctx, void *dst, const void *src, size_t bytes)
+{
+	return put(ctx, dst, src, bytes);
+}
+
 /* ---- data ---- */
 
 /* The whole dataset to the device: inputs as the model's input takes them
@@ -285,7 +325,8 @@ static void after_backward(void *ctx, int node)
 			continue;
 		char err[512];
 		if (cudaEventRecord(t->ev_bucket[b], t->s) != cudaSuccess || cudaStreamWaitEvent(t->cs, t->ev_bucket[b], 0) != cudaSuccess ||
-		    comm_nccl_all_reduce_on(t->comm, t->e.grads + p->buckets[b].offset, p->buckets[b].numel, t->op, t->cs, err, sizeof err) != 0) {
+		    comm_nccl_all_reduce_on(t->comm, t->e.grads + p->buckets[b].offset, p->buckets[b].numel, COMM_F32, t->op, t->cs, err,
+					    sizeof err) != 0) {
 			snprintf(t->err, sizeof t->err, "rank %d: starting the all-reduce of gradient bucket %d: %s", t->rank, b, err);
 			t->e.stop = true;
 			return;
@@ -301,7 +342,10 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 	struct exec *e = &t->e;
 	struct words *w = t->w;
 	cudaStream_t s = t->s;
-	CK(t, cudaMemsetAsync(e->grads, 0, (size_t)e->trainable * 4, s));
+	if (t->sharded)
+		fsdp_begin_step(&t->fsdp);
+	else
+		CK(t, cudaMemsetAsync(e->grads, 0, (size_t)e->trainable * 4, s));
 	float *in = exec_output(e, 0, true);
 	t->issued = false;
 	for (int m = 0; m < count; m++) {
@@ -313,19 +357,36 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 		exec_forward_range(e, 1, p->nnodes, (int)b, true);
 		cuda_loss(e, t->ybuf, (int)b, true, &w->step_loss, p->train.reduction == RED_SUM ? 1.0 : (double)b, m > 0, NULL);
 		exec_backward(e, (int)b);
-		if (e->stop)
+		if (e->stop) {
+			if (t->sharded)
+				snprintf(t->err, sizeof t->err, "rank %d: %s", t->rank, t->fsdp.err);
+			return -1;
+		}
+		/* FSDP: the reduce-scatters of this micro-batch, added to the shards' gradients */
+		if (t->sharded && fsdp_finish_micro(&t->fsdp, t->err, sizeof t->err) != 0)
 			return -1;
 	}
 	if (t->issued) { /* the optimizer waits for the last bucket */
 		CK(t, cudaEventRecord(t->ev_comm, t->cs));
 		CK(t, cudaStreamWaitEvent(s, t->ev_comm, 0));
 	}
+	/* what the optimizer updates: the whole region, or this rank's shards */
+	float *grad = t->sharded ? t->fsdp.grad : e->grads;
+	int64_t n = t->sharded ? t->fsdp.total : e->trainable;
 	if (p->train.clip_grad_norm > 0) {
-		kc_sumsq(s, e->grads, e->trainable, w->partials, &w->sumsq);
-		kc_clip(s, e->grads, e->trainable, &w->sumsq, p->train.clip_grad_norm);
+		kc_sumsq(s, grad, n, w->partials, &w->sumsq);
+		/* with FSDP the norm is over every rank's shards */
+		if (t->sharded && comm_nccl_all_reduce_on(t->comm, &w->sumsq, 1, COMM_F64, COMM_SUM, s, t->err, sizeof t->err) != 0)
+			return -1;
+		kc_clip(s, grad, n, &w->sumsq, p->train.clip_grad_norm);
 	}
 	kc_optim_prepare(s, t->oc, t->lr_table, &w->step, w->coef);
-	kc_optim_apply(s, t->oc, w->coef, e->params, e->grads, e->optim, e->trainable, e->trainable);
+	if (!t->sharded)
+		kc_optim_apply(s, t->oc, w->coef, e->params, e->grads, e->optim, e->trainable, e->trainable);
+	for (int i = 0; t->sharded && i < t->fsdp.nseg; i++) {
+		const struct fsdp_segment *sg = &t->fsdp.seg[i];
+		kc_optim_apply(s, t->oc, w->coef, t->fsdp.shard + sg->at, t->fsdp.grad + sg->at, t->fsdp.optim + sg->at, t->fsdp.total, sg->n);
+	}
 	kc_record(s, &w->step_loss, t->hist, &w->step, t->total_steps);
 	const char *ce = cuda_error(e);
 	if (ce)
@@ -396,6 +457,11 @@ static int evaluate(struct gt *t)
 		/* the seed sums per-sample losses and divides by the set size */
 		cuda_loss(e, t->eval_ybuf, m, false, &w->sums[0], p->train.reduction == RED_SUM ? 1.0 : (double)m, true, &w->sums[1]);
 	}
+	if (t->fsdp_ok) {
+		fsdp_release_all(&t->fsdp);
+		if (t->fsdp.failed)
+			return util_fail(t->err, sizeof t->err, "rank %d: %s", t->rank, t->fsdp.err);
+	}
 	if (gpu_wait(t, "evaluation") != 0)
 		return -1;
 	double sums[3];
@@ -445,6 +511,17 @@ static int load_state(struct gt *t)
 	for (int j = 0; j < p->nparams; j++)
 		exec_init_param(p, j, p->train.seed, t->h_params + p->params[j].offset);
 	optim_state_init(&t->oc, (struct optim_state_view){ t->h_optim, e->trainable }, e->trainable);
+	if (t->sharded) {
+		/* each rank initialises its own shards and the optimizer state of them */
+		float *st = calloc((size_t)(t->fsdp.total * k) + 1, 4);
+		if (!st)
+			return util_fail(t->err, sizeof t->err, "out of memory");
+		optim_state_init(&t->oc, (struct optim_state_view){ st, t->fsdp.total }, t->fsdp.total);
+		int r = fsdp_init_params(&t->fsdp, p->train.seed) != 0 || (k > 0 && put(t, t->fsdp.optim, st, (size_t)(t->fsdp.total * k) * 4) != 0);
+		free(st);
+		if (r)
+			return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err[0] ? t->fsdp.err : "initialising the shards failed");
+	}
 	int rc = 0;
 	if (o->resume) {
 		rc = ckpt_load(o->resume, p, t->h_params, t->h_optim, e->trainable, k, &t->at, t->err, sizeof t->err);
@@ -458,6 +535,11 @@ static int load_state(struct gt *t)
 	}
 	if (rc != 0)
 		return -1;
+	if (t->sharded) { /* shards of the loaded state; the step counter */
+		if ((o->resume || o->init) && fsdp_load_full(&t->fsdp, t->h_params, o->resume ? t->h_optim : NULL) != 0)
+			return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err);
+		return put(t, &t->w->step, &t->at.step, sizeof t->at.step);
+	}
 	if (upload_state(t) != 0)
 		return -1;
 	if (t->comm) { /* rank 0's parameters and buffers everywhere, as DDP's constructor */
@@ -478,12 +560,70 @@ static int barrier(struct gt *t)
 	return rc;
 }
 
-/* Rank 0 writes, every rank waits at the barrier: the seed's protocol. */
+static float *host_buffer_at(void *ctx, int k)
+{
+	struct gt *t = ctx;
+	return t->h_buffers + (t->p->params[k].offset - t->e.buffer_start);
+}
+
+/* FSDP: every rank writes its shard (copied to the host), rank 0 commits. */
+static int sharded_checkpoint(struct gt *t, const char *dir)
+{
+	const struct plan *p = t->p;
+	int k = p->train.optim.state_per_param;
+	int64_t total = t->fsdp.total;
+	float *shard = malloc((size_t)total * 4 + 4), *optim = malloc((size_t)(total * k) * 4 + 4);
+	int rc = !shard || !optim ? util_fail(t->err, sizeof t->err, "out of memory copying the shards") : 0;
+	if (rc == 0 && (gpu_wait(t, "the step before saving") != 0 || get(t, shard, t->fsdp.shard, (size_t)total * 4) != 0 ||
+			(k > 0 && get(t, optim, t->fsdp.optim, (size_t)(total * k) * 4) != 0) ||
+			get(t, t->h_buffers, t->e.params, (size_t)(p->unsharded_elems - t->e.buffer_start) * 4) != 0))
+		rc = -1;
+	t->at.micro = t->micro;
+	if (rc == 0 && t->rank == 0)
+		rc = ckpt_shard_begin(dir, t->at.step, t->err, sizeof t->err);
+	double v = rc != 0;
+	if (reduce_host(t, &v, 1) != 0 || v != 0) {
+		free(shard), free(optim);
+		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "another rank could not prepare its shard");
+	}
+	rc = ckpt_shard_write(dir, p, t->at.step, t->rank, t->world, shard, optim, total, t->fsdp.at, host_buffer_at, t, t->err, sizeof t->err);
+	free(shard), free(optim);
+	v = rc != 0;
+	if (reduce_host(t, &v, 1) != 0 || v != 0)
+		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "another rank could not write its shard");
+	if (t->rank == 0) {
+		rc = ckpt_shard_commit(dir, p, &t->at, t->err, sizeof t->err);
+		if (rc == 0)
+			printf("Checkpoint: step %lld saved to %s (%d shards)\n", (long long)t->at.step, dir, t->world);
+	}
+	v = rc != 0;
+	if (reduce_host(t, &v, 1) != 0 || v != 0)
+		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "rank 0 could not commit the checkpoint");
+	return 0;
+}
+
+/* The unsharded parameters (and optimizer state) in the host copies, on
+ * rank 0; every rank takes part. */
+static int full_state(struct gt *t, bool with_optim)
+{
+	if (!t->sharded)
+		return download_state(t, with_optim);
+	if (gpu_wait(t, "the step before saving") != 0)
+		return -1;
+	if (fsdp_gather_full(&t->fsdp, t->rank == 0 ? t->h_params : NULL, t->rank == 0 ? t->h_optim : NULL, with_optim) != 0)
+		return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err);
+	return 0;
+}
+
+/* Rank 0 writes, every rank waits at the barrier: the seed's protocol.
+ * With FSDP each rank writes its own shard instead. */
 static int checkpoint(struct gt *t, const char *dir)
 {
 	if (t->saved_step == t->at.step && t->at.step > 0)
 		return 0; /* checkpoint_every just wrote this step */
 	t->saved_step = t->at.step;
+	if (t->sharded)
+		return sharded_checkpoint(t, dir);
 	if (download_state(t, true) != 0)
 		return -1;
 	t->at.micro = t->micro;
@@ -520,6 +660,21 @@ static int join_job(struct gt *t)
 		return -1;
 	const struct plan *p = t->p;
 	t->op = p->train.global_batch && p->train.reduction == RED_SUM ? COMM_SUM : COMM_AVG;
+	/* collectives started through comm.h read what the compute stream wrote */
+	if (comm_nccl_follow(t->comm, t->s, t->err, sizeof t->err) != 0)
+		return -1;
+	if (t->sharded) {
+		t->fdev = (struct fsdp_dev){ backend_cuda.alloc, backend_cuda.free, fdev_zero, fdev_copy, fdev_add, fdev_to_host,
+					     fdev_from_host, t->s, t };
+		if (fsdp_init(&t->fsdp, p, t->comm, &t->e, &t->fdev, t->err, sizeof t->err) != 0)
+			return -1;
+		t->fsdp.op = t->op; /* as DDP: averaged gradients, summed for a global batch of a sum loss */
+		t->fsdp_ok = true;
+		t->h_buffers = calloc((size_t)(p->unsharded_elems - t->e.buffer_start) + 1, 4);
+		if (!t->h_buffers)
+			return util_fail(t->err, sizeof t->err, "out of memory");
+		return 0;
+	}
 	t->trigger = calloc((size_t)p->nbuckets + 1, sizeof *t->trigger);
 	t->ev_bucket = calloc((size_t)p->nbuckets + 1, sizeof *t->ev_bucket);
 	if (!t->trigger || !t->ev_bucket)
@@ -541,10 +696,6 @@ static int refuse(struct gt *t)
 		return util_fail(t->err, sizeof t->err,
 				 "this model places layers on %d devices per rank (@device); on GPUs trainc runs one device per rank "
 				 "so far: train it with --cpus N, or remove the @device annotations", p->ndevices);
-	if (p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1)
-		return util_fail(t->err, sizeof t->err,
-				 "FSDP sharding across GPUs is not built yet; use parallel ddp with --gpus %d, or FSDP with --cpus %d",
-				 t->world, t->world);
 	if (p->parallel.microbatches > 1)
 		return util_fail(t->err, sizeof t->err, "pipelined micro-batches run on CPUs only so far; remove parallel.microbatches "
 				 "for --gpus");
@@ -587,7 +738,8 @@ static int setup(struct gt *t)
 	int64_t B = t->micro, last = t->smp.num_samples % B ? t->smp.num_samples % B : B;
 	int64_t sizes[3] = { B, last, p->eval_batch };
 	CK(t, cudaStreamCreateWithFlags(&t->cs, cudaStreamNonBlocking));
-	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 3, false, 1, t->err, sizeof t->err) != 0)
+	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
+	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 3, t->sharded, 1, t->err, sizeof t->err) != 0)
 		return -1;
 	t->exec_ok = true;
 	t->s = cuda_stream(&t->e);
@@ -860,13 +1012,14 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 	}
 	size_t free_b = 0, total_b = 0;
 	cudaMemGetInfo(&free_b, &total_b);
-	int64_t state = (p->unsharded_elems + t->e.trainable * (1 + p->train.optim.state_per_param)) * 4;
+	int64_t state = t->sharded ? (2 * t->fsdp.total + t->fsdp.total * p->train.optim.state_per_param) * 4
+				   : (p->unsharded_elems + t->e.trainable * (1 + p->train.optim.state_per_param)) * 4;
 	printf("Rank %d: GPU %d, parameters, gradients and optimizer state %.2f MiB; GPU memory in use %.1f MiB of %.1f MiB\n", t->rank,
 	       t->device, (double)state / 1048576.0, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0);
 	fflush(stdout);
 	if (o->save && !train_is_weights_file(o->save) && checkpoint(t, o->save) != 0)
 		return -1;
-	if (download_state(t, false) != 0)
+	if (full_state(t, false) != 0)
 		return -1;
 	if (t->rank == 0) {
 		char path[4200];
@@ -887,6 +1040,9 @@ static void teardown(struct gt *t)
 {
 	if (t->graph_ok)
 		cudaGraphExecDestroy(t->graph);
+	if (t->fsdp_ok)
+		fsdp_free(&t->fsdp);
+	free(t->h_buffers);
 	if (t->comm)
 		comm_close(t->comm);
 	if (t->store)

@@ -30,6 +30,9 @@ struct backend_ops {
 	 * training; -1 when a target is out of range */
 	int (*loss)(struct exec *e, const void *y, int n, bool train, double *loss, long *correct);
 	void (*sync)(struct exec *e);                        /* wait for queued work */
+	/* optional: make device d of the rank current for alloc; a backend
+	 * that has it keeps each device's parameters in its own memory */
+	void (*use_device)(int d);
 };
 
 extern const struct backend_ops backend_cpu;

@@ -42,11 +42,43 @@ int exec_init_on(struct exec *e, const struct backend_ops *be, const struct plan
 	for (int i = 0; i < p->nparams; i++)
 		if (p->params[i].trainable)
 			e->trainable += p->params[i].numel;
+	/* each device's ranges of the unsharded layout (trainables device by
+	 * device, then buffers device by device: memplan.c) */
+	int64_t t_hi[PLAN_MAX_DEVICES] = { 0 }, b_hi[PLAN_MAX_DEVICES] = { 0 };
+	for (int d = 0; d < PLAN_MAX_DEVICES; d++)
+		e->t_lo[d] = e->b_lo[d] = INT64_MAX;
+	for (int k = 0; k < p->nparams; k++) {
+		const struct param *pr = &p->params[k];
+		int d = pr->device;
+		int64_t end = pr->offset + (pr->dtype == DT_I64 ? 2 : pr->numel);
+		int64_t *lo = pr->trainable ? &e->t_lo[d] : &e->b_lo[d], *hi = pr->trainable ? &t_hi[d] : &b_hi[d];
+		*lo = pr->offset < *lo ? pr->offset : *lo;
+		*hi = end > *hi ? end : *hi;
+	}
+	for (int d = 0; d < PLAN_MAX_DEVICES; d++) {
+		e->t_lo[d] = e->t_lo[d] == INT64_MAX ? 0 : e->t_lo[d];
+		e->b_lo[d] = e->b_lo[d] == INT64_MAX ? 0 : e->b_lo[d];
+		e->t_n[d] = t_hi[d] > e->t_lo[d] ? t_hi[d] - e->t_lo[d] : 0;
+		e->b_n[d] = b_hi[d] > e->b_lo[d] ? b_hi[d] - e->b_lo[d] : 0;
+	}
 	/* without FSDP a process holds the whole unsharded layout; with it, only
 	 * the buffers after the parameters (fsdp.c holds the units) */
 	const struct devplan *dp = &p->dev[0];
+	int kopt = p->train.optim.state_per_param;
 	e->fsdp = fsdp;
-	if (fsdp) {
+	e->split = !fsdp && be->use_device && p->ndevices > 1;
+	bool regions_ok = true;
+	if (e->split) {
+		for (int d = 0; d < p->ndevices; d++) {
+			be->use_device(d);
+			e->dparams[d] = be->alloc((e->t_n[d] + e->b_n[d]) * 4);
+			e->dgrads[d] = be->alloc(e->t_n[d] * 4);
+			e->doptim[d] = be->alloc(e->t_n[d] * 4 * kopt);
+			regions_ok &= e->dparams[d] && e->dgrads[d] && e->doptim[d];
+		}
+		be->use_device(0);
+		e->params = e->dparams[0], e->grads = e->dgrads[0], e->optim = e->doptim[0];
+	} else if (fsdp) {
 		e->buffer_start = p->unsharded_elems;
 		for (int k = 0; k < p->nparams; k++)
 			if (p->params[k].unit_offset < 0 && p->params[k].offset < e->buffer_start)
@@ -59,18 +91,22 @@ int exec_init_on(struct exec *e, const struct backend_ops *be, const struct plan
 	} else {
 		e->params = e->be->alloc(p->unsharded_elems * 4);
 		e->grads = e->be->alloc(e->trainable * 4);
-		e->optim = e->be->alloc(e->trainable * 4 * p->train.optim.state_per_param);
+		e->optim = e->be->alloc(e->trainable * 4 * kopt);
 	}
 	/* activations: one arena per device of the rank (virtual devices on the CPU) */
 	bool acts_ok = true;
 	e->copies = copies > 0 ? copies : 1;
 	for (int d = 0; d < p->ndevices; d++) {
+		if (be->use_device)
+			be->use_device(d);
 		e->act_stride[d] = (p->dev[d].act_copy + 63) / 64 * 64;
 		e->acts[d] = e->be->alloc(e->act_stride[d] * e->copies);
 		acts_ok &= e->acts[d] != NULL;
 	}
+	if (be->use_device)
+		be->use_device(0);
 	e->written = calloc((size_t)p->nnodes * (size_t)e->copies, sizeof *e->written);
-	if (!e->params || !e->grads || !e->optim || !acts_ok || !e->written) {
+	if (!e->params || !e->grads || !e->optim || !regions_ok || !acts_ok || !e->written) {
 		snprintf(err, errlen, "out of memory allocating the plan's regions (%.1f MiB)",
 			 (double)(dp->bytes[REG_PARAMS] + dp->bytes[REG_GRADS] + dp->bytes[REG_OPTIM] + dp->bytes[REG_ACTS]) / 1048576.0);
 		return -1;
@@ -106,9 +142,37 @@ void exec_init_param(const struct plan *p, int k, uint64_t seed, float *x)
 	init_fill(&ip, seed, x, 0, pr->numel);
 }
 
+float *exec_dev_trainables(struct exec *e, int d)
+{
+	return e->split ? e->dparams[d] : e->params + e->t_lo[d];
+}
+
+float *exec_dev_buffers(struct exec *e, int d)
+{
+	return e->split ? e->dparams[d] + e->t_n[d] : e->params + e->b_lo[d];
+}
+
+float *exec_dev_grads(struct exec *e, int d)
+{
+	return e->split ? e->dgrads[d] : e->grads + e->t_lo[d];
+}
+
+float *exec_dev_optim(struct exec *e, int d)
+{
+	return e->split ? e->doptim[d] : e->optim + e->t_lo[d];
+}
+
+int64_t exec_dev_stride(const struct exec *e, int d)
+{
+	return e->split ? e->t_n[d] : e->trainable;
+}
+
 float *exec_param_ptr(struct exec *e, int k)
 {
 	const struct param *pr = &e->p->params[k];
+	if (e->split)
+		return pr->trainable ? e->dparams[pr->device] + (pr->offset - e->t_lo[pr->device])
+				     : e->dparams[pr->device] + e->t_n[pr->device] + (pr->offset - e->b_lo[pr->device]);
 	if (!e->fsdp)
 		return e->params + pr->offset;
 	if (pr->unit_offset < 0)
@@ -163,6 +227,8 @@ float *exec_grad_ptr(struct exec *e, int k)
 		return NULL;
 	if (e->fsdp)
 		return e->unit_grad[pr->unit] + pr->unit_offset;
+	if (e->split)
+		return e->dgrads[pr->device] + (pr->offset - e->t_lo[pr->device]);
 	return e->grads + pr->offset;
 }
 
@@ -338,9 +404,17 @@ void exec_free(struct exec *e)
 {
 	if (e->be) {
 		e->be->release(e);
-		e->be->free(e->params);
-		e->be->free(e->grads);
-		e->be->free(e->optim);
+		if (e->split) {
+			for (int d = 0; d < PLAN_MAX_DEVICES; d++) {
+				e->be->free(e->dparams[d]);
+				e->be->free(e->dgrads[d]);
+				e->be->free(e->doptim[d]);
+			}
+		} else {
+			e->be->free(e->params);
+			e->be->free(e->grads);
+			e->be->free(e->optim);
+		}
 		for (int d = 0; d < PLAN_MAX_DEVICES; d++)
 			if (e->acts[d])
 				e->be->free(e->acts[d]);

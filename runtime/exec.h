@@ -44,6 +44,13 @@ struct exec {
 	void (*phase_hook)(void *ctx, int node, int phase); /* EXEC_* below */
 	void *phase_ctx;
 	bool stop;                       /* set by a hook whose collective failed: the pass ends there */
+	/* Each device of the rank owns a trainable range [t_lo, t_lo + t_n)
+	 * and a buffer range [b_lo, b_lo + b_n) of the unsharded layout.  A
+	 * backend with a memory per device (use_device) keeps each device's
+	 * share in its own allocations (split); the CPU keeps one region. */
+	int64_t t_lo[PLAN_MAX_DEVICES], t_n[PLAN_MAX_DEVICES], b_lo[PLAN_MAX_DEVICES], b_n[PLAN_MAX_DEVICES];
+	bool split;
+	float *dparams[PLAN_MAX_DEVICES], *dgrads[PLAN_MAX_DEVICES], *doptim[PLAN_MAX_DEVICES];
 };
 
 enum { EXEC_BEFORE_FWD, EXEC_AFTER_FWD, EXEC_BEFORE_BWD, EXEC_AFTER_BWD };
@@ -87,6 +94,14 @@ bool *exec_written(struct exec *e);
 int exec_find_nonfinite(struct exec *e, const float *x, int n);
 /* Where parameter k's gradient lives now, or NULL if it has none. */
 float *exec_grad_ptr(struct exec *e, int k);
+/* Device d's share (without FSDP): its trainable parameters, buffers,
+ * gradients and optimizer planes (plane j at exec_dev_optim +
+ * j * exec_dev_stride), each contiguous. */
+float *exec_dev_trainables(struct exec *e, int d);
+float *exec_dev_buffers(struct exec *e, int d);
+float *exec_dev_grads(struct exec *e, int d);
+float *exec_dev_optim(struct exec *e, int d);
+int64_t exec_dev_stride(const struct exec *e, int d);
 /* A layer's shape arguments for the kernels, at batch n: a pool's
  * descriptor, a softmax's (outer, dim, inner), a layer norm's row length. */
 struct pool2d_desc exec_pool_desc(const struct plan *p, const struct node *nd, int64_t n);

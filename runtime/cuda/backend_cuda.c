@@ -37,21 +37,41 @@ struct conv {
 	bool ready;
 };
 
-struct cuda_state {
+/* One GPU of the rank: its stream, library handles and workspaces. */
+struct gpu {
 	cudaStream_t stream;
 	cublasHandle_t blas;
 	cudnnHandle_t dnn;
-	struct conv *conv;  /* (nnodes, EXEC_MAX_SIZES) */
 	void *blas_ws;      /* cuBLAS workspace */
-	void *ws;           /* cuDNN workspace, the largest any convolution asked for */
+	void *ws;           /* cuDNN workspace, the largest any of its convolutions asked for */
 	size_t ws_bytes;
-	struct cuda_dev *dev; /* device words: flags, loss, step */
+	cudaEvent_t ev;     /* for ordering other GPUs' streams after this one */
+};
+
+struct cuda_state {
+	struct gpu g[PLAN_MAX_DEVICES];
+	int ngpu;             /* the rank's devices (@device), GPUs device_base + 0.. */
+	struct conv *conv;    /* (nnodes, EXEC_MAX_SIZES) */
+	struct cuda_dev *dev; /* device words on the first GPU: flags, loss */
 	const int64_t *step;  /* finished optimizer steps on the device, or NULL: e->step */
 	char err[512];
 	bool failed;
 };
 
 enum { BLAS_WS = 32 << 20 };
+
+/* The rank's device k is GPU device_base + k (cuda_set_device_base). */
+static int device_base;
+
+void cuda_set_device_base(int base)
+{
+	device_base = base;
+}
+
+static void cu_use_device(int d)
+{
+	cudaSetDevice(device_base + d);
+}
 
 static struct cuda_state *st(struct exec *e)
 {
@@ -104,7 +124,43 @@ const char *cuda_error(struct exec *e)
 
 cudaStream_t cuda_stream(struct exec *e)
 {
-	return st(e)->stream;
+	return st(e)->g[0].stream;
+}
+
+cudaStream_t cuda_stream_of(struct exec *e, int d)
+{
+	return st(e)->g[d].stream;
+}
+
+/* Make GPU d current when the rank has several; returns its state. */
+static struct gpu *on(struct cuda_state *c, int d)
+{
+	if (c->ngpu > 1)
+		CU(c, cudaSetDevice(device_base + d));
+	return &c->g[d];
+}
+
+/* Order stream `to`'s later work after what is queued on GPU from's stream. */
+static void follow(struct cuda_state *c, int from, int to)
+{
+	if (from == to)
+		return;
+	CU(c, cudaEventRecord(c->g[from].ev, c->g[from].stream));
+	CU(c, cudaStreamWaitEvent(c->g[to].stream, c->g[from].ev, 0));
+}
+
+void cuda_fork(struct exec *e)
+{
+	struct cuda_state *c = st(e);
+	for (int d = 1; d < c->ngpu; d++)
+		follow(c, 0, d);
+}
+
+void cuda_join(struct exec *e)
+{
+	struct cuda_state *c = st(e);
+	for (int d = 1; d < c->ngpu; d++)
+		follow(c, d, 0);
 }
 
 struct cuda_dev *cuda_dev_words(struct exec *e)
@@ -185,7 +241,7 @@ static bool want_tf32(void)
 
 /* Descriptors and the fastest algorithms of node i's convolution at batch n
  * (cuDNN's Find, which runs each candidate once: PyTorch's benchmark mode). */
-static int conv_prepare(struct exec *e, struct conv *cv, const struct node *nd, int64_t n, size_t *ws_need)
+static int conv_prepare(struct exec *e, struct gpu *gp, struct conv *cv, const struct node *nd, int64_t n, size_t *ws_need)
 {
 	struct cuda_state *c = st(e);
 	const struct plan *p = e->p;
@@ -219,7 +275,7 @@ static int conv_prepare(struct exec *e, struct conv *cv, const struct node *nd, 
 	enum { K = 8 };
 	int got = 0;
 	cudnnConvolutionFwdAlgoPerf_t fp[K];
-	DNN(c, cudnnFindConvolutionForwardAlgorithm(c->dnn, cv->x, cv->w, cv->c, cv->y, K, &got, fp));
+	DNN(c, cudnnFindConvolutionForwardAlgorithm(gp->dnn, cv->x, cv->w, cv->c, cv->y, K, &got, fp));
 	cv->fwd = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
 	for (int k = 0; k < got; k++)
 		if (fp[k].status == CUDNN_STATUS_SUCCESS && fp[k].memory <= cap) {
@@ -228,7 +284,7 @@ static int conv_prepare(struct exec *e, struct conv *cv, const struct node *nd, 
 		}
 	cudnnConvolutionBwdDataAlgoPerf_t dp[K];
 	got = 0;
-	DNN(c, cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, cv->w, cv->y, cv->c, cv->x, K, &got, dp));
+	DNN(c, cudnnFindConvolutionBackwardDataAlgorithm(gp->dnn, cv->w, cv->y, cv->c, cv->x, K, &got, dp));
 	cv->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
 	for (int k = 0; k < got; k++)
 		if (dp[k].status == CUDNN_STATUS_SUCCESS && dp[k].memory <= cap) {
@@ -237,7 +293,7 @@ static int conv_prepare(struct exec *e, struct conv *cv, const struct node *nd, 
 		}
 	cudnnConvolutionBwdFilterAlgoPerf_t wp[K];
 	got = 0;
-	DNN(c, cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, cv->x, cv->y, cv->c, cv->w, K, &got, wp));
+	DNN(c, cudnnFindConvolutionBackwardFilterAlgorithm(gp->dnn, cv->x, cv->y, cv->c, cv->w, K, &got, wp));
 	cv->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
 	for (int k = 0; k < got; k++)
 		if (wp[k].status == CUDNN_STATUS_SUCCESS && wp[k].memory <= cap) {
@@ -245,9 +301,9 @@ static int conv_prepare(struct exec *e, struct conv *cv, const struct node *nd, 
 			break;
 		}
 	size_t a = 0, b = 0, d = 0;
-	DNN(c, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, cv->x, cv->w, cv->c, cv->y, cv->fwd, &a));
-	DNN(c, cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, cv->w, cv->y, cv->c, cv->x, cv->bwd_data, &b));
-	DNN(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, cv->x, cv->y, cv->c, cv->w, cv->bwd_filter, &d));
+	DNN(c, cudnnGetConvolutionForwardWorkspaceSize(gp->dnn, cv->x, cv->w, cv->c, cv->y, cv->fwd, &a));
+	DNN(c, cudnnGetConvolutionBackwardDataWorkspaceSize(gp->dnn, cv->w, cv->y, cv->c, cv->x, cv->bwd_data, &b));
+	DNN(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(gp->dnn, cv->x, cv->y, cv->c, cv->w, cv->bwd_filter, &d));
 	size_t m = a > b ? a : b;
 	m = m > d ? m : d;
 	if (m > *ws_need)
@@ -263,36 +319,67 @@ static int cu_prepare(struct exec *e, char *err, size_t errlen)
 	if (!c)
 		return util_fail(err, errlen, "out of memory");
 	e->be_state = c;
-	CU(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-	BLAS(c, cublasCreate(&c->blas));
-	BLAS(c, cublasSetStream(c->blas, c->stream));
-	/* float32 matmuls stay float32 (torch.backends.cuda.matmul.allow_tf32 = False) */
-	BLAS(c, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
-	/* a workspace of our own, so cuBLAS allocates nothing inside a captured step */
-	CU(c, cudaMalloc(&c->blas_ws, BLAS_WS));
-	if (c->blas_ws)
-		BLAS(c, cublasSetWorkspace(c->blas, c->blas_ws, BLAS_WS));
-	DNN(c, cudnnCreate(&c->dnn));
-	DNN(c, cudnnSetStream(c->dnn, c->stream));
+	c->ngpu = p->ndevices;
+	for (int d = 0; d < c->ngpu && !c->failed; d++) {
+		struct gpu *gp = &c->g[d];
+		CU(c, cudaSetDevice(device_base + d));
+		CU(c, cudaStreamCreateWithFlags(&gp->stream, cudaStreamNonBlocking));
+		CU(c, cudaEventCreateWithFlags(&gp->ev, cudaEventDisableTiming));
+		BLAS(c, cublasCreate(&gp->blas));
+		BLAS(c, cublasSetStream(gp->blas, gp->stream));
+		/* float32 matmuls stay float32 (torch.backends.cuda.matmul.allow_tf32 = False) */
+		BLAS(c, cublasSetMathMode(gp->blas, CUBLAS_DEFAULT_MATH));
+		/* a workspace of our own, so cuBLAS allocates nothing inside a captured step */
+		CU(c, cudaMalloc(&gp->blas_ws, BLAS_WS));
+		if (gp->blas_ws)
+			BLAS(c, cublasSetWorkspace(gp->blas, gp->blas_ws, BLAS_WS));
+		DNN(c, cudnnCreate(&gp->dnn));
+		DNN(c, cudnnSetStream(gp->dnn, gp->stream));
+		/* a rank's GPUs read each other's memory (the loss reads targets
+		 * gathered on the first, every optimizer its step words) */
+		for (int o = 0; o < c->ngpu && !c->failed; o++) {
+			int ok = 0;
+			if (o == d)
+				continue;
+			CU(c, cudaDeviceCanAccessPeer(&ok, device_base + d, device_base + o));
+			if (!ok && !c->failed)
+				return util_fail(err, errlen, "GPUs %d and %d cannot access each other's memory (no peer access), which a rank "
+						 "spanning them needs; place the model on one GPU per rank or train with --cpus",
+						 device_base + d, device_base + o);
+			cudaError_t r = cudaDeviceEnablePeerAccess(device_base + o, 0);
+			if (r == cudaErrorPeerAccessAlreadyEnabled)
+				cudaGetLastError();
+			else
+				CU(c, r);
+		}
+	}
+	CU(c, cudaSetDevice(device_base));
 	CU(c, cudaMalloc((void **)&c->dev, sizeof *c->dev));
 	if (c->dev)
-		CU(c, cudaMemsetAsync(c->dev, 0, sizeof *c->dev, c->stream));
+		CU(c, cudaMemsetAsync(c->dev, 0, sizeof *c->dev, c->g[0].stream));
 	c->conv = calloc((size_t)p->nnodes * EXEC_MAX_SIZES, sizeof *c->conv);
 	if (!c->conv)
 		return util_fail(err, errlen, "out of memory");
-	size_t ws = 0;
+	size_t ws[PLAN_MAX_DEVICES] = { 0 };
 	for (int i = 0; i < p->nnodes && !c->failed; i++) {
 		if (p->nodes[i].op != OP_CONV2D)
 			continue;
+		int d = p->nodes[i].device;
+		struct gpu *gp = on(c, d);
 		for (int s = 0; s < e->nsizes && !c->failed; s++)
 			if (size_slot(e, e->sizes[s]) == s) /* each size once */
-				conv_prepare(e, &c->conv[i * EXEC_MAX_SIZES + s], &p->nodes[i], e->sizes[s], &ws);
+				conv_prepare(e, gp, &c->conv[i * EXEC_MAX_SIZES + s], &p->nodes[i], e->sizes[s], &ws[d]);
 	}
-	if (!c->failed && ws > 0) {
-		CU(c, cudaMalloc(&c->ws, ws));
-		c->ws_bytes = ws;
+	for (int d = 0; d < c->ngpu && !c->failed; d++)
+		if (ws[d] > 0) {
+			on(c, d);
+			CU(c, cudaMalloc(&c->g[d].ws, ws[d]));
+			c->g[d].ws_bytes = ws[d];
+		}
+	for (int d = c->ngpu - 1; d >= 0; d--) {
+		CU(c, cudaSetDevice(device_base + d));
+		CU(c, cudaDeviceSynchronize());
 	}
-	CU(c, cudaDeviceSynchronize());
 	if (c->failed)
 		return util_fail(err, errlen, "%s", c->err);
 	return 0;
@@ -315,18 +402,25 @@ static void cu_release(struct exec *e)
 			cudnnDestroyConvolutionDescriptor(cv->c);
 	}
 	free(c->conv);
-	if (c->ws)
-		cudaFree(c->ws);
 	if (c->dev)
 		cudaFree(c->dev);
-	if (c->dnn)
-		cudnnDestroy(c->dnn);
-	if (c->blas)
-		cublasDestroy(c->blas);
-	if (c->blas_ws)
-		cudaFree(c->blas_ws);
-	if (c->stream)
-		cudaStreamDestroy(c->stream);
+	for (int d = 0; d < c->ngpu; d++) {
+		struct gpu *gp = &c->g[d];
+		cudaSetDevice(device_base + d);
+		if (gp->ws)
+			cudaFree(gp->ws);
+		if (gp->dnn)
+			cudnnDestroy(gp->dnn);
+		if (gp->blas)
+			cublasDestroy(gp->blas);
+		if (gp->blas_ws)
+			cudaFree(gp->blas_ws);
+		if (gp->ev)
+			cudaEventDestroy(gp->ev);
+		if (gp->stream)
+			cudaStreamDestroy(gp->stream);
+	}
+	cudaSetDevice(device_base);
 	free(c);
 	e->be_state = NULL;
 }
@@ -349,7 +443,8 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		return;
 	const struct plan *p = e->p;
 	const struct node *nd = &p->nodes[i];
-	cudaStream_t s = c->stream;
+	struct gpu *gp = on(c, nd->device);
+	cudaStream_t s = gp->stream;
 	float *y = exec_output(e, i, train);
 	const float *x = nd->in >= 0 ? exec_output(e, nd->in, train) : NULL;
 	int64_t out_n = numel(&nd->out) * n;
@@ -357,7 +452,8 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 	const float one = 1.0f, zero = 0.0f;
 	switch (nd->op) {
 	case OP_INPUT: case OP_FLATTEN: break;
-	case OP_TRANSFER:
+	case OP_TRANSFER: /* from the input's GPU to this one, after the input is written */
+		follow(c, p->nodes[nd->in].device, nd->device);
 		if (y != x)
 			CU(c, cudaMemcpyAsync(y, x, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, s));
 		break;
@@ -365,7 +461,7 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		int k = (int)nd->a.linear.in, m = (int)nd->a.linear.out;
 		int64_t rows = out_n / m;
 		/* row-major y (rows, m) = x (rows, k) wᵀ: column-major yᵀ = w_cmᵀ x_cm */
-		BLAS(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, (int)rows, k, &one, exec_param_ptr(e, nd->param0), k, x, k,
+		BLAS(c, cublasSgemm(gp->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, (int)rows, k, &one, exec_param_ptr(e, nd->param0), k, x, k,
 				    &zero, y, m));
 		if (nd->a.linear.bias)
 			kc_bias_add(s, y, exec_param_ptr(e, nd->param0 + 1), rows, m);
@@ -375,8 +471,8 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		struct conv *cv = conv_at(e, i, n);
 		if (!cv)
 			break;
-		DNN(c, cudnnConvolutionForward(c->dnn, &one, cv->x, x, cv->w, exec_param_ptr(e, nd->param0), cv->c, cv->fwd, c->ws,
-					       c->ws_bytes, &zero, cv->y, y));
+		DNN(c, cudnnConvolutionForward(gp->dnn, &one, cv->x, x, cv->w, exec_param_ptr(e, nd->param0), cv->c, cv->fwd, gp->ws,
+					       gp->ws_bytes, &zero, cv->y, y));
 		if (nd->a.conv.bias)
 			kc_channel_bias_add(s, y, exec_param_ptr(e, nd->param0 + 1), (int)n, (int)nd->a.conv.cout,
 					    numel(&nd->out) / nd->a.conv.cout);
@@ -452,10 +548,13 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 	}
 }
 
+/* The second producer of node j's gradient adds it in, on j's GPU. */
 static void finish_dx(struct exec *e, int j, float *dx, bool accumulate, int64_t count)
 {
-	if (accumulate && dx)
-		kc_accumulate(st(e)->stream, exec_dx_home(e, j), dx, count);
+	if (accumulate && dx) {
+		struct gpu *gp = on(st(e), e->p->nodes[j].device);
+		kc_accumulate(gp->stream, exec_dx_home(e, j), dx, count);
+	}
 }
 
 static void cu_backward(struct exec *e, int i, int64_t n)
@@ -465,7 +564,8 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 	const struct node *nd = &p->nodes[i];
 	if (c->failed || nd->op == OP_FLATTEN)
 		return;
-	cudaStream_t s = c->stream;
+	struct gpu *gp = on(c, nd->device);
+	cudaStream_t s = gp->stream;
 	const float *dy = (const float *)(void *)(exec_act(e, i) + p->mem[i].grad_off);
 	const float *y = exec_output(e, i, true);
 	const float *x = nd->in >= 0 ? exec_output(e, nd->in, true) : NULL;
@@ -482,9 +582,9 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 		const float *w = exec_param_ptr(e, nd->param0);
 		float *dw = exec_grad_ptr(e, nd->param0);
 		if (dx) /* dx (rows, k) = dy w: column-major dxᵀ = w_cm dy_cm */
-			BLAS(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, (int)rows, m, &one, w, k, dy, m, &zero, dx, k));
+			BLAS(c, cublasSgemm(gp->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, (int)rows, m, &one, w, k, dy, m, &zero, dx, k));
 		if (dw) /* dw (m, k) += dyᵀ x: column-major dwᵀ += x_cm dy_cmᵀ */
-			BLAS(c, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, (int)rows, &one, x, k, dy, m, &one, dw, k));
+			BLAS(c, cublasSgemm(gp->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, (int)rows, &one, x, k, dy, m, &one, dw, k));
 		if (nd->a.linear.bias && exec_grad_ptr(e, nd->param0 + 1))
 			kc_bias_grad(s, dy, exec_grad_ptr(e, nd->param0 + 1), rows, m);
 		break;
@@ -495,10 +595,10 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 			break;
 		float *dw = exec_grad_ptr(e, nd->param0);
 		if (dx)
-			DNN(c, cudnnConvolutionBackwardData(c->dnn, &one, cv->w, exec_param_ptr(e, nd->param0), cv->y, dy, cv->c, cv->bwd_data,
-							    c->ws, c->ws_bytes, &zero, cv->x, dx));
+			DNN(c, cudnnConvolutionBackwardData(gp->dnn, &one, cv->w, exec_param_ptr(e, nd->param0), cv->y, dy, cv->c, cv->bwd_data,
+							    gp->ws, gp->ws_bytes, &zero, cv->x, dx));
 		if (dw)
-			DNN(c, cudnnConvolutionBackwardFilter(c->dnn, &one, cv->x, x, cv->y, dy, cv->c, cv->bwd_filter, c->ws, c->ws_bytes,
+			DNN(c, cudnnConvolutionBackwardFilter(gp->dnn, &one, cv->x, x, cv->y, dy, cv->c, cv->bwd_filter, gp->ws, gp->ws_bytes,
 							      &one, cv->w, dw));
 		if (nd->a.conv.bias && exec_grad_ptr(e, nd->param0 + 1))
 			kc_channel_bias_grad(s, dy, exec_grad_ptr(e, nd->param0 + 1), (int)n, (int)nd->a.conv.cout,
@@ -545,9 +645,12 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 			kc_log_softmax_bwd(s, y, dy, dx, outer, dim, inner);
 		break;
 	}
-	case OP_TRANSFER:
-		if (dx)
-			CU(c, cudaMemcpyAsync(dx, dy, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, s));
+	case OP_TRANSFER: /* back to the input's GPU, on its stream, after dy is written */
+		if (dx) {
+			int din = p->nodes[nd->in].device;
+			follow(c, nd->device, din);
+			CU(c, cudaMemcpyAsync(dx, dy, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, on(c, din)->stream));
+		}
 		break;
 	case OP_ADD: {
 		if (dx)
@@ -581,7 +684,7 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 	float *dout = train ? (float *)(void *)(exec_act(e, last) + p->mem[last].grad_off) : NULL;
 	int64_t per = numel(&p->nodes[last].out);
 	enum kern_reduction red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
-	cudaStream_t s = c->stream;
+	cudaStream_t s = on(c, p->nodes[last].device)->stream; /* on the output's GPU */
 	switch (p->train.loss) {
 	case LOSS_MSE:
 		kc_mse(s, out, y, dout, per * n, red, e->loss_scale, loss, weight, add);
@@ -604,10 +707,14 @@ static int cu_loss(struct exec *e, const void *y, int n, bool train, double *los
 {
 	struct cuda_state *c = st(e);
 	struct cuda_dev *d = c->dev;
-	CU(c, cudaMemsetAsync(&d->correct, 0, sizeof d->correct, c->stream));
+	CU(c, cudaSetDevice(device_base));
+	CU(c, cudaMemsetAsync(&d->correct, 0, sizeof d->correct, c->g[0].stream));
+	follow(c, 0, e->p->nodes[e->p->nnodes - 1].device);
 	cuda_loss(e, y, n, train, &d->loss, 1.0, false, &d->correct);
+	cuda_join(e);
 	struct cuda_dev h;
-	CU(c, cudaStreamSynchronize(c->stream));
+	CU(c, cudaSetDevice(device_base));
+	CU(c, cudaStreamSynchronize(c->g[0].stream));
 	CU(c, cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
 	if (c->failed) {
 		*loss = NAN;
@@ -617,8 +724,8 @@ static int cu_loss(struct exec *e, const void *y, int n, bool train, double *los
 	*loss = h.loss;
 	*correct = (long)h.correct;
 	if (h.bad_target) {
-		CU(c, cudaMemsetAsync(&d->bad_target, 0, sizeof d->bad_target, c->stream));
-		CU(c, cudaStreamSynchronize(c->stream));
+		CU(c, cudaMemsetAsync(&d->bad_target, 0, sizeof d->bad_target, c->g[0].stream));
+		CU(c, cudaStreamSynchronize(c->g[0].stream));
 		return -1;
 	}
 	return 0;
@@ -627,7 +734,9 @@ static int cu_loss(struct exec *e, const void *y, int n, bool train, double *los
 static void cu_sync(struct exec *e)
 {
 	struct cuda_state *c = st(e);
-	CU(c, cudaStreamSynchronize(c->stream));
+	for (int d = 0; d < c->ngpu; d++)
+		CU(c, cudaStreamSynchronize(c->g[d].stream));
+	CU(c, cudaSetDevice(device_base));
 }
 
 /* tag: backend table; keep in step with struct backend_ops */
@@ -644,4 +753,5 @@ const struct backend_ops backend_cuda = {
 	.backward = cu_backward,
 	.loss = cu_loss,
 	.sync = cu_sync,
+	.use_device = cu_use_device,
 };

@@ -32,7 +32,16 @@ extern const struct backend_ops backend_cuda;
 /* The first CUDA, cuBLAS or cuDNN failure of this executor (call,
  * file:line, the library's message), or NULL. */
 const char *cuda_error(struct exec *e);
+/* The stream of the rank's first GPU (inputs, targets, the step words),
+ * and of its device d. */
 cudaStream_t cuda_stream(struct exec *e);
+cudaStream_t cuda_stream_of(struct exec *e, int d);
+/* Several GPUs per rank: order every GPU's stream after the first's
+ * queued work (fork), and the first's after every other's (join). */
+void cuda_fork(struct exec *e);
+void cuda_join(struct exec *e);
+/* The rank's device d is GPU base + d; set before exec_init_on. */
+void cuda_set_device_base(int base);
 struct cuda_dev *cuda_dev_words(struct exec *e);
 /* Dropout reads the step from this device word (finished steps) instead of
  * e->step, so a captured step replays with fresh masks. */

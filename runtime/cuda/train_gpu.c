@@ -16,9 +16,12 @@
  * ordered after the compute stream and waited for by ordering it after
  * them, so a sharded step is captured the same way.
  * Output lines are train.c's, plus the seed's CUDA event timing.
- * Does not (yet): span several GPUs per rank, pipeline micro-batches, or
- * stream datasets that do not fit in device memory; each is refused with
- * a message before training starts.  Longer than 600 lines: setup,
+ * A rank of several GPUs (@device) runs each layer on its GPU's stream; a
+ * step forks from the first GPU's stream and joins back to it, every GPU
+ * updates its own parameters, and DDP keeps one communicator per GPU.
+ * Does not (yet): FSDP on ranks of several GPUs, pipelined micro-batches,
+ * or datasets that do not fit in device memory; each is refused with a
+ * message before training starts.  Longer than 600 lines: setup,
  * the captured step and the loop read best together.
  */
 #include "runtime/cuda/cuda.h"
@@ -55,7 +58,8 @@ struct words {
 	double step_loss;   /* this step's sum of per-sample losses */
 	double sums[4];     /* evaluation: loss, correct, samples; reductions of host values */
 	double sumsq;
-	double partials[KC_SUMSQ_PARTS];
+	double dsum[PLAN_MAX_DEVICES];                    /* each GPU's sum of squares */
+	double partials[PLAN_MAX_DEVICES][KC_SUMSQ_PARTS];
 	_Alignas(16) char coef[KC_OPTIM_COEF_BYTES];
 };
 
@@ -73,7 +77,9 @@ struct gt {
 	bool has_test, train_open, test_open;
 	struct exec e;
 	bool exec_ok;
-	cudaStream_t s, cs;      /* compute; collectives */
+	cudaStream_t s;          /* compute, on the rank's first GPU */
+	cudaStream_t cs[PLAN_MAX_DEVICES]; /* collectives, one stream per GPU of the rank */
+	int ngpu, base;          /* the rank's GPUs: base .. base + ngpu - 1 */
 	struct optim_cfg oc;
 	struct sched_cfg sc;
 	struct sampler smp;
@@ -89,7 +95,8 @@ struct gt {
 	int64_t total_steps;
 	float *h_params, *h_optim; /* host copies for initialisation, checkpoints, weights */
 	struct store_client *store;
-	struct comm *comm;
+	struct comm *comm;       /* the first GPU's communicator (metrics, barriers, FSDP) */
+	struct comm *dcomm[PLAN_MAX_DEVICES]; /* DDP: one communicator per GPU of the rank, [0] = comm */
 	enum comm_op op;
 	bool sharded;            /* FSDP FULL_SHARD or SHARD_GRAD_OP over several ranks */
 	struct fsdp fsdp;
@@ -97,9 +104,9 @@ struct gt {
 	struct fsdp_dev fdev;    /* the shards' memory: this GPU's, on the compute stream */
 	float *h_buffers;        /* host copy of the buffers (running statistics) for sharded checkpoints */
 	int *trigger;            /* per bucket: the node whose backward completes it */
-	cudaEvent_t *ev_bucket, ev_comm, ev_t0, ev_t1, ev_e0, ev_e1;
+	cudaEvent_t *ev_bucket, ev_comm[PLAN_MAX_DEVICES], ev_t0, ev_t1, ev_e0, ev_e1;
 	bool events;
-	bool ddp_on, issued;
+	bool ddp_on, issued[PLAN_MAX_DEVICES];
 	cudaGraphExec_t graph;
 	bool graph_ok, use_graph, warmed;
 	int64_t saved_step;      /* the step of the last checkpoint written */
@@ -128,24 +135,43 @@ struct gt {
  * finished when they return.  (A plain cudaMemcpy runs on the legacy
  * stream, which a non-blocking stream does not wait for, and from pageable
  * memory it may return before the device has the data.) */
+static int copy_on(struct gt *t, int d, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+	if (bytes == 0)
+		return 0;
+	cudaStream_t s = t->exec_ok ? cuda_stream_of(&t->e, d) : t->s;
+	cudaError_t r = cudaSetDevice(t->base + d);
+	if (r == cudaSuccess)
+		r = cudaMemcpyAsync(dst, src, bytes, kind, s);
+	if (r == cudaSuccess)
+		r = cudaStreamSynchronize(s);
+	if (r == cudaSuccess)
+		r = cudaSetDevice(t->base);
+	if (r != cudaSuccess)
+		return util_fail(t->err, sizeof t->err, "copying %zu bytes %s GPU %d failed: %s", bytes,
+				 kind == cudaMemcpyHostToDevice ? "to" : "from", t->base + d, cudaGetErrorString(r));
+	return 0;
+}
+
+/* to and from memory of the rank's first GPU, or of its GPU d */
 static int put(struct gt *t, void *dev, const void *host, size_t bytes)
 {
-	cudaError_t r = cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, t->s);
-	if (r == cudaSuccess)
-		r = cudaStreamSynchronize(t->s);
-	if (r != cudaSuccess)
-		return util_fail(t->err, sizeof t->err, "copying %zu bytes to the GPU failed: %s", bytes, cudaGetErrorString(r));
-	return 0;
+	return copy_on(t, 0, dev, host, bytes, cudaMemcpyHostToDevice);
 }
 
 static int get(struct gt *t, void *host, const void *dev, size_t bytes)
 {
-	cudaError_t r = cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, t->s);
-	if (r == cudaSuccess)
-		r = cudaStreamSynchronize(t->s);
-	if (r != cudaSuccess)
-		return util_fail(t->err, sizeof t->err, "copying %zu bytes from the GPU failed: %s", bytes, cudaGetErrorString(r));
-	return 0;
+	return copy_on(t, 0, host, dev, bytes, cudaMemcpyDeviceToHost);
+}
+
+static int put_on(struct gt *t, int d, void *dev, const void *host, size_t bytes)
+{
+	return copy_on(t, d, dev, host, bytes, cudaMemcpyHostToDevice);
+}
+
+static int get_on(struct gt *t, int d, void *host, const void *dev, size_t bytes)
+{
+	return copy_on(t, d, host, dev, bytes, cudaMemcpyDeviceToHost);
 }
 
 int trainc_cuda_probe(int *count, char *err, size_t errlen)
@@ -324,14 +350,16 @@ static void after_backward(void *ctx, int node)
 		if (t->trigger[b] != node)
 			continue;
 		char err[512];
-		if (cudaEventRecord(t->ev_bucket[b], t->s) != cudaSuccess || cudaStreamWaitEvent(t->cs, t->ev_bucket[b], 0) != cudaSuccess ||
-		    comm_nccl_all_reduce_on(t->comm, t->e.grads + p->buckets[b].offset, p->buckets[b].numel, COMM_F32, t->op, t->cs, err,
-					    sizeof err) != 0) {
+		int d = p->buckets[b].device;
+		float *g = exec_dev_grads(&t->e, d) + (p->buckets[b].offset - t->e.t_lo[d]);
+		if (cudaSetDevice(t->base + d) != cudaSuccess || cudaEventRecord(t->ev_bucket[b], cuda_stream_of(&t->e, d)) != cudaSuccess ||
+		    cudaStreamWaitEvent(t->cs[d], t->ev_bucket[b], 0) != cudaSuccess ||
+		    comm_nccl_all_reduce_on(t->dcomm[d], g, p->buckets[b].numel, COMM_F32, t->op, t->cs[d], err, sizeof err) != 0) {
 			snprintf(t->err, sizeof t->err, "rank %d: starting the all-reduce of gradient bucket %d: %s", t->rank, b, err);
 			t->e.stop = true;
 			return;
 		}
-		t->issued = true;
+		t->issued[d] = true;
 	}
 }
 
@@ -342,14 +370,21 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 	struct exec *e = &t->e;
 	struct words *w = t->w;
 	cudaStream_t s = t->s;
-	if (t->sharded)
+	cuda_fork(e); /* every GPU of the rank after the last step's end */
+	if (t->sharded) {
 		fsdp_begin_step(&t->fsdp);
-	else
-		CK(t, cudaMemsetAsync(e->grads, 0, (size_t)e->trainable * 4, s));
+	} else {
+		for (int d = 0; d < t->ngpu; d++) {
+			CK(t, cudaSetDevice(t->base + d));
+			CK(t, cudaMemsetAsync(exec_dev_grads(e, d), 0, (size_t)e->t_n[d] * 4, cuda_stream_of(e, d)));
+		}
+		CK(t, cudaSetDevice(t->base));
+	}
 	float *in = exec_output(e, 0, true);
-	t->issued = false;
+	memset(t->issued, 0, sizeof t->issued);
 	for (int m = 0; m < count; m++) {
 		int64_t b = sizes[m];
+		cuda_join(e); /* the last micro-batch's loss read the targets this one overwrites */
 		kc_gather_rows(s, in, t->dtrain.x, t->dtrain.xw, t->order, &w->pos, b);
 		kc_gather_rows(s, t->ybuf, t->dtrain.y, t->dtrain.yw, t->order, &w->pos, b);
 		kc_add_i64(s, &w->pos, b);
@@ -366,27 +401,48 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 		if (t->sharded && fsdp_finish_micro(&t->fsdp, t->err, sizeof t->err) != 0)
 			return -1;
 	}
-	if (t->issued) { /* the optimizer waits for the last bucket */
-		CK(t, cudaEventRecord(t->ev_comm, t->cs));
-		CK(t, cudaStreamWaitEvent(s, t->ev_comm, 0));
-	}
-	/* what the optimizer updates: the whole region, or this rank's shards */
-	float *grad = t->sharded ? t->fsdp.grad : e->grads;
-	int64_t n = t->sharded ? t->fsdp.total : e->trainable;
+	for (int d = 0; d < t->ngpu; d++) /* each GPU's optimizer waits for its last bucket */
+		if (t->issued[d]) {
+			CK(t, cudaSetDevice(t->base + d));
+			CK(t, cudaEventRecord(t->ev_comm[d], t->cs[d]));
+			CK(t, cudaStreamWaitEvent(cuda_stream_of(e, d), t->ev_comm[d], 0));
+		}
+	CK(t, cudaSetDevice(t->base));
 	if (p->train.clip_grad_norm > 0) {
-		kc_sumsq(s, grad, n, w->partials, &w->sumsq);
-		/* with FSDP the norm is over every rank's shards */
-		if (t->sharded && comm_nccl_all_reduce_on(t->comm, &w->sumsq, 1, COMM_F64, COMM_SUM, s, t->err, sizeof t->err) != 0)
-			return -1;
-		kc_clip(s, grad, n, &w->sumsq, p->train.clip_grad_norm);
+		if (t->sharded) { /* the norm is over every rank's shards */
+			kc_sumsq(s, t->fsdp.grad, t->fsdp.total, w->partials[0], &w->sumsq);
+			if (comm_nccl_all_reduce_on(t->comm, &w->sumsq, 1, COMM_F64, COMM_SUM, s, t->err, sizeof t->err) != 0)
+				return -1;
+		} else { /* the norm is over every GPU of the rank */
+			for (int d = 0; d < t->ngpu; d++) {
+				CK(t, cudaSetDevice(t->base + d));
+				kc_sumsq(cuda_stream_of(e, d), exec_dev_grads(e, d), e->t_n[d], w->partials[d], &w->dsum[d]);
+			}
+			CK(t, cudaSetDevice(t->base));
+			cuda_join(e);
+			for (int d = 0; d < t->ngpu; d++)
+				kc_f64_axpy(s, &w->sumsq, &w->dsum[d], 1.0, d > 0);
+		}
 	}
+	cuda_join(e);
 	kc_optim_prepare(s, t->oc, t->lr_table, &w->step, w->coef);
-	if (!t->sharded)
-		kc_optim_apply(s, t->oc, w->coef, e->params, e->grads, e->optim, e->trainable, e->trainable);
+	cuda_fork(e);
 	for (int i = 0; t->sharded && i < t->fsdp.nseg; i++) {
 		const struct fsdp_segment *sg = &t->fsdp.seg[i];
+		if (p->train.clip_grad_norm > 0 && i == 0)
+			kc_clip(s, t->fsdp.grad, t->fsdp.total, &w->sumsq, p->train.clip_grad_norm);
 		kc_optim_apply(s, t->oc, w->coef, t->fsdp.shard + sg->at, t->fsdp.grad + sg->at, t->fsdp.optim + sg->at, t->fsdp.total, sg->n);
 	}
+	for (int d = 0; !t->sharded && d < t->ngpu; d++) {
+		CK(t, cudaSetDevice(t->base + d));
+		cudaStream_t sd = cuda_stream_of(e, d);
+		if (p->train.clip_grad_norm > 0)
+			kc_clip(sd, exec_dev_grads(e, d), e->t_n[d], &w->sumsq, p->train.clip_grad_norm);
+		kc_optim_apply(sd, t->oc, w->coef, exec_dev_trainables(e, d), exec_dev_grads(e, d), exec_dev_optim(e, d), exec_dev_stride(e, d),
+			       e->t_n[d]);
+	}
+	CK(t, cudaSetDevice(t->base));
+	cuda_join(e);
 	kc_record(s, &w->step_loss, t->hist, &w->step, t->total_steps);
 	const char *ce = cuda_error(e);
 	if (ce)
@@ -451,12 +507,14 @@ static int evaluate(struct gt *t)
 	float *in = exec_output(e, 0, false);
 	for (int64_t at = 0; at < t->eval_count; at += EB) {
 		int m = (int)(t->eval_count - at < EB ? t->eval_count - at : EB);
+		cuda_join(e); /* the last chunk's loss read the targets this one overwrites */
 		kc_gather_rows(t->s, in, t->dtest.x, t->dtest.xw, t->eval_order + at, &w->zero, EB);
 		kc_gather_rows(t->s, t->eval_ybuf, t->dtest.y, t->dtest.yw, t->eval_order + at, &w->zero, EB);
 		exec_forward_range(e, 1, p->nnodes, (int)EB, false);
 		/* the seed sums per-sample losses and divides by the set size */
 		cuda_loss(e, t->eval_ybuf, m, false, &w->sums[0], p->train.reduction == RED_SUM ? 1.0 : (double)m, true, &w->sums[1]);
 	}
+	cuda_join(e);
 	if (t->fsdp_ok) {
 		fsdp_release_all(&t->fsdp);
 		if (t->fsdp.failed)
@@ -482,10 +540,15 @@ static int upload_state(struct gt *t)
 {
 	struct exec *e = &t->e;
 	int k = t->p->train.optim.state_per_param;
-	if (put(t, e->params, t->h_params, (size_t)t->p->unsharded_elems * 4) != 0)
-		return -1;
-	if (k > 0 && put(t, e->optim, t->h_optim, (size_t)(e->trainable * k) * 4) != 0)
-		return -1;
+	for (int d = 0; d < t->ngpu; d++) {
+		if (put_on(t, d, exec_dev_trainables(e, d), t->h_params + e->t_lo[d], (size_t)e->t_n[d] * 4) != 0 ||
+		    put_on(t, d, exec_dev_buffers(e, d), t->h_params + e->b_lo[d], (size_t)e->b_n[d] * 4) != 0)
+			return -1;
+		for (int j = 0; j < k; j++)
+			if (put_on(t, d, exec_dev_optim(e, d) + j * exec_dev_stride(e, d), t->h_optim + j * e->trainable + e->t_lo[d],
+				   (size_t)e->t_n[d] * 4) != 0)
+				return -1;
+	}
 	return put(t, &t->w->step, &t->at.step, sizeof t->at.step);
 }
 
@@ -495,10 +558,15 @@ static int download_state(struct gt *t, bool with_optim)
 	int k = t->p->train.optim.state_per_param;
 	if (gpu_wait(t, "the step before saving") != 0)
 		return -1;
-	if (get(t, t->h_params, e->params, (size_t)t->p->unsharded_elems * 4) != 0)
-		return -1;
-	if (with_optim && k > 0)
-		return get(t, t->h_optim, e->optim, (size_t)(e->trainable * k) * 4);
+	for (int d = 0; d < t->ngpu; d++) {
+		if (get_on(t, d, t->h_params + e->t_lo[d], exec_dev_trainables(e, d), (size_t)e->t_n[d] * 4) != 0 ||
+		    get_on(t, d, t->h_params + e->b_lo[d], exec_dev_buffers(e, d), (size_t)e->b_n[d] * 4) != 0)
+			return -1;
+		for (int j = 0; with_optim && j < k; j++)
+			if (get_on(t, d, t->h_optim + j * e->trainable + e->t_lo[d], exec_dev_optim(e, d) + j * exec_dev_stride(e, d),
+				   (size_t)e->t_n[d] * 4) != 0)
+				return -1;
+	}
 	return 0;
 }
 
@@ -544,7 +612,10 @@ static int load_state(struct gt *t)
 		return -1;
 	if (t->comm) { /* rank 0's parameters and buffers everywhere, as DDP's constructor */
 		launch_wait_begin();
-		rc = comm_wait(comm_broadcast(t->comm, e->params, p->unsharded_elems, 0), t->err, sizeof t->err);
+		if (!e->split)
+			rc = comm_wait(comm_broadcast(t->comm, e->params, p->unsharded_elems, 0), t->err, sizeof t->err);
+		for (int d = 0; e->split && d < t->ngpu && rc == 0; d++)
+			rc = comm_wait(comm_broadcast(t->dcomm[d], e->dparams[d], e->t_n[d] + e->b_n[d], 0), t->err, sizeof t->err);
 		launch_wait_end();
 	}
 	return rc;
@@ -655,9 +726,16 @@ static int join_job(struct gt *t)
 	store_client_set_timeout(t->store, timeout);
 	if (train_agree_plan(t->store, t->p, t->rank, t->world, t->err, sizeof t->err) != 0)
 		return -1;
-	t->comm = comm_open_nccl(t->store, t->rank, t->world, t->device, t->cs, 2 * timeout, t->err, sizeof t->err);
-	if (!t->comm)
-		return -1;
+	/* one communicator per GPU of the rank, as ProcessGroupNCCL keeps one per device */
+	for (int d = 0; d < t->ngpu; d++) {
+		t->dcomm[d] = comm_open_nccl(t->store, t->rank, t->world, t->base + d, t->cs[d], 2 * timeout, t->err, sizeof t->err);
+		if (!t->dcomm[d])
+			return -1;
+		if (d > 0 && comm_nccl_follow(t->dcomm[d], cuda_stream_of(&t->e, d), t->err, sizeof t->err) != 0)
+			return -1;
+	}
+	CK(t, cudaSetDevice(t->base));
+	t->comm = t->dcomm[0];
 	const struct plan *p = t->p;
 	t->op = p->train.global_batch && p->train.reduction == RED_SUM ? COMM_SUM : COMM_AVG;
 	/* collectives started through comm.h read what the compute stream wrote */
@@ -681,8 +759,10 @@ static int join_job(struct gt *t)
 		return util_fail(t->err, sizeof t->err, "out of memory");
 	for (int b = 0; b < p->nbuckets; b++) {
 		t->trigger[b] = p->params[p->buckets[b].first_param].node;
+		CK(t, cudaSetDevice(t->base + p->buckets[b].device));
 		CK(t, cudaEventCreateWithFlags(&t->ev_bucket[b], cudaEventDisableTiming));
 	}
+	CK(t, cudaSetDevice(t->base));
 	t->e.after_backward = after_backward;
 	t->e.hook_ctx = t;
 	return 0;
@@ -692,10 +772,9 @@ static int join_job(struct gt *t)
 static int refuse(struct gt *t)
 {
 	const struct plan *p = t->p;
-	if (p->ndevices > 1)
+	if (p->ndevices > 1 && p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1)
 		return util_fail(t->err, sizeof t->err,
-				 "this model places layers on %d devices per rank (@device); on GPUs trainc runs one device per rank "
-				 "so far: train it with --cpus N, or remove the @device annotations", p->ndevices);
+				 "FSDP on ranks that span several GPUs (@device) is not built yet; use parallel ddp, or train with --cpus");
 	if (p->parallel.microbatches > 1)
 		return util_fail(t->err, sizeof t->err, "pipelined micro-batches run on CPUs only so far; remove parallel.microbatches "
 				 "for --gpus");
@@ -708,7 +787,10 @@ static int setup(struct gt *t)
 	const struct plan_train *tr = &p->train;
 	if (refuse(t) != 0)
 		return -1;
-	CK(t, cudaSetDevice(t->device));
+	t->ngpu = p->ndevices;
+	t->base = t->device * p->ndevices; /* rank r owns GPUs r*D .. r*D + D - 1 */
+	cuda_set_device_base(t->base);
+	CK(t, cudaSetDevice(t->base));
 	if (train_open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
 		return -1;
 	t->train_open = true;
@@ -737,7 +819,12 @@ static int setup(struct gt *t)
 				 "batch or set drop_last = false", t->rank, (long long)t->smp.num_samples, (long long)t->micro);
 	int64_t B = t->micro, last = t->smp.num_samples % B ? t->smp.num_samples % B : B;
 	int64_t sizes[3] = { B, last, p->eval_batch };
-	CK(t, cudaStreamCreateWithFlags(&t->cs, cudaStreamNonBlocking));
+	for (int d = 0; d < t->ngpu; d++) {
+		CK(t, cudaSetDevice(t->base + d));
+		CK(t, cudaStreamCreateWithFlags(&t->cs[d], cudaStreamNonBlocking));
+		CK(t, cudaEventCreateWithFlags(&t->ev_comm[d], cudaEventDisableTiming));
+	}
+	CK(t, cudaSetDevice(t->base));
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
 	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 3, t->sharded, 1, t->err, sizeof t->err) != 0)
 		return -1;
@@ -801,7 +888,6 @@ static int setup(struct gt *t)
 	CK(t, cudaEventCreate(&t->ev_t1));
 	CK(t, cudaEventCreate(&t->ev_e0));
 	CK(t, cudaEventCreate(&t->ev_e1));
-	CK(t, cudaEventCreateWithFlags(&t->ev_comm, cudaEventDisableTiming));
 	t->events = true;
 	if (t->world > 1 && join_job(t) != 0)
 		return -1;
@@ -1043,8 +1129,9 @@ static void teardown(struct gt *t)
 	if (t->fsdp_ok)
 		fsdp_free(&t->fsdp);
 	free(t->h_buffers);
-	if (t->comm)
-		comm_close(t->comm);
+	for (int d = PLAN_MAX_DEVICES - 1; d >= 0; d--)
+		if (t->dcomm[d])
+			comm_close(t->dcomm[d]);
 	if (t->store)
 		store_client_close(t->store);
 	if (t->rd_ok)
@@ -1059,7 +1146,6 @@ static void teardown(struct gt *t)
 		cudaEventDestroy(t->ev_t1);
 		cudaEventDestroy(t->ev_e0);
 		cudaEventDestroy(t->ev_e1);
-		cudaEventDestroy(t->ev_comm);
 	}
 	void *dev[] = { t->dtrain.x, t->dtrain.y, t->dtest.x, t->dtest.y, t->order, t->eval_order, t->ybuf, t->eval_ybuf, t->w, t->lr_table, t->hist };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
@@ -1067,8 +1153,12 @@ static void teardown(struct gt *t)
 			cudaFree(dev[i]);
 	if (t->exec_ok)
 		exec_free(&t->e);
-	if (t->cs)
-		cudaStreamDestroy(t->cs);
+	for (int d = 0; d < PLAN_MAX_DEVICES; d++) {
+		if (t->cs[d])
+			cudaStreamDestroy(t->cs[d]);
+		if (t->ev_comm[d])
+			cudaEventDestroy(t->ev_comm[d]);
+	}
 	free(t->host_order);
 	free(t->h_params);
 	free(t->h_optim);

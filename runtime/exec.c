@@ -71,7 +71,7 @@ int exec_init_on(struct exec *e, const struct backend_ops *be, const struct plan
 	if (e->split) {
 		for (int d = 0; d < p->ndevices; d++) {
 			be->use_device(d);
-			e->dparams[d] = be->alloc((e->t_n[d] + e->b_n[d]) * 4);
+			e->dparams[d] = be->alloc((exec_dev_buffer_at(e, d) + e->b_n[d]) * 4);
 			e->dgrads[d] = be->alloc(e->t_n[d] * 4);
 			e->doptim[d] = be->alloc(e->t_n[d] * 4 * kopt);
 			regions_ok &= e->dparams[d] && e->dgrads[d] && e->doptim[d];
@@ -147,9 +147,14 @@ float *exec_dev_trainables(struct exec *e, int d)
 	return e->split ? e->dparams[d] : e->params + e->t_lo[d];
 }
 
+int64_t exec_dev_buffer_at(const struct exec *e, int d)
+{
+	return (e->t_n[d] + 1) / 2 * 2; /* an int64 buffer (num_batches_tracked) stays 8-byte aligned */
+}
+
 float *exec_dev_buffers(struct exec *e, int d)
 {
-	return e->split ? e->dparams[d] + e->t_n[d] : e->params + e->b_lo[d];
+	return e->split ? e->dparams[d] + exec_dev_buffer_at(e, d) : e->params + e->b_lo[d];
 }
 
 float *exec_dev_grads(struct exec *e, int d)
@@ -172,7 +177,7 @@ float *exec_param_ptr(struct exec *e, int k)
 	const struct param *pr = &e->p->params[k];
 	if (e->split)
 		return pr->trainable ? e->dparams[pr->device] + (pr->offset - e->t_lo[pr->device])
-				     : e->dparams[pr->device] + e->t_n[pr->device] + (pr->offset - e->b_lo[pr->device]);
+				     : e->dparams[pr->device] + exec_dev_buffer_at(e, pr->device) + (pr->offset - e->b_lo[pr->device]);
 	if (!e->fsdp)
 		return e->params + pr->offset;
 	if (pr->unit_offset < 0)

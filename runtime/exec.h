@@ -102,6 +102,9 @@ float *exec_dev_buffers(struct exec *e, int d);
 float *exec_dev_grads(struct exec *e, int d);
 float *exec_dev_optim(struct exec *e, int d);
 int64_t exec_dev_stride(const struct exec *e, int d);
+/* With split regions: where device d's buffers start in its parameter
+ * region (after its trainables, 8-byte aligned). */
+int64_t exec_dev_buffer_at(const struct exec *e, int d);
 /* A layer's shape arguments for the kernels, at batch n: a pool's
  * descriptor, a softmax's (outer, dim, inner), a layer norm's row length. */
 struct pool2d_desc exec_pool_desc(const struct plan *p, const struct node *nd, int64_t n);

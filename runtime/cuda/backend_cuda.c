@@ -436,6 +436,16 @@ static struct conv *conv_at(struct exec *e, int i, int64_t n)
 	return cv;
 }
 
+/* A kernel that failed to launch is named by its layer and direction. */
+static void check_launch(struct cuda_state *c, const struct node *nd, const char *dir)
+{
+	cudaError_t r = cudaPeekAtLastError();
+	if (r != cudaSuccess && !c->failed) {
+		cudaGetLastError();
+		failf(c, "%s (%s), %s: a kernel launch failed: %s", nd->path, nd->what, dir, cudaGetErrorString(r));
+	}
+}
+
 static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 {
 	struct cuda_state *c = st(e);
@@ -546,6 +556,7 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		break;
 	case OP__COUNT: break;
 	}
+	check_launch(c, nd, "forward");
 }
 
 /* The second producer of node j's gradient adds it in, on j's GPU. */
@@ -661,6 +672,7 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 		if (dx2)
 			CU(c, cudaMemcpyAsync(dx2, dy, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, s));
 		finish_dx(e, nd->in2, dx2, acc2, out_n);
+		check_launch(c, nd, "backward");
 		return;
 	}
 	case OP_EMBEDDING:
@@ -671,6 +683,7 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 	case OP_INPUT: case OP_FLATTEN: case OP__COUNT: break;
 	}
 	finish_dx(e, nd->in, dx, acc, in_n);
+	check_launch(c, nd, "backward");
 }
 
 void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, double weight, bool add, double *correct)

@@ -615,7 +615,7 @@ static int load_state(struct gt *t)
 		if (!e->split)
 			rc = comm_wait(comm_broadcast(t->comm, e->params, p->unsharded_elems, 0), t->err, sizeof t->err);
 		for (int d = 0; e->split && d < t->ngpu && rc == 0; d++)
-			rc = comm_wait(comm_broadcast(t->dcomm[d], e->dparams[d], e->t_n[d] + e->b_n[d], 0), t->err, sizeof t->err);
+			rc = comm_wait(comm_broadcast(t->dcomm[d], e->dparams[d], exec_dev_buffer_at(e, d) + e->b_n[d], 0), t->err, sizeof t->err);
 		launch_wait_end();
 	}
 	return rc;

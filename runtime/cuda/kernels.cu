@@ -694,7 +694,7 @@ __device__ void store_loss(double *loss, double l, double weight, bool add)
 	*loss = (add ? *loss : 0.0) + weight * l;
 }
 
-__global__ void mse_kernel(const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
+__global__ void __launch_bounds__(LOSS_THREADS) mse_kernel(const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
 			   double *loss, double weight, bool add)
 {
 	__shared__ double sh[LOSS_THREADS];
@@ -725,7 +725,7 @@ __device__ int64_t count_targets(const int32_t *target, int n, int c, int ignore
 	return bad > 0 ? -1 : (int64_t)count;
 }
 
-__global__ void nll_kernel(const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
+__global__ void __launch_bounds__(LOSS_THREADS) nll_kernel(const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
 			   enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
 {
 	__shared__ double sh[LOSS_THREADS];
@@ -751,7 +751,7 @@ __global__ void nll_kernel(const float *logp, const int32_t *target, float *dlog
 }
 
 /* a warp per row within the block */
-__global__ void cross_entropy_kernel(const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
+__global__ void __launch_bounds__(LOSS_THREADS) cross_entropy_kernel(const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
 				     enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
 {
 	__shared__ double sh[LOSS_THREADS];

@@ -220,8 +220,10 @@ static int gpu_wait(struct gt *t, const char *what)
 			if (t->comm)
 				comm_nccl_abort(t->comm);
 			rc = util_fail(t->err, sizeof t->err,
-				       "rank %d: %s did not finish within %g s; the NCCL all-reduce is stuck (another rank died or stalled), "
-				       "communicator aborted", t->rank, what, 2 * t->p->parallel.timeout_s);
+				       "rank %d: %s did not finish within %g s; a collective is stuck (%s; another rank died or stalled), "
+				       "communicator aborted", t->rank, what, 2 * t->p->parallel.timeout_s,
+				       t->sharded ? "FSDP's all-gathers and reduce-scatters" : t->comm ? "the DDP gradient all-reduce"
+				       : "no collective runs here, so the GPU itself hangs");
 			break;
 		}
 		nap(pause);

@@ -140,6 +140,12 @@ void kc_clip(cudaStream_t s, float *g, int64_t n, const double *sumsq, double ma
 /* state (n) := its value before the first step (zeros; Adagrad's sum) */
 void kc_optim_state_init(cudaStream_t s, struct optim_cfg cfg, float *state, int64_t plane_stride, int64_t n);
 
+/* ---- a whole training step of a small model (runtime/cuda/tiny.h) ---- */
+/* One block runs the step of the program at prog (a struct tiny_prog in
+ * device memory): gather, forward, loss, backward, optimizer, loss record,
+ * step and position advanced. */
+void kc_tiny_step(cudaStream_t s, const void *prog);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,7 @@
 #include <assert.h>
 
 #include "runtime/cuda/body.h"
+#include "runtime/cuda/tiny.h"
 #include "runtime/optim_elem.h"
 
 static_assert(sizeof(struct optim_coef) <= KC_OPTIM_COEF_BYTES, "optim_coef outgrew KC_OPTIM_COEF_BYTES");
@@ -974,4 +975,17 @@ void kc_sumsq(cudaStream_t s, const float *g, int64_t n, double *partials, doubl
 void kc_clip(cudaStream_t s, float *g, int64_t n, const double *sumsq, double max_norm)
 {
 	if (n > 0) clip_kernel<<<blocks_for(n), THREADS, 0, s>>>(g, n, sumsq, max_norm);
+}
+
+/* ---- a whole step of a small model: one block (tiny.h) ---- */
+__global__ void __launch_bounds__(TINY_THREADS) tiny_step_kernel(const struct tiny_prog *P)
+{
+	__shared__ double sh[TINY_THREADS];
+	__shared__ struct optim_coef coef;
+	tiny_run((int)threadIdx.x, (int)blockDim.x, P, sh, &coef);
+}
+
+void kc_tiny_step(cudaStream_t s, const void *prog)
+{
+	tiny_step_kernel<<<1, TINY_THREADS, 0, s>>>((const struct tiny_prog *)prog);
 }

@@ -11,6 +11,8 @@
  * eagerly.  The host waits only at log intervals, evaluation and
  * checkpoints, and every wait is bounded: a collective that does not end
  * within the job timeout aborts NCCL and fails the run naming this rank.
+ * A small model (a chain of linear layers and activations: tiny.h) runs
+ * its whole step as one thread block, one kernel per step.
  * With FSDP (FULL_SHARD, SHARD_GRAD_OP) fsdp.c drives the units on device
  * memory: its gathers and reduce-scatters run on the collectives' stream,
  * ordered after the compute stream and waited for by ordering it after
@@ -39,6 +41,7 @@
 #include "runtime/ckpt.h"
 #include "runtime/comm.h"
 #include "runtime/cuda/kc.h"
+#include "runtime/cuda/tiny_plan.h"
 #include "runtime/dataset.h"
 #include "runtime/exec.h"
 #include "runtime/fsdp.h"
@@ -110,6 +113,7 @@ struct gt {
 	cudaGraphExec_t graph;
 	bool graph_ok, use_graph, warmed;
 	int64_t saved_step;      /* the step of the last checkpoint written */
+	struct tiny_prog *tiny;  /* a small model's whole step as one block (tiny.h), on the device; NULL: layer by layer */
 	int64_t graph_steps;
 	float graph_ms;
 	double floor_us;
@@ -372,6 +376,11 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 	struct exec *e = &t->e;
 	struct words *w = t->w;
 	cudaStream_t s = t->s;
+	if (t->tiny && count == 1 && sizes[0] == t->micro) { /* a small model: the whole step in one kernel */
+		kc_tiny_step(s, t->tiny);
+		const char *ce = cuda_error(e);
+		return ce ? util_fail(t->err, sizeof t->err, "the one-kernel training step: %s", ce) : 0;
+	}
 	cuda_fork(e); /* every GPU of the rank after the last step's end */
 	if (t->sharded) {
 		fsdp_begin_step(&t->fsdp);
@@ -905,6 +914,23 @@ static int setup(struct gt *t)
 			return -1;
 		t->rd_ok = true;
 	}
+	/* a small model's step as one block, where the plan allows */
+	if (!tiny_refusal(p, t->world, t->accum, t->micro)) {
+		struct tiny_prog *h = calloc(1, sizeof *h);
+		if (!h)
+			return util_fail(t->err, sizeof t->err, "out of memory");
+		h->data_x = t->dtrain.x, h->data_y = t->dtrain.y, h->xw = t->dtrain.xw, h->yw = t->dtrain.yw;
+		h->order = t->order, h->pos = &t->w->pos, h->ybuf = t->ybuf;
+		h->step_loss = &t->w->step_loss, h->bad_target = &cuda_dev_words(&t->e)->bad_target;
+		h->cfg = t->oc, h->lr_table = t->lr_table, h->step = &t->w->step, h->hist = t->hist, h->cap = t->total_steps;
+		tiny_build(h, &t->e, t->micro);
+		cudaError_t r = cudaMalloc((void **)&t->tiny, sizeof *h);
+		rc = r == cudaSuccess ? put(t, t->tiny, h, sizeof *h) : 0;
+		free(h);
+		CK(t, r);
+		if (rc != 0)
+			return -1;
+	}
 	const char *g = getenv("TRAINC_CUDA_GRAPH");
 	t->use_graph = !g || strcmp(g, "0") != 0;
 	t->read_step = t->at.step;
@@ -1092,8 +1118,8 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 		printf("Training loop: %.0f images/s while training\n", train_time > 0 ? (double)images * t->world / train_time : 0.0);
 		if (t->graph_steps > 0) {
 			double us = 1000.0 * t->graph_ms / (double)t->graph_steps;
-			printf("Step time: %.1f us per step (CUDA graph, %lld steps); CUDA graph launch floor: %.1f us (ratio %.2f)\n", us,
-			       (long long)t->graph_steps, t->floor_us, t->floor_us > 0 ? us / t->floor_us : 0.0);
+			printf("Step time: %.1f us per step (CUDA graph%s, %lld steps); CUDA graph launch floor: %.1f us (ratio %.2f)\n", us,
+			       t->tiny ? " of one kernel" : "", (long long)t->graph_steps, t->floor_us, t->floor_us > 0 ? us / t->floor_us : 0.0);
 		} else {
 			printf("Step time: no step ran as a CUDA graph%s\n", t->use_graph ? " (an epoch needs two full steps)" : " (TRAINC_CUDA_GRAPH=0)");
 		}
@@ -1149,7 +1175,8 @@ static void teardown(struct gt *t)
 		cudaEventDestroy(t->ev_e0);
 		cudaEventDestroy(t->ev_e1);
 	}
-	void *dev[] = { t->dtrain.x, t->dtrain.y, t->dtest.x, t->dtest.y, t->order, t->eval_order, t->ybuf, t->eval_ybuf, t->w, t->lr_table, t->hist };
+	void *dev[] = { t->dtrain.x, t->dtrain.y, t->dtest.x, t->dtest.y, t->order, t->eval_order, t->ybuf, t->eval_ybuf, t->w, t->lr_table, t->hist,
+			t->tiny };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		if (dev[i])
 			cudaFree(dev[i]);

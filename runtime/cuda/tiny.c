@@ -1,0 +1,108 @@
+/* tiny.c: which plans the one-block training step of tiny.h runs, and its
+ * program over an executor's memory.  Plain C: the GPU trainer builds the
+ * program here and copies it to the device; tests/test_cuda_tiny.c builds
+ * it over a CPU executor's memory and runs tiny_run on the host.
+ */
+#include "runtime/cuda/tiny_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/exec.h"
+
+/* Multiply-adds of one pass, and trainable elements, above which a model
+ * is better served by one kernel per layer. */
+enum { TINY_MAX_MACS = 1 << 20, TINY_MAX_TRAINABLE = 1 << 20 };
+
+const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t batch)
+{
+	const char *off = getenv("TRAINC_CUDA_TINY");
+	if (off && strcmp(off, "0") == 0)
+		return "turned off by TRAINC_CUDA_TINY=0";
+	if (world != 1)
+		return "it trains on several ranks";
+	if (p->ndevices != 1)
+		return "it spans several devices";
+	if (accum != 1)
+		return "a step accumulates micro-batches";
+	if (p->train.clip_grad_norm > 0)
+		return "it clips gradients";
+	if (p->nodes[0].dtype != DT_F32)
+		return "its input is token ids";
+	if (p->train.loss != LOSS_MSE && p->train.loss != LOSS_CROSS_ENTROPY)
+		return "its loss is neither mse nor cross_entropy";
+	if (p->nnodes - 1 > TINY_MAX_LAYERS)
+		return "it has too many layers";
+	int64_t macs = 0, trainable = 0;
+	for (int i = 1; i < p->nnodes; i++) {
+		const struct node *nd = &p->nodes[i];
+		if (nd->in != i - 1 || nd->in2 >= 0)
+			return "its layers are not a plain chain";
+		switch (nd->op) {
+		case OP_LINEAR: macs += batch * nd->a.linear.in * nd->a.linear.out; break;
+		case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_FLATTEN: break;
+		default: return "it has layers other than linear, relu, tanh, sigmoid and flatten";
+		}
+	}
+	for (int k = 0; k < p->nparams; k++)
+		trainable += p->params[k].trainable ? p->params[k].numel : 0;
+	if (macs > TINY_MAX_MACS || trainable > TINY_MAX_TRAINABLE)
+		return "it is too large for one thread block";
+	return NULL;
+}
+
+/* The node whose gradient buffer node j's gradient is (through views), or
+ * 0 when j is the input (no gradient). */
+static int grad_root(const struct plan *p, int j)
+{
+	while (j > 0 && p->nodes[j].alias >= 0)
+		j = p->nodes[j].alias;
+	return j;
+}
+
+void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch)
+{
+	const struct plan *p = e->p;
+	P->n = (int)batch;
+	P->nlayers = p->nnodes - 1;
+	P->in = (uint32_t *)(void *)exec_output(e, 0, true);
+	for (int i = 1; i < p->nnodes; i++) {
+		const struct node *nd = &p->nodes[i];
+		struct tiny_layer *L = &P->layer[i - 1];
+		memset(L, 0, sizeof *L);
+		L->x = exec_output(e, nd->in, true);
+		L->y = exec_output(e, i, true);
+		L->dy = (const float *)(const void *)(exec_act(e, i) + p->mem[i].grad_off);
+		L->dx = grad_root(p, nd->in) > 0 ? exec_dx_home(e, nd->in) : NULL;
+		L->count = shape_numel(&nd->out) * batch;
+		switch (nd->op) {
+		case OP_LINEAR:
+			L->op = TINY_LINEAR;
+			L->k = (int)nd->a.linear.in;
+			L->m = (int)nd->a.linear.out;
+			L->w = exec_param_ptr(e, nd->param0);
+			L->dw = exec_grad_ptr(e, nd->param0);
+			L->b = nd->a.linear.bias ? exec_param_ptr(e, nd->param0 + 1) : NULL;
+			L->db = nd->a.linear.bias ? exec_grad_ptr(e, nd->param0 + 1) : NULL;
+			break;
+		case OP_RELU: L->op = TINY_RELU; break;
+		case OP_TANH: L->op = TINY_TANH; break;
+		case OP_SIGMOID: L->op = TINY_SIGMOID; break;
+		default: L->op = TINY_VIEW; break;
+		}
+	}
+	int last = p->nnodes - 1;
+	P->loss = p->train.loss == LOSS_MSE ? TINY_MSE : TINY_CROSS_ENTROPY;
+	P->per = (int)shape_numel(&p->nodes[last].out);
+	P->red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
+	P->scale = e->loss_scale;
+	P->out = exec_output(e, last, true);
+	P->dout = (float *)(void *)(exec_act(e, last) + p->mem[last].grad_off);
+	P->weight = p->train.reduction == RED_SUM ? 1.0 : (double)batch;
+	P->params = exec_dev_trainables(e, 0);
+	P->grads = exec_dev_grads(e, 0);
+	P->trainable = e->t_n[0];
+	int k = optim_state_floats(P->cfg.kind, &P->cfg);
+	for (int j = 0; j < 3; j++)
+		P->planes[j] = j < k ? exec_dev_optim(e, 0) + j * exec_dev_stride(e, 0) : NULL;
+}

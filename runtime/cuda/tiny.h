@@ -1,0 +1,221 @@
+/* tiny.h: a whole training step of a small model in one thread block.
+ * A model such as the DDP tutorial's ToyModel (Linear(10, 10) - ReLU -
+ * Linear(10, 5), a batch of 20) does far too little per layer to fill a
+ * GPU: launched layer by layer its step is a row of tiny kernels, each
+ * paying a launch.  For a chain of linear layers and activations, with an
+ * MSE or cross-entropy loss, one block instead gathers the batch, runs the
+ * forward, the loss, the backward and the optimizer, records the loss and
+ * advances the step, with a barrier between layers: one kernel per step.
+ * It works on the executor's own memory (same parameters, gradients,
+ * optimizer planes and activation buffers), so evaluation, checkpoints and
+ * the step-by-step path see one state.
+ * The program (struct tiny_prog) is built once on the host (tiny.c); the
+ * interpreter below is plain C as well, so tests/test_cuda_tiny.c runs it
+ * on the CPU with one "thread" against the CPU backend.
+ * Does not: run dropout, residuals, normalisation or convolutions, clip
+ * gradients, accumulate micro-batches or reduce across ranks; tiny_plan
+ * says which plans qualify.
+ */
+#ifndef TINY_H
+#define TINY_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/cuda/body.h"
+#include "runtime/optim.h"
+#include "runtime/optim_elem.h"
+
+#ifdef __CUDACC__
+#define TINY_FN static inline __device__
+#define TINY_SYNC() __syncthreads()
+#else
+#define TINY_FN static inline
+#define TINY_SYNC() ((void)0)
+#endif
+
+enum { TINY_MAX_LAYERS = 16, TINY_THREADS = 256 };
+enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_VIEW };
+enum tiny_loss { TINY_MSE, TINY_CROSS_ENTROPY };
+
+struct tiny_layer {
+	int op;
+	const float *x;      /* input activation */
+	float *y;            /* output activation (a view: y is x) */
+	const float *dy;     /* gradient of the output */
+	float *dx;           /* gradient of the input, NULL where none is needed */
+	const float *w, *b;  /* linear: weight (m, k), bias (m) or NULL */
+	float *dw, *db;      /* their gradients, NULL when frozen */
+	int k, m;            /* linear: in and out features per sample */
+	int64_t count;       /* elementwise: elements over the batch */
+};
+
+struct tiny_prog {
+	int nlayers, n;                 /* layers after the input; the batch */
+	struct tiny_layer layer[TINY_MAX_LAYERS];
+	/* the batch: rows order[*pos + r] of the dataset on the device */
+	const uint32_t *data_x, *data_y;
+	int64_t xw, yw;                 /* 32-bit words per sample's input and target */
+	const int64_t *order;
+	int64_t *pos;
+	uint32_t *in, *ybuf;
+	/* the loss of the last layer's output */
+	enum tiny_loss loss;
+	int per;                        /* values per sample of the output (classes) */
+	enum kern_reduction red;
+	float scale;
+	const float *out;
+	float *dout;
+	double weight;                  /* the recorded step loss is weight * loss */
+	double *step_loss;
+	int32_t *bad_target;
+	/* the optimizer over the trainable region */
+	struct optim_cfg cfg;
+	const double *lr_table;
+	int64_t *step;                  /* finished steps; this one is *step + 1 */
+	float *params, *grads;
+	float *planes[3];               /* optimizer state planes (optim_elem_apply's), NULL past the kind's */
+	int64_t trainable;
+	double *hist;                   /* hist[*step % cap] := the step's loss */
+	int64_t cap;
+};
+
+/* Sum of v over the block's threads, the same in each; sh: nt doubles. */
+TINY_FN double tiny_sum(int tid, int nt, double v, double *sh)
+{
+	sh[tid] = v;
+	TINY_SYNC();
+	for (int s = nt / 2; s > 0; s /= 2) {
+		if (tid < s)
+			sh[tid] += sh[tid + s];
+		TINY_SYNC();
+	}
+	double r = sh[0];
+	TINY_SYNC();
+	return r;
+}
+
+TINY_FN void tiny_forward(int tid, int nt, const struct tiny_layer *L, int n)
+{
+	switch (L->op) {
+	case TINY_LINEAR:
+		for (int64_t i = tid; i < (int64_t)n * L->m; i += nt) {
+			int64_t r = i / L->m;
+			int j = (int)(i % L->m);
+			const float *xr = L->x + r * L->k, *wj = L->w + (int64_t)j * L->k;
+			float acc = 0.0f;
+			for (int q = 0; q < L->k; q++)
+				acc += xr[q] * wj[q];
+			L->y[i] = L->b ? acc + L->b[j] : acc;
+		}
+		break;
+	case TINY_RELU: for (int64_t i = tid; i < L->count; i += nt) L->y[i] = body_relu_fwd(L->x[i]); break;
+	case TINY_TANH: for (int64_t i = tid; i < L->count; i += nt) L->y[i] = body_tanh_fwd(L->x[i]); break;
+	case TINY_SIGMOID: for (int64_t i = tid; i < L->count; i += nt) L->y[i] = body_sigmoid_fwd(L->x[i]); break;
+	case TINY_VIEW: break;
+	}
+}
+
+/* Gradients are written, not added: the step has one micro-batch. */
+TINY_FN void tiny_backward(int tid, int nt, const struct tiny_layer *L, int n)
+{
+	switch (L->op) {
+	case TINY_LINEAR:
+		if (L->dx)
+			for (int64_t i = tid; i < (int64_t)n * L->k; i += nt) {
+				int64_t r = i / L->k;
+				int q = (int)(i % L->k);
+				float acc = 0.0f;
+				for (int j = 0; j < L->m; j++)
+					acc += L->dy[r * L->m + j] * L->w[(int64_t)j * L->k + q];
+				L->dx[i] = acc;
+			}
+		if (L->dw)
+			for (int64_t i = tid; i < (int64_t)L->m * L->k; i += nt) {
+				int64_t j = i / L->k;
+				int q = (int)(i % L->k);
+				float acc = 0.0f;
+				for (int r = 0; r < n; r++)
+					acc += L->dy[(int64_t)r * L->m + j] * L->x[(int64_t)r * L->k + q];
+				L->dw[i] = acc;
+			}
+		if (L->db)
+			for (int j = tid; j < L->m; j += nt)
+				L->db[j] = body_bias_grad_col(L->dy, n, L->m, j);
+		break;
+	case TINY_RELU: if (L->dx) for (int64_t i = tid; i < L->count; i += nt) L->dx[i] = body_relu_bwd(L->y[i], L->dy[i]); break;
+	case TINY_TANH: if (L->dx) for (int64_t i = tid; i < L->count; i += nt) L->dx[i] = body_tanh_bwd(L->y[i], L->dy[i]); break;
+	case TINY_SIGMOID: if (L->dx) for (int64_t i = tid; i < L->count; i += nt) L->dx[i] = body_sigmoid_bwd(L->y[i], L->dy[i]); break;
+	case TINY_VIEW: break;
+	}
+}
+
+/* The loss and its gradient; thread 0 records weight * loss. */
+TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, double *sh)
+{
+	int n = P->n, c = P->per;
+	double sum = 0;
+	if (P->loss == TINY_MSE) {
+		int64_t count = (int64_t)n * c;
+		float g = body_mse_grad(count, P->red, P->scale);
+		const float *t = (const float *)(const void *)P->ybuf;
+		for (int64_t i = tid; i < count; i += nt)
+			sum += body_mse_term(P->out[i], t[i], g, &P->dout[i]);
+		sum = tiny_sum(tid, nt, sum, sh);
+		if (tid == 0)
+			*P->step_loss = P->weight * body_loss_reduce(sum, count, P->red);
+		return;
+	}
+	const int32_t *t = (const int32_t *)(const void *)P->ybuf;
+	double counted = 0;
+	int bad = 0;
+	for (int r = tid; r < n; r += nt) {
+		counted += t[r] != -100;
+		bad |= body_target_bad(t[r], c, -100);
+	}
+	counted = tiny_sum(tid, nt, counted, sh);
+	if (bad)
+		*P->bad_target = 1;
+	float g = body_class_grad((int64_t)counted, P->red, P->scale);
+	for (int r = tid; r < n; r += nt) {
+		bool on = t[r] != -100 && !body_target_bad(t[r], c, -100);
+		sum += body_ce_row(P->out + (int64_t)r * c, c, t[r], on, g, P->dout + (int64_t)r * c);
+	}
+	sum = tiny_sum(tid, nt, sum, sh);
+	if (tid == 0)
+		*P->step_loss = P->weight * body_loss_reduce(sum, (int64_t)counted, P->red);
+}
+
+/* One training step by thread tid of nt; sh: nt doubles of shared memory,
+ * coef: room for the step's optimizer coefficients (shared). */
+TINY_FN void tiny_run(int tid, int nt, const struct tiny_prog *P, double *sh, struct optim_coef *coef)
+{
+	int n = P->n;
+	int64_t pos = *P->pos;
+	for (int64_t i = tid; i < (int64_t)n * P->xw; i += nt)
+		P->in[i] = P->data_x[P->order[pos + i / P->xw] * P->xw + i % P->xw];
+	for (int64_t i = tid; i < (int64_t)n * P->yw; i += nt)
+		P->ybuf[i] = P->data_y[P->order[pos + i / P->yw] * P->yw + i % P->yw];
+	TINY_SYNC();
+	for (int l = 0; l < P->nlayers; l++) {
+		tiny_forward(tid, nt, &P->layer[l], n);
+		TINY_SYNC();
+	}
+	tiny_loss_step(tid, nt, P, sh);
+	TINY_SYNC();
+	for (int l = P->nlayers - 1; l >= 0; l--) {
+		tiny_backward(tid, nt, &P->layer[l], n);
+		TINY_SYNC();
+	}
+	if (tid == 0)
+		*coef = optim_coef_of(&P->cfg, *P->step + 1, P->lr_table[*P->step]);
+	TINY_SYNC();
+	for (int64_t i = tid; i < P->trainable; i += nt)
+		optim_elem_apply(coef, P->params, P->grads, P->planes, i);
+	TINY_SYNC();
+	if (tid == 0) {
+		P->hist[*P->step % P->cap] = *P->step_loss;
+		*P->step += 1;
+		*P->pos += n;
+	}
+}
+#endif

@@ -1,0 +1,170 @@
+/* test_cuda_tiny.c: the one-block training step of runtime/cuda/tiny.h,
+ * run on the CPU with one thread over a CPU executor's memory, against the
+ * CPU backend's step (exec forward, loss, backward, optim_step) on the same
+ * data: parameters and losses after several steps agree to 1e-5 relative
+ * (the sums run in another order), for MSE and cross-entropy, SGD with
+ * momentum and Adam, ReLU, tanh and sigmoid.  Also which plans qualify.
+ * Needs no GPU: it checks the interpreter and the program builder, which
+ * the GPU runs unchanged (one block of TINY_THREADS threads).
+ */
+#include "runtime/cuda/tiny_plan.h"
+#include "tests/check.h"
+
+#include <stdlib.h>
+
+#include "compiler/compile.h"
+#include "grammar/arena.h"
+#include "grammar/diag.h"
+#include "runtime/exec.h"
+#include "runtime/philox.h"
+
+static struct plan *compile_text(struct arena *a, const char *text)
+{
+	char path[] = "/tmp/trainc-tiny-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return NULL;
+	FILE *f = fdopen(fd, "w");
+	fputs(text, f);
+	fclose(f);
+	struct diag d;
+	diag_init(&d, stderr);
+	struct compile_opts o = { path, 1, NULL, 0 };
+	struct plan *p = compile_file(a, &d, &o);
+	remove(path);
+	return d.errors ? NULL : p;
+}
+
+/* K steps of both: the CPU backend's and the interpreter's; max relative
+ * parameter difference and loss difference after them. */
+static void compare(const char *net, int classes, int steps, double *pdiff, double *ldiff)
+{
+	struct arena a = { 0 };
+	struct plan *p = compile_text(&a, net);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	int64_t B = p->train.batch, N = 4 * B, xw = shape_numel(&p->nodes[0].out);
+	int64_t per = shape_numel(&p->nodes[p->nnodes - 1].out), yw = classes ? 1 : per;
+	float *xs = malloc((size_t)(N * xw) * 4), *ys = malloc((size_t)(N * yw) * 4);
+	int64_t *order = malloc((size_t)N * sizeof *order);
+	struct rng r = rng_stream(5, RNG_DATA, 0, 0);
+	for (int64_t i = 0; i < N * xw; i++)
+		xs[i] = rng_normal(&r, (uint64_t)i);
+	for (int64_t i = 0; i < N * yw; i++) {
+		if (classes)
+			((int32_t *)(void *)ys)[i] = (int32_t)(rng_u32(&r, (uint64_t)(i + N * xw)) % (uint32_t)per);
+		else
+			ys[i] = rng_normal(&r, (uint64_t)(i + N * xw));
+	}
+	for (int64_t i = 0; i < N; i++)
+		order[i] = (i * 7 + 3) % N; /* a permutation (N is a multiple of 4, 7 is odd and prime to it) */
+	struct exec ref, tin;
+	char err[256];
+	int64_t sizes[1] = { B };
+	CHECK(exec_init(&ref, p, sizes, 1, false, 1, err, sizeof err) == 0);
+	CHECK(exec_init(&tin, p, sizes, 1, false, 1, err, sizeof err) == 0);
+	exec_init_params(&ref, 3);
+	exec_init_params(&tin, 3);
+	struct optim_cfg cfg = optim_cfg_default(p->train.optim.kind == OPT_ADAM ? OPTIM_ADAM : OPTIM_SGD);
+	cfg.lr = p->train.optim.lr;
+	cfg.momentum = p->train.optim.momentum;
+	struct optim_state_view sr = { ref.optim, ref.trainable }, st = { tin.optim, tin.trainable };
+	optim_state_init(&cfg, sr, ref.trainable);
+	optim_state_init(&cfg, st, tin.trainable);
+	double *lr = malloc((size_t)steps * sizeof *lr), *hist = calloc((size_t)steps, sizeof *hist), step_loss = 0;
+	for (int s = 0; s < steps; s++)
+		lr[s] = cfg.lr;
+	int64_t step = 0, pos = 0;
+	int32_t bad = 0;
+	uint32_t *ybuf = malloc((size_t)(B * yw) * 4);
+	struct tiny_prog *P = calloc(1, sizeof *P);
+	P->data_x = (const uint32_t *)(const void *)xs, P->data_y = (const uint32_t *)(const void *)ys, P->xw = xw, P->yw = yw;
+	P->order = order, P->pos = &pos, P->ybuf = ybuf, P->step_loss = &step_loss, P->bad_target = &bad;
+	P->cfg = cfg, P->lr_table = lr, P->step = &step, P->hist = hist, P->cap = steps;
+	tiny_build(P, &tin, B);
+	double sh[1];
+	struct optim_coef coef;
+	float *xb = malloc((size_t)(B * xw) * 4), *yb = malloc((size_t)(B * yw) * 4);
+	*ldiff = 0;
+	for (int s = 0; s < steps; s++) {
+		/* the reference: the CPU backend on the same rows */
+		for (int64_t b = 0; b < B; b++) {
+			memcpy(xb + b * xw, xs + order[s * B + b] * xw, (size_t)xw * 4);
+			memcpy(yb + b * yw, ys + order[s * B + b] * yw, (size_t)yw * 4);
+		}
+		memset(ref.grads, 0, (size_t)ref.trainable * 4);
+		exec_forward(&ref, xb, (int)B, true);
+		double loss;
+		long correct;
+		CHECK(exec_loss(&ref, yb, (int)B, true, &loss, &correct, err, sizeof err) == 0);
+		exec_backward(&ref, (int)B);
+		optim_step(&cfg, sr, ref.params, ref.grads, ref.trainable, s + 1, lr[s]);
+		/* the interpreter, one thread */
+		tiny_run(0, 1, P, sh, &coef);
+		double got = hist[s] / (p->train.reduction == RED_SUM ? 1.0 : (double)B);
+		*ldiff = fmax(*ldiff, fabs(got - loss) / fmax(fabs(loss), 1e-6));
+	}
+	CHECK(step == steps && pos == steps * B && bad == 0);
+	double maxref = 0, d = 0;
+	for (int64_t i = 0; i < ref.trainable; i++)
+		maxref = fmax(maxref, fabs(ref.params[i]));
+	for (int64_t i = 0; i < ref.trainable; i++)
+		d = fmax(d, fabs(ref.params[i] - tin.params[i]));
+	*pdiff = d / maxref;
+	exec_free(&ref);
+	exec_free(&tin);
+	free(xs), free(ys), free(order), free(lr), free(hist), free(ybuf), free(P), free(xb), free(yb);
+	arena_release(&a);
+}
+
+static void test_toy_mse_sgd(void)
+{
+	double pd, ld;
+	compare("model ToyModel {\n input(10)\n net1 = linear(10, 10)\n relu\n net2 = linear(10, 5)\n}\n"
+		"data { train = synthetic(input=randn(10), target=randn(5), samples=80) }\n"
+		"train { loss = mse; optimizer = sgd(lr=0.05, momentum=0.9); batch = 20 }\n",
+		0, 4, &pd, &ld);
+	CHECK(pd < 1e-5);
+	CHECK(ld < 1e-5);
+}
+
+static void test_classifier_ce_adam(void)
+{
+	double pd, ld;
+	compare("model Net {\n input(2, 3, 2)\n flatten\n fc1 = linear(12, 16)\n tanh\n fc2 = linear(16, 16)\n sigmoid\n"
+		" fc3 = linear(16, 7)\n}\n"
+		"data { train = synthetic(input=randn(2, 3, 2), target=classes(7), samples=64) }\n"
+		"train { loss = cross_entropy; optimizer = adam(lr=0.01); batch = 16 }\n",
+		1, 4, &pd, &ld);
+	CHECK(pd < 1e-5);
+	CHECK(ld < 1e-5);
+}
+
+static void test_which_plans(void)
+{
+	struct arena a = { 0 };
+	struct plan *toy = compile_text(&a, "model T {\n input(10)\n linear(10, 10)\n relu\n linear(10, 5)\n}\n"
+					    "data { train = synthetic(input=randn(10), target=randn(5), samples=20) }\n"
+					    "train { loss = mse; optimizer = sgd(lr=0.1); batch = 20 }\n");
+	struct plan *drop = compile_text(&a, "model T {\n input(10)\n linear(10, 10)\n dropout(0.5)\n linear(10, 5)\n}\n"
+					     "data { train = synthetic(input=randn(10), target=randn(5), samples=20) }\n"
+					     "train { loss = mse; optimizer = sgd(lr=0.1); batch = 20 }\n");
+	CHECK(toy && drop);
+	if (toy && drop) {
+		CHECK(tiny_refusal(toy, 1, 1, 20) == NULL);
+		CHECK(tiny_refusal(toy, 2, 1, 20) != NULL);  /* DDP needs its all-reduce between backward and update */
+		CHECK(tiny_refusal(toy, 1, 2, 20) != NULL);  /* accumulation */
+		CHECK(tiny_refusal(drop, 1, 1, 20) != NULL); /* dropout */
+		CHECK(tiny_refusal(toy, 1, 1, 1 << 20) != NULL); /* too much work for one block */
+	}
+	arena_release(&a);
+}
+
+int main(void)
+{
+	RUN(test_toy_mse_sgd);
+	RUN(test_classifier_ce_adam);
+	RUN(test_which_plans);
+	return check_done();
+}

@@ -21,9 +21,11 @@
  * A rank of several GPUs (@device) runs each layer on its GPU's stream; a
  * step forks from the first GPU's stream and joins back to it, every GPU
  * updates its own parameters, and DDP keeps one communicator per GPU.
- * Does not (yet): FSDP on ranks of several GPUs, pipelined micro-batches,
- * or datasets that do not fit in device memory; each is refused with a
- * message before training starts.  Longer than 600 lines: setup,
+ * A dataset too large for half the free device memory is streamed
+ * instead: a loader thread fills host batches that are copied in as each
+ * micro-batch starts, and steps run one by one (no graph).
+ * Does not (yet): FSDP on ranks of several GPUs or pipelined micro-batches;
+ * each is refused with a message before training starts.  Longer than 600 lines: setup,
  * the captured step and the loop read best together.
  */
 #include "runtime/cuda/cuda.h"
@@ -46,6 +48,7 @@
 #include "runtime/exec.h"
 #include "runtime/fsdp.h"
 #include "runtime/launch.h"
+#include "runtime/loader.h"
 #include "runtime/rundir.h"
 #include "runtime/sampler.h"
 #include "runtime/store.h"
@@ -66,10 +69,13 @@ struct words {
 	_Alignas(16) char coef[KC_OPTIM_COEF_BYTES];
 };
 
-/* One dataset in device memory: inputs (rows of xw words), targets (rows of yw words). */
+/* One dataset in device memory: inputs (rows of xw words), targets (rows
+ * of yw words); or, when it does not fit (streamed), on the host, each
+ * batch copied in as it is used. */
 struct ddata {
 	void *x, *y;
 	int64_t n, xw, yw;
+	bool streamed;
 };
 
 struct gt {
@@ -114,6 +120,14 @@ struct gt {
 	bool graph_ok, use_graph, warmed;
 	int64_t saved_step;      /* the step of the last checkpoint written */
 	struct tiny_prog *tiny;  /* a small model's whole step as one block (tiny.h), on the device; NULL: layer by layer */
+	/* a streamed training set: a loader thread fills host batches */
+	struct loader l;
+	bool loader_ok;
+	float *hx[2], *hconv;    /* host batches; ids converted for the embedding */
+	void *hy[2];
+	int64_t *hidx;           /* a streamed test set: one chunk's indices and values */
+	float *htx;
+	void *hty;
 	int64_t graph_steps;
 	float graph_ms;
 	double floor_us;
@@ -297,11 +311,14 @@ static int upload(struct gt *t, const struct dataset *ds, struct ddata *d)
 	size_t xb = (size_t)d->n * (size_t)d->xw * 4, yb = (size_t)d->n * (size_t)d->yw * 4;
 	size_t free_b = 0, total_b = 0;
 	CK(t, cudaMemGetInfo(&free_b, &total_b));
-	if (xb + yb > free_b / 2)
-		return util_fail(t->err, sizeof t->err,
-				 "the dataset needs %.1f MiB on the GPU and %.1f MiB are free; trainc keeps datasets in device memory "
-				 "and this one does not fit: train on CPUs (--cpus N) or use a smaller dataset",
-				 (double)(xb + yb) / 1048576.0, (double)free_b / 1048576.0);
+	const char *force = getenv("TRAINC_GPU_STREAM");
+	if (xb + yb > free_b / 2 || (force && strcmp(force, "1") == 0)) {
+		d->streamed = true; /* batches are copied in from the host as they are used */
+		if (t->rank == 0 && !(force && strcmp(force, "1") == 0))
+			printf("The %s set needs %.1f MiB and the GPU has %.1f MiB free: its batches are copied in as they are used\n",
+			       ds == &t->train ? "training" : "test", (double)(xb + yb) / 1048576.0, (double)free_b / 1048576.0);
+		return 0;
+	}
 	CK(t, cudaMalloc(&d->x, xb + 4));
 	CK(t, cudaMalloc(&d->y, yb + 4));
 	enum { CHUNK = 4096 };
@@ -333,6 +350,8 @@ static int upload(struct gt *t, const struct dataset *ds, struct ddata *d)
 /* This epoch's order of this rank's samples, to the device. */
 static int set_epoch(struct gt *t, int64_t epoch)
 {
+	if (t->dtrain.streamed)
+		return 0; /* the loader thread owns the sampler and keeps the order */
 	sampler_set_epoch(&t->smp, epoch - 1);
 	for (int64_t i = 0; i < t->smp.num_samples; i++)
 		t->host_order[i] = sampler_index(&t->smp, i);
@@ -340,6 +359,49 @@ static int set_epoch(struct gt *t, int64_t epoch)
 	if (put(t, t->order, t->host_order, (size_t)t->smp.num_samples * sizeof *t->order) != 0)
 		return -1;
 	return put(t, &t->w->pos, &pos, sizeof pos);
+}
+
+/* A host batch of b samples to the input and target buffers, on the
+ * compute stream; the host buffers may be reused on return (pageable
+ * copies are staged before the call returns). */
+static int host_batch_in(struct gt *t, const float *x, const void *y, int64_t b, int64_t xw, int64_t yw, float *in, void *ybuf)
+{
+	const float *src = x;
+	if (t->p->nodes[0].dtype == DT_I64) { /* the embedding's index type, as exec.c's copy_input */
+		for (int64_t k = 0; k < b * xw; k++)
+			((int32_t *)(void *)t->hconv)[k] = (int32_t)x[k];
+		src = t->hconv;
+	}
+	CK(t, cudaMemcpyAsync(in, src, (size_t)(b * xw) * 4, cudaMemcpyHostToDevice, t->s));
+	CK(t, cudaMemcpyAsync(ybuf, y, (size_t)(b * yw) * 4, cudaMemcpyHostToDevice, t->s));
+	return 0;
+}
+
+/* The next micro-batch of b samples into the input and target buffers:
+ * gathered on the device, or, for a streamed set, from the loader. */
+static int feed(struct gt *t, int64_t b)
+{
+	float *in = exec_output(&t->e, 0, true);
+	if (!t->dtrain.streamed) {
+		kc_gather_rows(t->s, in, t->dtrain.x, t->dtrain.xw, t->order, &t->w->pos, b);
+		kc_gather_rows(t->s, t->ybuf, t->dtrain.y, t->dtrain.yw, t->order, &t->w->pos, b);
+		kc_add_i64(t->s, &t->w->pos, b);
+		return 0;
+	}
+	float *x;
+	void *y;
+	int got = 0;
+	launch_wait_begin();
+	int r = loader_next(&t->l, &x, &y, &got);
+	launch_wait_end();
+	if (r < 0)
+		return util_fail(t->err, sizeof t->err, "%s", t->l.err);
+	if (r == 0 || got != b)
+		return util_fail(t->err, sizeof t->err, "internal: the loader gave %d samples where the step expects %lld", r ? got : 0,
+				 (long long)b);
+	int rc = host_batch_in(t, x, y, b, t->dtrain.xw, t->dtrain.yw, in, t->ybuf);
+	loader_release(&t->l);
+	return rc;
 }
 
 /* ---- the step ---- */
@@ -391,14 +453,12 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 		}
 		CK(t, cudaSetDevice(t->base));
 	}
-	float *in = exec_output(e, 0, true);
 	memset(t->issued, 0, sizeof t->issued);
 	for (int m = 0; m < count; m++) {
 		int64_t b = sizes[m];
 		cuda_join(e); /* the last micro-batch's loss read the targets this one overwrites */
-		kc_gather_rows(s, in, t->dtrain.x, t->dtrain.xw, t->order, &w->pos, b);
-		kc_gather_rows(s, t->ybuf, t->dtrain.y, t->dtrain.yw, t->order, &w->pos, b);
-		kc_add_i64(s, &w->pos, b);
+		if (feed(t, b) != 0)
+			return -1;
 		t->ddp_on = t->comm && m == count - 1; /* buckets sync on the step's last micro-batch */
 		exec_forward_range(e, 1, p->nnodes, (int)b, true);
 		cuda_loss(e, t->ybuf, (int)b, true, &w->step_loss, p->train.reduction == RED_SUM ? 1.0 : (double)b, m > 0, NULL);
@@ -519,8 +579,18 @@ static int evaluate(struct gt *t)
 	for (int64_t at = 0; at < t->eval_count; at += EB) {
 		int m = (int)(t->eval_count - at < EB ? t->eval_count - at : EB);
 		cuda_join(e); /* the last chunk's loss read the targets this one overwrites */
-		kc_gather_rows(t->s, in, t->dtest.x, t->dtest.xw, t->eval_order + at, &w->zero, EB);
-		kc_gather_rows(t->s, t->eval_ybuf, t->dtest.y, t->dtest.yw, t->eval_order + at, &w->zero, EB);
+		if (t->dtest.streamed) {
+			/* this chunk's samples, the short last one padded with its first (as train.c) */
+			for (int64_t k = 0; k < EB; k++)
+				t->hidx[k] = k < m ? t->rank + (at + k) * t->world : t->rank + at * t->world;
+			dataset_fill(&t->test, t->hidx, (int)EB, t->htx, t->hty);
+			CK(t, cudaStreamSynchronize(t->s)); /* the host buffers of the last chunk are free */
+			if (host_batch_in(t, t->htx, t->hty, EB, t->dtest.xw, t->dtest.yw, in, t->eval_ybuf) != 0)
+				return -1;
+		} else {
+			kc_gather_rows(t->s, in, t->dtest.x, t->dtest.xw, t->eval_order + at, &w->zero, EB);
+			kc_gather_rows(t->s, t->eval_ybuf, t->dtest.y, t->dtest.yw, t->eval_order + at, &w->zero, EB);
+		}
 		exec_forward_range(e, 1, p->nnodes, (int)EB, false);
 		/* the seed sums per-sample losses and divides by the set size */
 		cuda_loss(e, t->eval_ybuf, m, false, &w->sums[0], p->train.reduction == RED_SUM ? 1.0 : (double)m, true, &w->sums[1]);
@@ -914,8 +984,34 @@ static int setup(struct gt *t)
 			return -1;
 		t->rd_ok = true;
 	}
+	if (t->dtrain.streamed) { /* a loader thread fills host batches; no graph, no one-block step */
+		size_t xbytes = (size_t)(t->micro * t->dtrain.xw) * 4 + 4, ybytes = (size_t)(t->micro * t->dtrain.yw) * 4 + 4;
+		for (int slot = 0; slot < 2; slot++) {
+			t->hx[slot] = malloc(xbytes);
+			t->hy[slot] = malloc(ybytes);
+			if (!t->hx[slot] || !t->hy[slot])
+				return util_fail(t->err, sizeof t->err, "out of memory for batch buffers");
+		}
+		struct sampler_pos start = { t->at.epoch - 1, t->at.batch };
+		double wait_ms = p->parallel.timeout_s * 1000 < 2e9 ? p->parallel.timeout_s * 1000 : 2e9;
+		if (loader_start(&t->l, &t->train, &t->smp, t->hx, t->hy, start, t->epochs_total, (int)wait_ms, t->err, sizeof t->err) != 0)
+			return -1;
+		t->loader_ok = true;
+	}
+	size_t conv = (size_t)((t->micro > p->eval_batch ? t->micro : p->eval_batch) * t->dtrain.xw) * 4 + 4;
+	t->hconv = p->nodes[0].dtype == DT_I64 ? malloc(conv) : NULL;
+	if (p->nodes[0].dtype == DT_I64 && !t->hconv)
+		return util_fail(t->err, sizeof t->err, "out of memory");
+	if (t->has_test && t->dtest.streamed) {
+		int64_t EB = p->eval_batch;
+		t->hidx = malloc((size_t)EB * sizeof *t->hidx);
+		t->htx = malloc((size_t)(EB * t->dtest.xw) * 4 + 4);
+		t->hty = malloc((size_t)(EB * t->dtest.yw) * 4 + 4);
+		if (!t->hidx || !t->htx || !t->hty)
+			return util_fail(t->err, sizeof t->err, "out of memory for test batch buffers");
+	}
 	/* a small model's step as one block, where the plan allows */
-	if (!tiny_refusal(p, t->world, t->accum, t->micro)) {
+	if (!t->dtrain.streamed && !tiny_refusal(p, t->world, t->accum, t->micro)) {
 		struct tiny_prog *h = calloc(1, sizeof *h);
 		if (!h)
 			return util_fail(t->err, sizeof t->err, "out of memory");
@@ -932,7 +1028,7 @@ static int setup(struct gt *t)
 			return -1;
 	}
 	const char *g = getenv("TRAINC_CUDA_GRAPH");
-	t->use_graph = !g || strcmp(g, "0") != 0;
+	t->use_graph = (!g || strcmp(g, "0") != 0) && !t->dtrain.streamed;
 	t->read_step = t->at.step;
 	t->tty = t->rank == 0 && isatty(STDOUT_FILENO) && !getenv("TRAINC_PLAIN");
 	return launch_floor(t);
@@ -1090,6 +1186,13 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	}
 	if (close_span(t, &timing, &graph_steps) != 0)
 		return -1;
+	if (t->loader_ok && !budget_spent) { /* the loader's end-of-epoch mark */
+		float *x;
+		void *y;
+		int got;
+		if (loader_next(&t->l, &x, &y, &got) != 0)
+			return util_fail(t->err, sizeof t->err, "internal: the loader did not end the epoch with the sampler");
+	}
 	double last, sum;
 	if (read_losses(t, 1, &last, &sum) != 0)
 		return -1;
@@ -1154,6 +1257,16 @@ static void teardown(struct gt *t)
 {
 	if (t->graph_ok)
 		cudaGraphExecDestroy(t->graph);
+	if (t->loader_ok)
+		loader_stop(&t->l);
+	for (int k = 0; k < 2; k++) {
+		free(t->hx[k]);
+		free(t->hy[k]);
+	}
+	free(t->hconv);
+	free(t->hidx);
+	free(t->htx);
+	free(t->hty);
 	if (t->fsdp_ok)
 		fsdp_free(&t->fsdp);
 	free(t->h_buffers);

@@ -23,8 +23,8 @@ const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t bat
 		return "it trains on several ranks";
 	if (p->ndevices != 1)
 		return "it spans several devices";
-	if (accum != 1)
-		return "a step accumulates micro-batches";
+	if (accum != 1 || p->parallel.microbatches > 1)
+		return "a step accumulates micro-batches or pipelines them";
 	if (p->train.clip_grad_norm > 0)
 		return "it clips gradients";
 	if (p->nodes[0].dtype != DT_F32)

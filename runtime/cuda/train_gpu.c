@@ -24,7 +24,10 @@
  * A dataset too large for half the free device memory is streamed
  * instead: a loader thread fills host batches that are copied in as each
  * micro-batch starts, and steps run one by one (no graph).
- * Does not (yet): FSDP on ranks of several GPUs or pipelined micro-batches;
+ * parallel.microbatches pipelines a rank's GPUs (GPipe): each micro-batch
+ * is cut into chunks with activation copies of their own, all forwards are
+ * queued and then all backwards, and the GPUs' streams overlap.
+ * Does not (yet): FSDP on ranks of several GPUs, or FSDP with micro-batches;
  * each is refused with a message before training starts.  Longer than 600 lines: setup,
  * the captured step and the loop read best together.
  */
@@ -119,6 +122,7 @@ struct gt {
 	cudaGraphExec_t graph;
 	bool graph_ok, use_graph, warmed;
 	int64_t saved_step;      /* the step of the last checkpoint written */
+	int pipe_m;              /* pipeline chunks of each micro-batch (parallel.microbatches), 1: none */
 	struct tiny_prog *tiny;  /* a small model's whole step as one block (tiny.h), on the device; NULL: layer by layer */
 	/* a streamed training set: a loader thread fills host batches */
 	struct loader l;
@@ -377,17 +381,20 @@ static int host_batch_in(struct gt *t, const float *x, const void *y, int64_t b,
 	return 0;
 }
 
-/* The next micro-batch of b samples into the input and target buffers:
- * gathered on the device, or, for a streamed set, from the loader. */
-static int feed(struct gt *t, int64_t b)
+/* The next b samples into the current copy's input (exec_set_micro) and
+ * the targets at ybuf, gathered on the device. */
+static void feed(struct gt *t, int64_t b, void *ybuf)
 {
 	float *in = exec_output(&t->e, 0, true);
-	if (!t->dtrain.streamed) {
-		kc_gather_rows(t->s, in, t->dtrain.x, t->dtrain.xw, t->order, &t->w->pos, b);
-		kc_gather_rows(t->s, t->ybuf, t->dtrain.y, t->dtrain.yw, t->order, &t->w->pos, b);
-		kc_add_i64(t->s, &t->w->pos, b);
-		return 0;
-	}
+	kc_gather_rows(t->s, in, t->dtrain.x, t->dtrain.xw, t->order, &t->w->pos, b);
+	kc_gather_rows(t->s, ybuf, t->dtrain.y, t->dtrain.yw, t->order, &t->w->pos, b);
+	kc_add_i64(t->s, &t->w->pos, b);
+}
+
+/* A streamed set's next micro-batch of b samples from the loader: chunk j
+ * (first[j], size[j]) into copy j's input, the targets at ybuf. */
+static int feed_streamed(struct gt *t, int64_t b, const int64_t *first, const int64_t *size, int k, char *ybuf)
+{
 	float *x;
 	void *y;
 	int got = 0;
@@ -399,7 +406,14 @@ static int feed(struct gt *t, int64_t b)
 	if (r == 0 || got != b)
 		return util_fail(t->err, sizeof t->err, "internal: the loader gave %d samples where the step expects %lld", r ? got : 0,
 				 (long long)b);
-	int rc = host_batch_in(t, x, y, b, t->dtrain.xw, t->dtrain.yw, in, t->ybuf);
+	int rc = 0;
+	int64_t xw = t->dtrain.xw, yw = t->dtrain.yw;
+	for (int j = 0; j < k && rc == 0; j++) {
+		exec_set_micro(j);
+		rc = host_batch_in(t, x + first[j] * xw, (const char *)y + (size_t)(first[j] * yw) * 4, size[j], xw, yw,
+				   exec_output(&t->e, 0, true), ybuf + (size_t)(first[j] * yw) * 4);
+	}
+	exec_set_micro(0);
 	loader_release(&t->l);
 	return rc;
 }
@@ -454,15 +468,41 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 		CK(t, cudaSetDevice(t->base));
 	}
 	memset(t->issued, 0, sizeof t->issued);
+	float base_scale = e->loss_scale;
 	for (int m = 0; m < count; m++) {
 		int64_t b = sizes[m];
 		cuda_join(e); /* the last micro-batch's loss read the targets this one overwrites */
-		if (feed(t, b) != 0)
+		/* a pipeline: chunks of ceil(b / M) (torch.chunk), each in its own
+		 * activation copy; all forwards, then all backwards, so each GPU
+		 * works on one chunk while the next GPU works on the one before */
+		int64_t first[PLAN_MAX_DEVICES * 8], size[PLAN_MAX_DEVICES * 8], c = (b + t->pipe_m - 1) / t->pipe_m;
+		int k = 0;
+		for (int64_t at = 0; at < b && k < (int)(sizeof first / sizeof *first); at += c, k++) {
+			first[k] = at;
+			size[k] = b - at < c ? b - at : c;
+		}
+		char *yb = t->ybuf;
+		if (t->dtrain.streamed && feed_streamed(t, b, first, size, k, yb) != 0)
 			return -1;
-		t->ddp_on = t->comm && m == count - 1; /* buckets sync on the step's last micro-batch */
-		exec_forward_range(e, 1, p->nnodes, (int)b, true);
-		cuda_loss(e, t->ybuf, (int)b, true, &w->step_loss, p->train.reduction == RED_SUM ? 1.0 : (double)b, m > 0, NULL);
-		exec_backward(e, (int)b);
+		for (int j = 0; j < k; j++) {
+			exec_set_micro(j);
+			if (!t->dtrain.streamed)
+				feed(t, size[j], yb + (size_t)(first[j] * t->dtrain.yw) * 4);
+			exec_forward_range(e, 1, p->nnodes, (int)size[j], true);
+			/* a mean over the micro-batch: each chunk's gradient weighs size / b */
+			e->loss_scale = base_scale * (p->train.reduction == RED_SUM ? 1.0f : (float)size[j] / (float)b);
+			cuda_loss(e, yb + (size_t)(first[j] * t->dtrain.yw) * 4, (int)size[j], true, &w->step_loss,
+				  p->train.reduction == RED_SUM ? 1.0 : (double)size[j], m > 0 || j > 0, NULL);
+		}
+		e->loss_scale = base_scale;
+		for (int j = 0; j < k; j++) {
+			exec_set_micro(j);
+			t->ddp_on = t->comm && m == count - 1 && j == k - 1; /* buckets sync after the step's last backward */
+			exec_backward(e, (int)size[j]);
+			if (e->stop)
+				break;
+		}
+		exec_set_micro(0);
 		if (e->stop) {
 			if (t->sharded)
 				snprintf(t->err, sizeof t->err, "rank %d: %s", t->rank, t->fsdp.err);
@@ -856,9 +896,8 @@ static int refuse(struct gt *t)
 	if (p->ndevices > 1 && p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1)
 		return util_fail(t->err, sizeof t->err,
 				 "FSDP on ranks that span several GPUs (@device) is not built yet; use parallel ddp, or train with --cpus");
-	if (p->parallel.microbatches > 1)
-		return util_fail(t->err, sizeof t->err, "pipelined micro-batches run on CPUs only so far; remove parallel.microbatches "
-				 "for --gpus");
+	if (p->parallel.microbatches > 1 && p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1)
+		return util_fail(t->err, sizeof t->err, "FSDP with micro-batches is not built yet; use parallel ddp for a pipeline");
 	return 0;
 }
 
@@ -899,7 +938,12 @@ static int setup(struct gt *t)
 		return util_fail(t->err, sizeof t->err, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the "
 				 "batch or set drop_last = false", t->rank, (long long)t->smp.num_samples, (long long)t->micro);
 	int64_t B = t->micro, last = t->smp.num_samples % B ? t->smp.num_samples % B : B;
-	int64_t sizes[3] = { B, last, p->eval_batch };
+	/* every batch size convolutions will see: the micro-batch (or its
+	 * pipeline chunks), the epoch's last one (chunked alike), the test batch */
+	t->pipe_m = p->parallel.microbatches > 1 ? (int)p->parallel.microbatches : 1;
+	int64_t lchunk = (last + t->pipe_m - 1) / t->pipe_m, chunk = (B + t->pipe_m - 1) / t->pipe_m;
+	int64_t sizes[5] = { chunk, B - chunk * ((B + chunk - 1) / chunk - 1), lchunk, last - lchunk * ((last + lchunk - 1) / lchunk - 1),
+			     p->eval_batch };
 	for (int d = 0; d < t->ngpu; d++) {
 		CK(t, cudaSetDevice(t->base + d));
 		CK(t, cudaStreamCreateWithFlags(&t->cs[d], cudaStreamNonBlocking));
@@ -907,7 +951,7 @@ static int setup(struct gt *t)
 	}
 	CK(t, cudaSetDevice(t->base));
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
-	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 3, t->sharded, 1, t->err, sizeof t->err) != 0)
+	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 5, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0)
 		return -1;
 	t->exec_ok = true;
 	t->s = cuda_stream(&t->e);

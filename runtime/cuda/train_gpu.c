@@ -1375,6 +1375,12 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 		       print_count(p->total_params, c1, sizeof c1), print_count(t->train.n, c2, sizeof c2), t->world, t->world == 1 ? "" : "s",
 		       t->world == 1 ? "" : "s", (long long)t->micro, t->accum > 1 ? " (accumulated)" : "", t->epochs_total,
 		       t->epochs_total == 1 ? "" : "s");
+		struct cudaDeviceProp prop;
+		if (cudaGetDeviceProperties(&prop, t->base) != cudaSuccess)
+			snprintf(prop.name, sizeof prop.name, "?");
+		printf("GPU: %s, %d per rank; data %s; steps %s%s%s\n", prop.name, t->ngpu,
+		       t->dtrain.streamed ? "copied in per batch" : "in device memory", t->use_graph ? "replayed as a CUDA graph" : "one by one",
+		       t->tiny ? ", one kernel each" : "", t->pipe_m > 1 ? ", pipelined" : "");
 		fflush(stdout);
 	}
 	double train_time = 0;

@@ -199,14 +199,14 @@ static int get_on(struct gt *t, int d, void *host, const void *dev, size_t bytes
 int trainc_cuda_probe(int *count, char *err, size_t errlen)
 {
 	*count = 0;
-	/* without a driver CUDA says the driver is "insufficient": say what is missing */
-	void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-	if (!drv)
-		return util_fail(err, errlen, "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded), so no usable CUDA device");
-	dlclose(drv);
 	cudaError_t r = cudaGetDeviceCount(count);
 	if (r != cudaSuccess) {
 		*count = 0;
+		/* without a driver CUDA says the driver is "insufficient": say what is missing */
+		void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+		if (!drv)
+			return util_fail(err, errlen, "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded), so no usable CUDA device");
+		dlclose(drv);
 		return util_fail(err, errlen, "no usable CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(r));
 	}
 	if (*count == 0)

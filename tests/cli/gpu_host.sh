@@ -1,0 +1,101 @@
+# The GPU trainer's host logic without a GPU: trainc loads the GPU
+# library's own objects linked over a host stand-in for CUDA, cuBLAS, cuDNN
+# and NCCL (build/tests/trainc-fakecuda.so, tests/fakecuda), and its runs
+# are compared with the CPU trainer's: the one-kernel step and the
+# layer-by-layer step, streamed and device-resident data, two devices per
+# rank with and without a pipeline, the seed CNN with dropout, embeddings,
+# batch norm and residuals, checkpoints resumed, and evaluation.  The
+# arithmetic on a real GPU, the streams' ordering and CUDA graphs are
+# tests/gpu/run's to check.  Skipped where CUDA was not configured.
+set -u
+case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
+cd "$(dirname "$0")/../.." || exit 1
+lib=$(pwd)/build/tests/trainc-fakecuda.so
+if [ ! -f "$lib" ]; then
+	echo "gpu_host: skipped: trainc was configured without CUDA"
+	exit 0
+fi
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+stcmp=build/tests/stcmp
+export TRAINC_PLAIN=1 TRAINC_CUDA_GRAPH=0
+
+# run TAG ARGS...: trainc on the stand-in GPU (or --cpus in ARGS), weights in $tmp/TAG.safetensors
+run() {
+	tag=$1
+	shift
+	TRAINC_CUDA_LIB=$lib "$TRAINC" "$@" --run-dir "$tmp/run-$tag" --save "$tmp/$tag.safetensors" > "$tmp/$tag.log" 2>&1 ||
+		{ fail "$tag: trainc $* exited $?:"; tail -n 5 "$tmp/$tag.log"; }
+}
+# same A B TOL WHAT
+same() {
+	$stcmp "$tmp/$1.safetensors" "$tmp/$2.safetensors" "$3" > "$tmp/cmp" 2>&1 || { fail "$4: $(cat "$tmp/cmp")"; return; }
+	echo "ok $4 ($(cat "$tmp/cmp"))"
+}
+
+# ToyModel: the one-kernel step, the layer-by-layer step and the CPU
+run toy-tiny models/toy.net --gpus 1 --set train.steps=30
+TRAINC_CUDA_TINY=0 run toy-layers models/toy.net --gpus 1 --set train.steps=30
+TRAINC_CUDA_TINY=0 TRAINC_GPU_STREAM=1 run toy-stream models/toy.net --gpus 1 --set train.steps=30
+run toy-cpu models/toy.net --cpus 1 --threads 1 --set train.steps=30
+grep -q 'one kernel each' "$tmp/toy-tiny.log" || fail "the ToyModel did not take the one-kernel step: $(grep '^GPU' "$tmp/toy-tiny.log")"
+grep -q 'copied in per batch' "$tmp/toy-stream.log" || fail "TRAINC_GPU_STREAM=1 did not stream"
+same toy-tiny toy-cpu 1e-5 "toy: one-kernel GPU step = CPU"
+same toy-layers toy-cpu 1e-5 "toy: layer-by-layer GPU step = CPU"
+same toy-stream toy-layers 0 "toy: streamed data = device data"
+
+# an MLP with tanh, SGD with momentum, several batches an epoch, a short last one
+run mlp-gpu tests/cli/nets/mlp_mse.net --gpus 1 --set train.batch=10 --set train.steps=20
+run mlp-cpu tests/cli/nets/mlp_mse.net --cpus 1 --threads 1 --set train.batch=10 --set train.steps=20
+same mlp-gpu mlp-cpu 1e-5 "mlp: GPU = CPU over epochs with a short last batch"
+
+# ToyMp on two devices of one rank, and pipelined in 4 micro-batches
+TRAINC_FAKE_GPUS=2 run mp-gpu models/toy_mp.net --gpus 2 --set train.steps=10
+run mp-cpu models/toy_mp.net --cpus 2 --threads 1 --set train.steps=10
+same mp-gpu mp-cpu 1e-5 "toy_mp: 2 GPUs of one rank = 2 CPU devices"
+TRAINC_FAKE_GPUS=2 run mp4-gpu models/toy_mp.net --gpus 2 --set train.steps=10 --set parallel.microbatches=4
+run mp4-cpu models/toy_mp.net --cpus 2 --threads 1 --set train.steps=10 --set parallel.microbatches=4
+same mp4-gpu mp4-cpu 1e-5 "toy_mp pipelined: 2 GPUs = 2 CPU devices"
+
+# embeddings (token ids), batch norm, residuals, pools
+run tok-gpu models/token_mlp.net --gpus 1 --set train.steps=8
+run tok-cpu models/token_mlp.net --cpus 1 --threads 1 --set train.steps=8
+same tok-gpu tok-cpu 1e-5 "token_mlp: embedding on the GPU path = CPU"
+data=/usr/share/datasets/fashion-mnist
+if ls "$data"/train-images-idx3-ubyte* > /dev/null 2>&1; then
+	# the seed CNN with its dropout (the GPU path draws the CPU's masks),
+	# trained only.  Adadelta at lr 1.0 on a summed loss amplifies rounding
+	# (oneDNN's and im2col's convolutions part by 2e-4 after one step), so
+	# the CPU runs the stand-in's convolution path, im2col; then one
+	# evaluation of the test set on each path
+	printf 'import "%s/models/mnist_cnn.net"\ndata { train = mnist("%s", split="train", normalize=(0.2860, 0.3530)) }\n' \
+		"$(pwd)" "$data" > "$tmp/cnn.net"
+	run cnn-gpu "$tmp/cnn.net" --gpus 1 --set train.steps=4
+	TRAINC_CONV_PATH=im2col run cnn-cpu "$tmp/cnn.net" --cpus 1 --threads 1 --set train.steps=4
+	same cnn-gpu cnn-cpu 1e-5 "seed CNN with dropout, 4 steps: GPU path = CPU"
+	run eval-gpu models/fashion_mnist_cnn.net --gpus 1 --set train.steps=2
+	run eval-cpu models/fashion_mnist_cnn.net --cpus 1 --threads 1 --set train.steps=2
+	acc_g=$(grep -o 'Accuracy: [0-9]*/[0-9]*' "$tmp/eval-gpu.log" | tail -n 1)
+	acc_c=$(grep -o 'Accuracy: [0-9]*/[0-9]*' "$tmp/eval-cpu.log" | tail -n 1)
+	[ -n "$acc_g" ] && [ "$acc_g" = "$acc_c" ] && echo "ok seed CNN: the same evaluation ($acc_g)" ||
+		fail "seed CNN: evaluation '$acc_g' on the GPU path, '$acc_c' on the CPU"
+	grep -q '^CUDA event elapsed time: ' "$tmp/eval-gpu.log" || fail "the GPU run did not print the CUDA event time"
+	# batch norm (running statistics too), residuals, strided convolutions
+	printf 'import "%s/models/resnet_mini.net"\ndata { train = mnist("%s", split="train", normalize=(0.2860, 0.3530)) }\n' \
+		"$(pwd)" "$data" > "$tmp/res.net"
+	run res-gpu "$tmp/res.net" --gpus 1 --set train.steps=1 --set train.batch=8
+	run res-cpu "$tmp/res.net" --cpus 1 --threads 1 --set train.steps=1 --set train.batch=8
+	same res-gpu res-cpu 1e-5 "resnet_mini (batch norm, residuals), a step: GPU path = CPU"
+fi
+
+# a checkpoint written on the GPU path and resumed there continues exactly
+run ck-full tests/cli/nets/mlp_mse.net --gpus 1 --set train.steps=14
+TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_mse.net --gpus 1 --set train.steps=6 --save "$tmp/ck" --run-dir "$tmp/run-ck1" \
+	> "$tmp/ck1.log" 2>&1 || { fail "checkpoint at step 6:"; tail -n 5 "$tmp/ck1.log"; }
+run ck-rest tests/cli/nets/mlp_mse.net --gpus 1 --set train.steps=14 --resume "$tmp/ck"
+grep -q 'Resumed from .* at step 6' "$tmp/ck-rest.log" || fail "the GPU path did not resume at step 6"
+same ck-full ck-rest 0 "checkpoint on the GPU path: resumed = uninterrupted"
+
+exit $failed

@@ -1,10 +1,12 @@
 # The GPU trainer's host logic without a GPU: trainc loads the GPU
 # library's own objects linked over a host stand-in for CUDA, cuBLAS, cuDNN
-# and NCCL (build/tests/trainc-fakecuda.so, tests/fakecuda), and its runs
-# are compared with the CPU trainer's: the one-kernel step and the
-# layer-by-layer step, streamed and device-resident data, two devices per
-# rank with and without a pipeline, the seed CNN with dropout, embeddings,
-# batch norm and residuals, checkpoints resumed, and evaluation.  The
+# and NCCL (build/tests/trainc-fakecuda.so, tests/fakecuda; its NCCL runs
+# over Gloo), and its runs are compared with the CPU trainer's: the
+# one-kernel step and the layer-by-layer step, streamed and device-resident
+# data, two devices per rank with and without a pipeline, DDP and FSDP
+# (FULL_SHARD, SHARD_GRAD_OP) at 2 ranks, DDP over ranks of 2 devices, the
+# seed CNN with dropout, embeddings, batch norm and residuals, plain and
+# sharded checkpoints resumed, and evaluation.  The
 # arithmetic on a real GPU, the streams' ordering and CUDA graphs are
 # tests/gpu/run's to check.  Skipped where CUDA was not configured.
 set -u
@@ -58,6 +60,27 @@ same mp-gpu mp-cpu 1e-5 "toy_mp: 2 GPUs of one rank = 2 CPU devices"
 TRAINC_FAKE_GPUS=2 run mp4-gpu models/toy_mp.net --gpus 2 --set train.steps=10 --set parallel.microbatches=4
 run mp4-cpu models/toy_mp.net --cpus 2 --threads 1 --set train.steps=10 --set parallel.microbatches=4
 same mp4-gpu mp4-cpu 1e-5 "toy_mp pipelined: 2 GPUs = 2 CPU devices"
+
+# several ranks: DDP and FSDP over NCCL (the stand-in's runs over Gloo)
+TRAINC_FAKE_GPUS=4 run ddp-gpu models/toy.net --gpus 2 --set train.steps=20
+run ddp-cpu models/toy.net --cpus 2 --threads 1 --set train.steps=20
+same ddp-gpu ddp-cpu 1e-6 "DDP at 2 ranks: GPU path = CPU"
+for shard in full grad_op; do
+	TRAINC_FAKE_GPUS=2 run fsdp-$shard-gpu tests/cli/nets/mlp_fsdp.net --gpus 2 --set "parallel.shard=\"$shard\""
+	run fsdp-$shard-cpu tests/cli/nets/mlp_fsdp.net --cpus 2 --threads 1 --set "parallel.shard=\"$shard\""
+	same fsdp-$shard-gpu fsdp-$shard-cpu 1e-6 "FSDP $shard at 2 ranks, clipped: GPU path = CPU"
+done
+grep -q 'FSDP\|Rank 1: GPU 1' "$tmp/fsdp-full-gpu.log" || fail "the FSDP run did not run 2 ranks"
+TRAINC_FAKE_GPUS=4 run mp-ddp-gpu models/toy_mp.net --gpus 4 --set train.steps=10
+run mp-ddp-cpu models/toy_mp.net --cpus 4 --threads 1 --set train.steps=10
+same mp-ddp-gpu mp-ddp-cpu 1e-6 "toy_mp: 2 ranks of 2 GPUs (DDP) = 2 ranks of 2 CPU devices"
+# an FSDP checkpoint (one shard per rank) written and resumed on the GPU path
+TRAINC_FAKE_GPUS=2 run fck-full tests/cli/nets/mlp_fsdp.net --gpus 2 --set train.steps=8
+TRAINC_FAKE_GPUS=2 TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_fsdp.net --gpus 2 --set train.steps=4 --save "$tmp/fck" \
+	--run-dir "$tmp/run-fck1" > "$tmp/fck1.log" 2>&1 || { fail "FSDP checkpoint at step 4:"; tail -n 5 "$tmp/fck1.log"; }
+grep -q '(2 shards)' "$tmp/fck1.log" || fail "the FSDP checkpoint was not sharded: $(grep Checkpoint "$tmp/fck1.log")"
+TRAINC_FAKE_GPUS=2 run fck-rest tests/cli/nets/mlp_fsdp.net --gpus 2 --set train.steps=8 --resume "$tmp/fck"
+same fck-full fck-rest 0 "FSDP sharded checkpoint on the GPU path: resumed = uninterrupted"
 
 # embeddings (token ids), batch norm, residuals, pools
 run tok-gpu models/token_mlp.net --gpus 1 --set train.steps=8

@@ -9,8 +9,11 @@
  * Every operation runs at once on the host; "device" memory is host
  * memory; streams and events only keep times.  Devices: TRAINC_FAKE_GPUS
  * (default 1); free memory: TRAINC_FAKE_GPU_MIB (default 16384).
+ * NCCL's collectives run over trainc's own Gloo communicator (rank 0's
+ * unique id carries the port of a store it serves), so DDP and FSDP run
+ * across worker processes too.
  * Does not: capture CUDA graphs (cudaStreamBeginCapture fails, so tests
- * run with TRAINC_CUDA_GRAPH=0), or run NCCL at a world above one.
+ * run with TRAINC_CUDA_GRAPH=0).
  * It checks nothing about the real libraries: tests/gpu/run does that on a
  * GPU.
  */
@@ -22,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/comm.h"
 #include "runtime/kern.h"
+#include "runtime/store.h"
 #include "runtime/util.h"
 
 struct CUstream_st { int device; };
@@ -547,66 +552,110 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, co
 	return CUDNN_STATUS_SUCCESS;
 }
 
-/* ---- NCCL at a world of one: every collective is a copy ---- */
+/* ---- NCCL over Gloo: the unique id carries the TCP port of a store that
+ * rank 0 serves, every rank joins a Gloo communicator through it, and each
+ * collective runs there at once ("device" memory is host memory) ---- */
 
-struct ncclComm { int rank; };
+struct ncclComm { struct comm *c; struct store_client *st; };
 
 const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "NCCL error (host stand-in)"; }
 const char *ncclGetLastError(ncclComm_t c) { (void)c; return ""; }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
+	char err[256];
 	memset(id, 0, sizeof *id);
+	struct store_server *srv = store_server_new(); /* serves until the process ends */
+	int port = srv ? store_server_listen_tcp(srv, NULL, 0, err, sizeof err) : -1;
+	if (port < 0 || store_server_start(srv, err, sizeof err) != 0)
+		return ncclSystemError;
+	memcpy(id->internal, &port, sizeof port);
 	return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t *c, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config)
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config)
 {
-	(void)id, (void)config;
-	*c = NULL;
-	if (nranks != 1)
-		return ncclInvalidUsage; /* the stand-in has no network */
-	*c = calloc(1, sizeof **c);
-	if (!*c)
+	(void)config;
+	char err[512];
+	struct ncclComm *c = calloc(1, sizeof *c);
+	*out = c;
+	if (!c)
 		return ncclSystemError;
-	(*c)->rank = rank;
+	if (nranks == 1) {
+		c->c = comm_open_single();
+		return c->c ? ncclSuccess : ncclSystemError;
+	}
+	int port;
+	memcpy(&port, id.internal, sizeof port);
+	c->st = store_client_connect_tcp("127.0.0.1", port, 60.0, err, sizeof err);
+	c->c = c->st ? comm_open_gloo(c->st, rank, nranks, NULL, 60.0, err, sizeof err) : NULL;
+	if (!c->c) {
+		fprintf(stderr, "fake NCCL: rank %d of %d: %s\n", rank, nranks, err);
+		return ncclSystemError;
+	}
 	return ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *r) { (void)c; *r = ncclSuccess; return ncclSuccess; }
 ncclResult_t ncclCommFinalize(ncclComm_t c) { (void)c; return ncclSuccess; }
-ncclResult_t ncclCommDestroy(ncclComm_t c) { free(c); return ncclSuccess; }
-ncclResult_t ncclCommAbort(ncclComm_t c) { free(c); return ncclSuccess; }
+
+ncclResult_t ncclCommDestroy(ncclComm_t c)
+{
+	if (c) {
+		comm_close(c->c);
+		if (c->st)
+			store_client_close(c->st);
+		free(c);
+	}
+	return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t c) { return ncclCommDestroy(c); }
 
 static size_t type_size(ncclDataType_t t)
 {
 	return t == ncclFloat64 || t == ncclInt64 || t == ncclUint64 ? 8 : t == ncclFloat16 || t == ncclBfloat16 ? 2 : t == ncclInt8 || t == ncclUint8 ? 1 : 4;
 }
 
+static ncclResult_t done(struct comm_work *w)
+{
+	char err[512];
+	if (comm_wait(w, err, sizeof err) != 0) {
+		fprintf(stderr, "fake NCCL: %s\n", err);
+		return ncclSystemError;
+	}
+	return ncclSuccess;
+}
+
 ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t s)
 {
-	(void)op, (void)c, (void)s;
-	memmove(out, in, n * type_size(t));
-	return ncclSuccess;
+	(void)s;
+	if (in != out)
+		memmove(out, in, n * type_size(t));
+	enum comm_op o = op == ncclAvg ? COMM_AVG : COMM_SUM;
+	if (t == ncclFloat64)
+		return done(comm_all_reduce_f64(c->c, out, (int64_t)n, o));
+	return t == ncclFloat32 ? done(comm_all_reduce(c->c, out, (int64_t)n, o)) : ncclInvalidArgument;
 }
 
 ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t s)
 {
-	(void)root, (void)c, (void)s;
-	memmove(out, in, n * type_size(t));
-	return ncclSuccess;
+	(void)s;
+	if (in != out)
+		memmove(out, in, n * type_size(t));
+	return type_size(t) == 4 ? done(comm_broadcast(c->c, out, (int64_t)n, root)) : ncclInvalidArgument;
 }
 
 ncclResult_t ncclReduceScatter(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t s)
 {
-	(void)op, (void)c, (void)s;
-	memmove(out, in, n * type_size(t));
-	return ncclSuccess;
+	(void)s;
+	if (t != ncclFloat32)
+		return ncclInvalidArgument;
+	return done(comm_reduce_scatter(c->c, in, out, (int64_t)n, op == ncclAvg ? COMM_AVG : COMM_SUM));
 }
 
 ncclResult_t ncclAllGather(const void *in, void *out, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t s)
 {
-	(void)c, (void)s;
-	memmove(out, in, n * type_size(t));
-	return ncclSuccess;
+	(void)s;
+	return t == ncclFloat32 ? done(comm_all_gather(c->c, in, out, (int64_t)n)) : ncclInvalidArgument;
 }

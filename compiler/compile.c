@@ -38,14 +38,14 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 	if (!ok || d->errors > before)
 		return NULL;
 	const struct plan_train *t = &p->train;
-	if (t->global_batch) {
+	if (t->global_batch && !o->world_unknown) {
 		int64_t share = t->global_batch / p->world, micro = t->micro_batch ? t->micro_batch : share;
 		if (t->global_batch % p->world != 0 || share % micro != 0) {
 			struct loc nowhere = { 0 };
 			if (t->micro_batch)
 				diag_error(d, s.train ? s.train->kind_loc : nowhere,
-					   "global_batch %lld does not split into %d ranks of whole micro-batches of %lld; choose sizes that divide it",
-					   (long long)t->global_batch, p->world, (long long)t->micro_batch);
+					   "global_batch %lld does not split into %d rank%s of whole micro-batches of %lld; choose sizes that divide it",
+					   (long long)t->global_batch, p->world, p->world == 1 ? "" : "s", (long long)t->micro_batch);
 			else
 				diag_error(d, s.train ? s.train->kind_loc : nowhere,
 					   "global_batch %lld does not split evenly over %d ranks; choose a multiple of the rank count",
@@ -55,7 +55,7 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 	}
 	int64_t m = p->parallel.microbatches, per_rank = t->global_batch ? (t->micro_batch ? t->micro_batch : t->global_batch / p->world)
 											: t->batch;
-	if (m > 1 && per_rank % m != 0) {
+	if (m > 1 && per_rank % m != 0 && !o->world_unknown) {
 		struct loc nowhere = { 0 };
 		diag_error(d, s.parallel ? s.parallel->kind_loc : nowhere,
 			   "microbatches = %lld does not divide the batch of %lld per rank; choose a divisor", (long long)m,

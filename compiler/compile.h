@@ -7,6 +7,8 @@
 #include "compiler/ir.h"
 
 struct arena;
+#include <stdbool.h>
+
 struct diag;
 
 struct compile_opts {
@@ -14,6 +16,7 @@ struct compile_opts {
 	int world;              /* ranks to plan for; 1 when not given */
 	const char *const *sets; /* "section.key=value" overrides */
 	int nsets;
+	bool world_unknown;     /* a first look before the rank count is known: skip what depends on it */
 };
 
 struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_opts *o);

@@ -185,7 +185,9 @@ int main(int argc, char **argv)
 	struct arena arena = { 0 };
 	struct diag d;
 	diag_init(&d, stderr);
-	struct compile_opts o = { file, 1, sets, nsets };
+	/* with --gpus or --cpus, a first look finds how many devices a rank owns;
+	 * the rank count, and what depends on it, comes with the second */
+	struct compile_opts o = { file, 1, sets, nsets, gpus > 0 || cpus > 0 };
 	struct plan *p = compile_file(&arena, &d, &o);
 	if (p && (gpus > 0 || cpus > 0)) {
 		int n = gpus > 0 ? gpus : cpus;
@@ -203,6 +205,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		o.world = n / p->ndevices;
+		o.world_unknown = false;
 		p = compile_file(&arena, &d, &o);
 	}
 	if (!p || d.errors) {

@@ -63,4 +63,11 @@ expect 2 "epochs must be at least 1, not 0" check models/mnist_cnn.net --set tra
 expect 0 '' check models/mnist_cnn.net --set train.epochs=1
 [ -s "$tmp/out" ] || [ -s "$tmp/err" ] && fail "check with a valid --set printed something"
 
+# errors that depend on the rank count name the count given, not a first one-rank look
+printf 'import "%s/models/toy.net"\ntrain { loss = mse; optimizer = sgd(lr=0.001); global_batch = 20; micro_batch = 3 }\n' \
+	"$(pwd)" > "$tmp/gb.net"
+expect 2 "does not split into 2 ranks of whole micro-batches of 3" check "$tmp/gb.net" --cpus 2
+expect 2 "does not split into 2 ranks of whole micro-batches of 3" "$tmp/gb.net" --gpus 2
+expect 2 "does not split into 1 rank of whole" check "$tmp/gb.net"
+
 exit $failed

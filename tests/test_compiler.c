@@ -26,7 +26,7 @@ static struct plan *compile_text(const char *text, int world)
 		return NULL;
 	}
 	close(fd);
-	struct compile_opts o = { path, world, NULL, 0 };
+	struct compile_opts o = { path, world, NULL, 0, false };
 	struct plan *p = compile_file(&A, &D, &o);
 	unlink(path);
 	return p;
@@ -35,7 +35,7 @@ static struct plan *compile_text(const char *text, int world)
 static struct plan *compile_path(const char *path, int world, const char *set)
 {
 	const char *sets[1] = { set };
-	struct compile_opts o = { path, world, sets, set ? 1 : 0 };
+	struct compile_opts o = { path, world, sets, set ? 1 : 0, false };
 	return compile_file(&A, &D, &o);
 }
 

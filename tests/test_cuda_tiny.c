@@ -29,7 +29,7 @@ static struct plan *compile_text(struct arena *a, const char *text)
 	fclose(f);
 	struct diag d;
 	diag_init(&d, stderr);
-	struct compile_opts o = { path, 1, NULL, 0 };
+	struct compile_opts o = { path, 1, NULL, 0, false };
 	struct plan *p = compile_file(a, &d, &o);
 	remove(path);
 	return d.errors ? NULL : p;

@@ -75,7 +75,7 @@ static struct plan *compile_text(const char *text)
 	close(fd);
 	struct diag d;
 	diag_init(&d, stderr);
-	struct compile_opts o = { path, 1, NULL, 0 };
+	struct compile_opts o = { path, 1, NULL, 0, false };
 	struct plan *p = compile_file(&A, &d, &o);
 	unlink(path);
 	return p;

@@ -1221,7 +1221,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 			}
 		}
 		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
-		    checkpoint(t, t->o->save) != 0)
+		    (close_span(t, &timing, &graph_steps) != 0 || checkpoint(t, t->o->save) != 0))
 			return -1;
 		if (tr->steps && t->at.step >= tr->steps) {
 			budget_spent = true;

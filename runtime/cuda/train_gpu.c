@@ -1268,7 +1268,9 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 			printf("Step time: %.1f us per step (CUDA graph%s, %lld steps); CUDA graph launch floor: %.1f us (ratio %.2f)\n", us,
 			       t->tiny ? " of one kernel" : "", (long long)t->graph_steps, t->floor_us, t->floor_us > 0 ? us / t->floor_us : 0.0);
 		} else {
-			printf("Step time: no step ran as a CUDA graph%s\n", t->use_graph ? " (an epoch needs two full steps)" : " (TRAINC_CUDA_GRAPH=0)");
+			printf("Step time: no step ran as a CUDA graph%s\n",
+			       !t->use_graph ? (t->dtrain.streamed ? " (streamed data)" : " (TRAINC_CUDA_GRAPH=0)")
+					     : " (the first full-batch step runs eagerly, later ones replay a graph; this run had fewer than two)");
 		}
 	}
 	size_t free_b = 0, total_b = 0;

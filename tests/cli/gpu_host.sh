@@ -6,7 +6,8 @@
 # data, two devices per rank with and without a pipeline, DDP and FSDP
 # (FULL_SHARD, SHARD_GRAD_OP) at 2 ranks, DDP over ranks of 2 devices, the
 # seed CNN with dropout, embeddings, batch norm and residuals, plain and
-# sharded checkpoints resumed, and evaluation.  The
+# sharded checkpoints resumed, evaluation, and CUDA-graph steps against
+# step-by-step ones.  The
 # arithmetic on a real GPU, the streams' ordering and CUDA graphs are
 # tests/gpu/run's to check.  Skipped where CUDA was not configured.
 set -u
@@ -22,14 +23,14 @@ trap 'rm -rf "$tmp"' EXIT
 failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 stcmp=build/tests/stcmp
-export TRAINC_PLAIN=1 TRAINC_CUDA_GRAPH=0
+export TRAINC_PLAIN=1
 
 # run TAG ARGS...: trainc on the stand-in GPU (or --cpus in ARGS), weights in $tmp/TAG.safetensors
 run() {
-	tag=$1
+	run_tag=$1
 	shift
-	TRAINC_CUDA_LIB=$lib "$TRAINC" "$@" --run-dir "$tmp/run-$tag" --save "$tmp/$tag.safetensors" > "$tmp/$tag.log" 2>&1 ||
-		{ fail "$tag: trainc $* exited $?:"; tail -n 5 "$tmp/$tag.log"; }
+	TRAINC_CUDA_LIB=$lib "$TRAINC" "$@" --run-dir "$tmp/run-$run_tag" --save "$tmp/$run_tag.safetensors" > "$tmp/$run_tag.log" 2>&1 ||
+		{ fail "$run_tag: trainc $* exited $?:"; tail -n 5 "$tmp/$run_tag.log"; }
 }
 # same A B TOL WHAT
 same() {
@@ -47,6 +48,23 @@ grep -q 'copied in per batch' "$tmp/toy-stream.log" || fail "TRAINC_GPU_STREAM=1
 same toy-tiny toy-cpu 1e-5 "toy: one-kernel GPU step = CPU"
 same toy-layers toy-cpu 1e-5 "toy: layer-by-layer GPU step = CPU"
 same toy-stream toy-layers 0 "toy: streamed data = device data"
+
+# the CUDA-graph path (the stand-in records captured work and replays it)
+# equals the step-by-step path bit for bit: the one-kernel step, DDP at 2
+# ranks, FSDP, a pipeline over 2 devices
+grep -q 'Step time: .* us per step (CUDA graph of one kernel' "$tmp/toy-tiny.log" || fail "the ToyModel steps were not replayed as a graph"
+TRAINC_CUDA_GRAPH=0 run toy-eager models/toy.net --gpus 1 --set train.steps=30
+same toy-tiny toy-eager 0 "toy: CUDA graph = step by step"
+for spec in "ddp2|tests/cli/nets/mlp_mse.net|2" "fsdp2|tests/cli/nets/mlp_fsdp.net|2" "pipe|models/toy_mp.net|2"; do
+	case_=${spec%%|*} rest=${spec#*|}
+	net=${rest%%|*} n=${rest#*|}
+	extra=
+	[ $case_ = pipe ] && extra="--set parallel.microbatches=4 --set train.steps=10"
+	TRAINC_FAKE_GPUS=2 run $case_-graph $net --gpus $n $extra
+	TRAINC_FAKE_GPUS=2 TRAINC_CUDA_GRAPH=0 run $case_-eager $net --gpus $n $extra
+	grep -q 'Step time: .* (CUDA graph' "$tmp/$case_-graph.log" || fail "$case_: no step was replayed as a graph"
+	same $case_-graph $case_-eager 0 "$case_: CUDA graph = step by step"
+done
 
 # an MLP with tanh, SGD with momentum, several batches an epoch, a short last one
 run mlp-gpu tests/cli/nets/mlp_mse.net --gpus 1 --set train.batch=10 --set train.steps=20

@@ -12,8 +12,8 @@
  * NCCL's collectives run over trainc's own Gloo communicator (rank 0's
  * unique id carries the port of a store it serves), so DDP and FSDP run
  * across worker processes too.
- * Does not: capture CUDA graphs (cudaStreamBeginCapture fails, so tests
- * run with TRAINC_CUDA_GRAPH=0).
+ * Stream capture records the operations (tape.h) and a graph launch
+ * replays them, so the trainer's CUDA-graph path runs too.
  * It checks nothing about the real libraries: tests/gpu/run does that on a
  * GPU.
  */
@@ -29,12 +29,54 @@
 #include "runtime/kern.h"
 #include "runtime/store.h"
 #include "runtime/util.h"
+#include "tests/fakecuda/tape.h"
+
+struct op {
+	void (*replay)(const void *args);
+	void *args;
+};
+
+/* a recording: a captured stream's operations in order */
+struct tape {
+	struct op *op;
+	int n, cap;
+};
 
 struct CUstream_st { int device; };
 struct CUevent_st { double t; };
-struct CUgraph_st { int nodes; };
-struct CUgraphExec_st { int nodes; };
+struct CUgraph_st { struct tape t; };
+struct CUgraphExec_st { struct tape t; };
 struct CUgraphNode_st { int unused; };
+
+static _Thread_local struct tape *capturing;
+
+bool tape_record(void (*replay)(const void *args), const void *args, size_t size)
+{
+	struct tape *t = capturing;
+	if (!t)
+		return false;
+	if (t->n == t->cap) {
+		int cap = t->cap ? 2 * t->cap : 64;
+		struct op *op = realloc(t->op, (size_t)cap * sizeof *op);
+		if (!op)
+			abort(); /* a test machine out of memory */
+		t->op = op, t->cap = cap;
+	}
+	void *copy = malloc(size);
+	if (!copy)
+		abort();
+	memcpy(copy, args, size);
+	t->op[t->n++] = (struct op){ replay, copy };
+	return true;
+}
+
+static void tape_free(struct tape *t)
+{
+	for (int i = 0; i < t->n; i++)
+		free(t->op[i].args);
+	free(t->op);
+	memset(t, 0, sizeof *t);
+}
 
 static _Thread_local int current;
 static _Thread_local cudaError_t last_error;
@@ -144,9 +186,28 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 	return cudaSuccess;
 }
 
+struct copy_args { void *dst; const void *src; size_t count; int value; };
+
+static void copy_replay(const void *q)
+{
+	const struct copy_args *a = q;
+	memmove(a->dst, a->src, a->count);
+}
+
+static void set_replay(const void *q)
+{
+	const struct copy_args *a = q;
+	memset(a->dst, a->value, a->count);
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t s)
 {
 	(void)s;
+	struct copy_args a = { dst, src, count, 0 };
+	if (kind == cudaMemcpyHostToDevice && capturing) /* host memory may change before a launch */
+		return fail(cudaErrorStreamCaptureUnsupported);
+	if (tape_record(copy_replay, &a, sizeof a))
+		return cudaSuccess;
 	return cudaMemcpy(dst, src, count, kind);
 }
 
@@ -159,6 +220,9 @@ cudaError_t cudaMemset(void *p, int value, size_t count)
 cudaError_t cudaMemsetAsync(void *p, int value, size_t count, cudaStream_t s)
 {
 	(void)s;
+	struct copy_args a = { p, NULL, count, value };
+	if (tape_record(set_replay, &a, sizeof a))
+		return cudaSuccess;
 	return cudaMemset(p, value, count);
 }
 
@@ -189,14 +253,25 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
 {
 	(void)s, (void)mode;
-	return fail(cudaErrorNotSupported);
+	if (capturing)
+		return fail(cudaErrorIllegalState);
+	capturing = calloc(1, sizeof *capturing);
+	return capturing ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
 {
 	(void)s;
 	*g = NULL;
-	return fail(cudaErrorNotSupported);
+	if (!capturing)
+		return fail(cudaErrorIllegalState);
+	*g = calloc(1, sizeof **g);
+	if (!*g)
+		return fail(cudaErrorMemoryAllocation);
+	(*g)->t = *capturing;
+	free(capturing);
+	capturing = NULL;
+	return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *e)
@@ -242,37 +317,51 @@ cudaError_t cudaGraphCreate(cudaGraph_t *g, unsigned int flags)
 
 cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *node, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps)
 {
-	(void)deps, (void)ndeps, (void)node;
-	g->nodes++;
+	(void)deps, (void)ndeps, (void)g;
 	*node = NULL;
 	return cudaSuccess;
 }
 
+/* the executable graph owns a copy of the recording */
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *ge, cudaGraph_t g, unsigned long long flags)
 {
 	(void)flags;
 	*ge = calloc(1, sizeof **ge);
 	if (!*ge)
 		return fail(cudaErrorMemoryAllocation);
-	(*ge)->nodes = g->nodes;
-	return cudaSuccess;
+	struct tape *t = &(*ge)->t;
+	t->n = t->cap = g->t.n;
+	t->op = calloc((size_t)(t->n ? t->n : 1), sizeof *t->op);
+	for (int i = 0; i < t->n && t->op; i++) {
+		t->op[i].replay = g->t.op[i].replay;
+		t->op[i].args = g->t.op[i].args;
+		g->t.op[i].args = NULL; /* moved */
+	}
+	return t->op ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
-/* only the empty graphs of the launch floor: nothing to run */
 cudaError_t cudaGraphLaunch(cudaGraphExec_t ge, cudaStream_t s)
 {
 	(void)s;
-	return ge->nodes <= 1 ? cudaSuccess : fail(cudaErrorNotSupported);
+	if (capturing)
+		return fail(cudaErrorStreamCaptureUnsupported);
+	for (int i = 0; i < ge->t.n; i++)
+		ge->t.op[i].replay(ge->t.op[i].args);
+	return cudaSuccess;
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t g)
 {
+	if (g)
+		tape_free(&g->t);
 	free(g);
 	return cudaSuccess;
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ge)
 {
+	if (ge)
+		tape_free(&ge->t);
 	free(ge);
 	return cudaSuccess;
 }
@@ -304,11 +393,22 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) { (void)h,
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { (void)h, (void)s; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t n) { (void)h, (void)w, (void)n; return CUBLAS_STATUS_SUCCESS; }
 
+struct gemm_args { bool ta, tb; int m, n, k; float alpha, beta; const float *a, *b; float *c; int lda, ldb, ldc; };
+
+static void gemm_replay(const void *q)
+{
+	const struct gemm_args *g = q;
+	kern_gemm(g->tb, g->ta, g->n, g->m, g->k, g->alpha, g->b, g->ldb, g->a, g->lda, g->beta, g->c, g->ldc);
+}
+
 cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *alpha,
 			      const float *a, int lda, const float *b, int ldb, const float *beta, float *c, int ldc)
 {
 	(void)h;
-	kern_gemm(tb != CUBLAS_OP_N, ta != CUBLAS_OP_N, n, m, k, *alpha, b, ldb, a, lda, *beta, c, ldc);
+	/* the scalars are copied: they point at the caller's stack */
+	struct gemm_args g = { ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *alpha, *beta, a, b, c, lda, ldb, ldc };
+	if (!tape_record(gemm_replay, &g, sizeof g))
+		gemm_replay(&g);
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -431,9 +531,25 @@ cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescri
 	return CUDNN_STATUS_SUCCESS;
 }
 
+struct conv_args { struct conv2d_desc d; const float *x, *w, *dy; float *y, *dx, *dw; };
+
+static cudnnStatus_t conv_now(struct conv2d_desc d, const float *x, const float *w, const float *dy, float *y, float *dx, float *dw);
+
+static void conv_replay(const void *q)
+{
+	const struct conv_args *c = q;
+	conv_now(c->d, c->x, c->w, c->dy, c->y, c->dx, c->dw);
+}
+
+static cudnnStatus_t conv(struct conv2d_desc d, const float *x, const float *w, const float *dy, float *y, float *dx, float *dw)
+{
+	struct conv_args c = { d, x, w, dy, y, dx, dw };
+	return tape_record(conv_replay, &c, sizeof c) ? CUDNN_STATUS_SUCCESS : conv_now(d, x, w, dy, y, dx, dw);
+}
+
 /* Run one pass of the convolution: the kernel is prepared per call over
  * one workspace that grows as needed (the caller runs one at a time). */
-static cudnnStatus_t conv(struct conv2d_desc d, const float *x, const float *w, const float *dy, float *y, float *dx, float *dw)
+static cudnnStatus_t conv_now(struct conv2d_desc d, const float *x, const float *w, const float *dy, float *y, float *dx, float *dw)
 {
 	static void *buf;
 	static size_t cap;
@@ -627,9 +743,31 @@ static ncclResult_t done(struct comm_work *w)
 	return ncclSuccess;
 }
 
+struct coll_args { int kind; const void *in; void *out; size_t n; ncclDataType_t t; ncclRedOp_t op; int root; ncclComm_t c; };
+
+static void coll_replay(const void *q)
+{
+	const struct coll_args *a = q;
+	switch (a->kind) {
+	case 0: ncclAllReduce(a->in, a->out, a->n, a->t, a->op, a->c, NULL); break;
+	case 1: ncclBroadcast(a->in, a->out, a->n, a->t, a->root, a->c, NULL); break;
+	case 2: ncclReduceScatter(a->in, a->out, a->n, a->t, a->op, a->c, NULL); break;
+	default: ncclAllGather(a->in, a->out, a->n, a->t, a->c, NULL); break;
+	}
+}
+
+/* While capturing, a collective is recorded, to run at each launch. */
+#define RECORD_COLL(kind, in, out, n, t, op, root, c)                                   \
+	do {                                                                             \
+		struct coll_args a_ = { kind, in, out, n, t, op, root, c };              \
+		if (tape_record(coll_replay, &a_, sizeof a_))                            \
+			return ncclSuccess;                                              \
+	} while (0)
+
 ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t s)
 {
 	(void)s;
+	RECORD_COLL(0, in, out, n, t, op, 0, c);
 	if (in != out)
 		memmove(out, in, n * type_size(t));
 	enum comm_op o = op == ncclAvg ? COMM_AVG : COMM_SUM;
@@ -641,6 +779,7 @@ ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t
 ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t s)
 {
 	(void)s;
+	RECORD_COLL(1, in, out, n, t, ncclSum, root, c);
 	if (in != out)
 		memmove(out, in, n * type_size(t));
 	return type_size(t) == 4 ? done(comm_broadcast(c->c, out, (int64_t)n, root)) : ncclInvalidArgument;
@@ -649,6 +788,7 @@ ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t
 ncclResult_t ncclReduceScatter(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t s)
 {
 	(void)s;
+	RECORD_COLL(2, in, out, n, t, op, 0, c);
 	if (t != ncclFloat32)
 		return ncclInvalidArgument;
 	return done(comm_reduce_scatter(c->c, in, out, (int64_t)n, op == ncclAvg ? COMM_AVG : COMM_SUM));
@@ -657,5 +797,6 @@ ncclResult_t ncclReduceScatter(const void *in, void *out, size_t n, ncclDataType
 ncclResult_t ncclAllGather(const void *in, void *out, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t s)
 {
 	(void)s;
+	RECORD_COLL(3, in, out, n, t, ncclSum, 0, c);
 	return t == ncclFloat32 ? done(comm_all_gather(c->c, in, out, (int64_t)n)) : ncclInvalidArgument;
 }

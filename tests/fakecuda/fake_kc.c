@@ -13,6 +13,7 @@
  * Does not: check launches, emulate device memory, or run concurrently.
  */
 #include "runtime/cuda/kc.h"
+#include "tests/fakecuda/tape.h"
 
 #include <assert.h>
 #include <string.h>
@@ -58,22 +59,22 @@ static void act_bwd(enum act a, const float *v, const float *dy, float *dx, int6
 	}
 }
 
-void kc_relu_fwd(cudaStream_t s, const float *x, float *y, int64_t n) { act_fwd(ACT_RELU, x, y, n); }
-void kc_relu_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n) { act_bwd(ACT_RELU, y, dy, dx, n); }
-void kc_tanh_fwd(cudaStream_t s, const float *x, float *y, int64_t n) { act_fwd(ACT_TANH, x, y, n); }
-void kc_tanh_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n) { act_bwd(ACT_TANH, y, dy, dx, n); }
-void kc_sigmoid_fwd(cudaStream_t s, const float *x, float *y, int64_t n) { act_fwd(ACT_SIGMOID, x, y, n); }
-void kc_sigmoid_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n)
+static void host_relu_fwd(cudaStream_t s, const float *x, float *y, int64_t n) { act_fwd(ACT_RELU, x, y, n); }
+static void host_relu_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n) { act_bwd(ACT_RELU, y, dy, dx, n); }
+static void host_tanh_fwd(cudaStream_t s, const float *x, float *y, int64_t n) { act_fwd(ACT_TANH, x, y, n); }
+static void host_tanh_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n) { act_bwd(ACT_TANH, y, dy, dx, n); }
+static void host_sigmoid_fwd(cudaStream_t s, const float *x, float *y, int64_t n) { act_fwd(ACT_SIGMOID, x, y, n); }
+static void host_sigmoid_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n)
 {
 	act_bwd(ACT_SIGMOID, y, dy, dx, n);
 }
 
-void kc_gelu_fwd(cudaStream_t s, const float *x, float *y, int64_t n, enum kern_gelu approx)
+static void host_gelu_fwd(cudaStream_t s, const float *x, float *y, int64_t n, enum kern_gelu approx)
 {
 	act_fwd(gelu_act(approx), x, y, n);
 }
 
-void kc_gelu_bwd(cudaStream_t s, const float *x, const float *dy, float *dx, int64_t n, enum kern_gelu approx)
+static void host_gelu_bwd(cudaStream_t s, const float *x, const float *dy, float *dx, int64_t n, enum kern_gelu approx)
 {
 	act_bwd(gelu_act(approx), x, dy, dx, n);
 }
@@ -86,12 +87,12 @@ static void dropout_fwd(const float *x, float *y, uint8_t *mask, int64_t n, floa
 		y[i] = body_dropout_fwd(r, (uint64_t)i, x[i], p, scale, &mask[i]);
 }
 
-void kc_dropout_fwd(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r)
+static void host_dropout_fwd(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r)
 {
 	dropout_fwd(x, y, mask, n, p, &r);
 }
 
-void kc_dropout_fwd_at(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r,
+static void host_dropout_fwd_at(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r,
 		       const int64_t *step)
 {
 	assert(step);
@@ -99,7 +100,7 @@ void kc_dropout_fwd_at(cudaStream_t s, const float *x, float *y, uint8_t *mask, 
 	dropout_fwd(x, y, mask, n, p, &r);
 }
 
-void kc_dropout_bwd(cudaStream_t s, const float *dy, const uint8_t *mask, float *dx, int64_t n, float p)
+static void host_dropout_bwd(cudaStream_t s, const float *dy, const uint8_t *mask, float *dx, int64_t n, float p)
 {
 	float scale = body_dropout_scale(p);
 	for (int64_t i = 0; i < n; i++)
@@ -107,19 +108,19 @@ void kc_dropout_bwd(cudaStream_t s, const float *dy, const uint8_t *mask, float 
 }
 
 /* ---- sums ---- */
-void kc_add(cudaStream_t s, const float *a, const float *b, float *y, int64_t n)
+static void host_add(cudaStream_t s, const float *a, const float *b, float *y, int64_t n)
 {
 	for (int64_t i = 0; i < n; i++)
 		y[i] = a[i] + b[i];
 }
 
-void kc_accumulate(cudaStream_t s, float *dst, const float *src, int64_t n)
+static void host_accumulate(cudaStream_t s, float *dst, const float *src, int64_t n)
 {
 	for (int64_t i = 0; i < n; i++)
 		dst[i] += src[i];
 }
 
-void kc_scale(cudaStream_t s, float *x, int64_t n, float c)
+static void host_scale(cudaStream_t s, float *x, int64_t n, float c)
 {
 	for (int64_t i = 0; i < n; i++)
 		x[i] *= c;
@@ -148,26 +149,26 @@ static double channel_sum(enum csum k, const float *x, const float *dy, float me
 }
 
 /* ---- biases ---- */
-void kc_bias_add(cudaStream_t s, float *y, const float *b, int64_t rows, int m)
+static void host_bias_add(cudaStream_t s, float *y, const float *b, int64_t rows, int m)
 {
 	for (int64_t i = 0; i < rows * m; i++)
 		y[i] += b[i % m];
 }
 
-void kc_bias_grad(cudaStream_t s, const float *dy, float *db, int64_t rows, int m)
+static void host_bias_grad(cudaStream_t s, const float *dy, float *db, int64_t rows, int m)
 {
 	for (int j = 0; db && j < m; j++)
 		db[j] += body_bias_grad_col(dy, rows, m, j);
 }
 
-void kc_channel_bias_add(cudaStream_t s, float *y, const float *b, int n, int c, int64_t hw)
+static void host_channel_bias_add(cudaStream_t s, float *y, const float *b, int n, int c, int64_t hw)
 {
 	for (int64_t i = 0; i < (int64_t)n * c * hw; i++)
 		y[i] += b[(i / hw) % c];
 }
 
 /* kern_conv2d.c's order, the same as batch norm's */
-void kc_channel_bias_grad(cudaStream_t s, const float *dy, float *db, int n, int c, int64_t hw)
+static void host_channel_bias_grad(cudaStream_t s, const float *dy, float *db, int n, int c, int64_t hw)
 {
 	for (int ch = 0; db && ch < c; ch++)
 		db[ch] += (float)channel_sum(CSUM_X, dy, NULL, 0.0f, n, c, hw, ch);
@@ -207,41 +208,41 @@ static void pool_bwd(enum pool k, const struct pool2d_desc *d, int oh, int ow, c
 	}
 }
 
-void kc_maxpool2d_fwd(cudaStream_t s, struct pool2d_desc d, const float *x, float *y, int32_t *idx)
+static void host_maxpool2d_fwd(cudaStream_t s, struct pool2d_desc d, const float *x, float *y, int32_t *idx)
 {
 	int oh, ow;
 	kern_pool2d_out(&d, &oh, &ow);
 	pool_fwd(POOL_MAX, &d, oh, ow, x, y, idx);
 }
 
-void kc_maxpool2d_bwd(cudaStream_t s, struct pool2d_desc d, const int32_t *idx, const float *dy, float *dx)
+static void host_maxpool2d_bwd(cudaStream_t s, struct pool2d_desc d, const int32_t *idx, const float *dy, float *dx)
 {
 	int oh, ow;
 	kern_pool2d_out(&d, &oh, &ow);
 	pool_bwd(POOL_MAX, &d, oh, ow, idx, dy, dx);
 }
 
-void kc_avgpool2d_fwd(cudaStream_t s, struct pool2d_desc d, const float *x, float *y)
+static void host_avgpool2d_fwd(cudaStream_t s, struct pool2d_desc d, const float *x, float *y)
 {
 	int oh, ow;
 	kern_pool2d_out(&d, &oh, &ow);
 	pool_fwd(POOL_AVG, &d, oh, ow, x, y, NULL);
 }
 
-void kc_avgpool2d_bwd(cudaStream_t s, struct pool2d_desc d, const float *dy, float *dx)
+static void host_avgpool2d_bwd(cudaStream_t s, struct pool2d_desc d, const float *dy, float *dx)
 {
 	int oh, ow;
 	kern_pool2d_out(&d, &oh, &ow);
 	pool_bwd(POOL_AVG, &d, oh, ow, NULL, dy, dx);
 }
 
-void kc_adaptive_avgpool2d_fwd(cudaStream_t s, const float *x, float *y, int n, int c, int h, int w, int oh, int ow)
+static void host_adaptive_avgpool2d_fwd(cudaStream_t s, const float *x, float *y, int n, int c, int h, int w, int oh, int ow)
 {
 	struct pool2d_desc d = { .n = n, .c = c, .h = h, .w = w };
 	pool_fwd(POOL_ADAPTIVE, &d, oh, ow, x, y, NULL);
 }
 
-void kc_adaptive_avgpool2d_bwd(cudaStream_t s, const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow)
+static void host_adaptive_avgpool2d_bwd(cudaStream_t s, const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow)
 {
 	struct pool2d_desc d = { .n = n, .c = c, .h = h, .w = w };
 	pool_bwd(POOL_ADAPTIVE, &d, oh, ow, NULL, dy, dx);
@@ -249,7 +250,7 @@ void kc_adaptive_avgpool2d_bwd(cudaStream_t s, const float *dy, float *dx, int n
 
 /* ---- batch norm, channel by channel; element j of plane i of channel ch
  * is ((i * c + ch) * hw + j) ---- */
-void kc_batchnorm2d_fwd_train(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y,
+static void host_batchnorm2d_fwd_train(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y,
 			      float *running_mean, float *running_var, float *save_mean, float *save_invstd, int64_t *tracked,
 			      int n, int c, int64_t hw, float eps, float momentum)
 {
@@ -272,7 +273,7 @@ void kc_batchnorm2d_fwd_train(cudaStream_t s, const float *x, const float *gamma
 		*tracked += 1;
 }
 
-void kc_batchnorm2d_fwd_eval(cudaStream_t s, const float *x, const float *gamma, const float *beta, const float *running_mean,
+static void host_batchnorm2d_fwd_eval(cudaStream_t s, const float *x, const float *gamma, const float *beta, const float *running_mean,
 			     const float *running_var, float *y, int n, int c, int64_t hw, float eps)
 {
 	for (int64_t i = 0; i < (int64_t)n * c * hw; i++) {
@@ -283,7 +284,7 @@ void kc_batchnorm2d_fwd_eval(cudaStream_t s, const float *x, const float *gamma,
 	}
 }
 
-void kc_batchnorm2d_bwd(cudaStream_t s, const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
+static void host_batchnorm2d_bwd(cudaStream_t s, const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
 			const float *dy, float *dx, float *dgamma, float *dbeta, int n, int c, int64_t hw)
 {
 	int64_t m = (int64_t)n * hw;
@@ -306,14 +307,14 @@ void kc_batchnorm2d_bwd(cudaStream_t s, const float *x, const float *gamma, cons
 }
 
 /* ---- layer norm: body.h's rows are kern_layernorm.c's ---- */
-void kc_layernorm_fwd(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y, float *save_mean,
+static void host_layernorm_fwd(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y, float *save_mean,
 		      float *save_invstd, int64_t rows, int d, float eps)
 {
 	for (int64_t r = 0; d > 0 && r < rows; r++)
 		body_layernorm_row(x + r * d, gamma, beta, y + r * d, d, eps, &save_mean[r], &save_invstd[r]);
 }
 
-void kc_layernorm_bwd(cudaStream_t s, const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
+static void host_layernorm_bwd(cudaStream_t s, const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
 		      const float *dy, float *dx, float *dgamma, float *dbeta, int64_t rows, int d)
 {
 	if (rows <= 0 || d <= 0)
@@ -326,7 +327,7 @@ void kc_layernorm_bwd(cudaStream_t s, const float *x, const float *gamma, const 
 }
 
 /* ---- embedding ---- */
-void kc_embedding_fwd(cudaStream_t s, const int32_t *idx, const float *w, float *y, int64_t n, int vocab, int dim, int32_t *bad)
+static void host_embedding_fwd(cudaStream_t s, const int32_t *idx, const float *w, float *y, int64_t n, int vocab, int dim, int32_t *bad)
 {
 	int32_t any = 0;
 	for (int64_t e = 0; dim > 0 && e < n * dim; e++)
@@ -336,7 +337,7 @@ void kc_embedding_fwd(cudaStream_t s, const int32_t *idx, const float *w, float 
 }
 
 /* rows in index order, as kern_embedding_bwd adds them */
-void kc_embedding_bwd(cudaStream_t s, const int32_t *idx, const float *dy, float *dw, int64_t n, int vocab, int dim,
+static void host_embedding_bwd(cudaStream_t s, const int32_t *idx, const float *dy, float *dw, int64_t n, int vocab, int dim,
 		      int padding_idx)
 {
 	for (int64_t e = 0; dw && dim > 0 && e < n * dim; e++) {
@@ -363,22 +364,22 @@ static void softmax_bwd(const float *y, const float *dy, float *dx, int64_t oute
 	}
 }
 
-void kc_softmax_fwd(cudaStream_t s, const float *x, float *y, int64_t outer, int dim, int64_t inner)
+static void host_softmax_fwd(cudaStream_t s, const float *x, float *y, int64_t outer, int dim, int64_t inner)
 {
 	softmax_fwd(x, y, outer, dim, inner, false);
 }
 
-void kc_softmax_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t outer, int dim, int64_t inner)
+static void host_softmax_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t outer, int dim, int64_t inner)
 {
 	softmax_bwd(y, dy, dx, outer, dim, inner, false);
 }
 
-void kc_log_softmax_fwd(cudaStream_t s, const float *x, float *y, int64_t outer, int dim, int64_t inner)
+static void host_log_softmax_fwd(cudaStream_t s, const float *x, float *y, int64_t outer, int dim, int64_t inner)
 {
 	softmax_fwd(x, y, outer, dim, inner, true);
 }
 
-void kc_log_softmax_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t outer, int dim, int64_t inner)
+static void host_log_softmax_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t outer, int dim, int64_t inner)
 {
 	softmax_bwd(y, dy, dx, outer, dim, inner, true);
 }
@@ -423,7 +424,7 @@ static int64_t count_targets(const int32_t *target, int n, int c, int ignore_ind
 	return count;
 }
 
-void kc_mse(cudaStream_t s, const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
+static void host_mse(cudaStream_t s, const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
 	    double *loss, double weight, bool add)
 {
 	float g = body_mse_grad(n, red, scale);
@@ -439,7 +440,7 @@ void kc_mse(cudaStream_t s, const float *x, const float *target, float *dx, int6
 	store_loss(loss, red == KERN_REDUCE_MEAN ? acc / (double)n : acc, weight, add);
 }
 
-void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
+static void host_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
 	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
 {
 	int64_t count = count_targets(target, n, c, ignore_index);
@@ -462,7 +463,7 @@ void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlo
 	store_loss(loss, body_loss_reduce(slices_total(&sl), count, red), weight, add);
 }
 
-void kc_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
+static void host_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
 		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
 {
 	int64_t count = count_targets(target, n, c, ignore_index);
@@ -497,7 +498,7 @@ void kc_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target
 	store_loss(loss, body_loss_reduce(slices_total(&sl), count, red), weight, add);
 }
 
-void kc_argmax_correct(cudaStream_t s, const float *logits, const int32_t *target, int n, int c, double *correct)
+static void host_argmax_correct(cudaStream_t s, const float *logits, const int32_t *target, int n, int c, double *correct)
 {
 	double hits = 0;
 	for (int r = 0; r < n; r++)
@@ -507,7 +508,7 @@ void kc_argmax_correct(cudaStream_t s, const float *logits, const int32_t *targe
 }
 
 /* ---- data ---- */
-void kc_gather_rows(cudaStream_t s, void *dst, const void *src, int64_t row_words, const int64_t *order, const int64_t *pos,
+static void host_gather_rows(cudaStream_t s, void *dst, const void *src, int64_t row_words, const int64_t *order, const int64_t *pos,
 		    int64_t n)
 {
 	size_t row = (size_t)row_words * sizeof(uint32_t);
@@ -515,20 +516,20 @@ void kc_gather_rows(cudaStream_t s, void *dst, const void *src, int64_t row_word
 		memcpy((char *)dst + (size_t)r * row, (const char *)src + (size_t)order[*pos + r] * row, row);
 }
 
-void kc_add_i64(cudaStream_t s, int64_t *x, int64_t by) { *x += by; }
+static void host_add_i64(cudaStream_t s, int64_t *x, int64_t by) { *x += by; }
 
-void kc_f64_axpy(cudaStream_t s, double *dst, const double *src, double a, bool add)
+static void host_f64_axpy(cudaStream_t s, double *dst, const double *src, double a, bool add)
 {
 	*dst = (add ? *dst : 0.0) + a * *src;
 }
 
-void kc_record(cudaStream_t s, const double *v, double *hist, const int64_t *counter, int64_t cap)
+static void host_record(cudaStream_t s, const double *v, double *hist, const int64_t *counter, int64_t cap)
 {
 	assert(cap > 0);
 	hist[(*counter - 1) % cap] = *v;
 }
 
-void kc_find_nonfinite(cudaStream_t s, const float *x, int64_t n, int32_t *flag)
+static void host_find_nonfinite(cudaStream_t s, const float *x, int64_t n, int32_t *flag)
 {
 	for (int64_t i = 0; i < n; i++)
 		if (!isfinite(x[i])) {
@@ -538,7 +539,7 @@ void kc_find_nonfinite(cudaStream_t s, const float *x, int64_t n, int32_t *flag)
 }
 
 /* ---- optimizer; coef is copied, as it is raw bytes of the caller's ---- */
-void kc_optim_prepare(cudaStream_t s, struct optim_cfg cfg, const double *lr_table, int64_t *step, void *coef)
+static void host_optim_prepare(cudaStream_t s, struct optim_cfg cfg, const double *lr_table, int64_t *step, void *coef)
 {
 	int64_t t = *step + 1;
 	*step = t;
@@ -546,7 +547,7 @@ void kc_optim_prepare(cudaStream_t s, struct optim_cfg cfg, const double *lr_tab
 	memcpy(coef, &k, sizeof k);
 }
 
-void kc_optim_apply(cudaStream_t s, struct optim_cfg cfg, const void *coef, float *param, const float *grad, float *state,
+static void host_optim_apply(cudaStream_t s, struct optim_cfg cfg, const void *coef, float *param, const float *grad, float *state,
 		    int64_t plane_stride, int64_t n)
 {
 	struct optim_coef k;
@@ -558,7 +559,7 @@ void kc_optim_apply(cudaStream_t s, struct optim_cfg cfg, const void *coef, floa
 		optim_elem_apply(&k, param, grad, planes, i);
 }
 
-void kc_optim_state_init(cudaStream_t s, struct optim_cfg cfg, float *state, int64_t plane_stride, int64_t n)
+static void host_optim_state_init(cudaStream_t s, struct optim_cfg cfg, float *state, int64_t plane_stride, int64_t n)
 {
 	int k = optim_state_floats(cfg.kind, &cfg);
 	float first = cfg.kind == OPTIM_ADAGRAD ? (float)cfg.initial_accumulator_value : 0.0f;
@@ -568,7 +569,7 @@ void kc_optim_state_init(cudaStream_t s, struct optim_cfg cfg, float *state, int
 }
 
 /* the kernels' KC_SUMSQ_PARTS fixed chunks, each summed in order */
-void kc_sumsq(cudaStream_t s, const float *g, int64_t n, double *partials, double *sumsq)
+static void host_sumsq(cudaStream_t s, const float *g, int64_t n, double *partials, double *sumsq)
 {
 	int64_t chunk = (n + KC_SUMSQ_PARTS - 1) / KC_SUMSQ_PARTS;
 	double total = 0;
@@ -583,7 +584,7 @@ void kc_sumsq(cudaStream_t s, const float *g, int64_t n, double *partials, doubl
 	*sumsq = total;
 }
 
-void kc_clip(cudaStream_t s, float *g, int64_t n, const double *sumsq, double max_norm)
+static void host_clip(cudaStream_t s, float *g, int64_t n, const double *sumsq, double max_norm)
 {
 	float coef = optim_elem_clip_coef(sqrt(*sumsq), max_norm);
 	if (coef >= 1.0f) /* a factor of 1 changes nothing; a NaN goes through, as on the CPU */
@@ -593,9 +594,162 @@ void kc_clip(cudaStream_t s, float *g, int64_t n, const double *sumsq, double ma
 }
 
 /* ---- a whole step of a small model: tiny.h's interpreter as one thread ---- */
-void kc_tiny_step(cudaStream_t s, const void *prog)
+static void host_tiny_step(cudaStream_t s, const void *prog)
 {
 	double sh[1];
 	struct optim_coef coef;
 	tiny_run(0, 1, prog, sh, &coef);
 }
+
+/* ---- the public launchers: each runs its host_ version at once, or,
+ * while a stream is being captured (tape.h), records its arguments for
+ * the graph to replay.  One line per launcher lists kc.h's parameters
+ * after the stream. ---- */
+#define FIELD(T, v) T v;
+#define PARAM(T, v) , T v
+#define SET(T, v) rec_.v = v;
+#define ARG(T, v) , args_->v
+#define PASS(T, v) , v
+#define WRAP(name, LIST)                                                                  \
+	struct name##_args {                                                              \
+		cudaStream_t s;                                                           \
+		LIST(FIELD)                                                               \
+	};                                                                                \
+	static void name##_replay(const void *q_)                                         \
+	{                                                                                 \
+		const struct name##_args *args_ = q_;                                     \
+		host_##name(args_->s LIST(ARG));                                          \
+	}                                                                                 \
+	void kc_##name(cudaStream_t s LIST(PARAM))                                        \
+	{                                                                                 \
+		struct name##_args rec_;                                                  \
+		memset(&rec_, 0, sizeof rec_);                                            \
+		rec_.s = s;                                                               \
+		LIST(SET)                                                                 \
+		if (!tape_record(name##_replay, &rec_, sizeof rec_))                      \
+			host_##name(s LIST(PASS));                                        \
+	}
+
+#define L_relu_fwd(X) X(const float *, x) X(float *, y) X(int64_t, n)
+WRAP(relu_fwd, L_relu_fwd)
+#define L_relu_bwd(X) X(const float *, y) X(const float *, dy) X(float *, dx) X(int64_t, n)
+WRAP(relu_bwd, L_relu_bwd)
+#define L_gelu_fwd(X) X(const float *, x) X(float *, y) X(int64_t, n) X(enum kern_gelu, approx)
+WRAP(gelu_fwd, L_gelu_fwd)
+#define L_gelu_bwd(X) X(const float *, x) X(const float *, dy) X(float *, dx) X(int64_t, n) X(enum kern_gelu, approx)
+WRAP(gelu_bwd, L_gelu_bwd)
+#define L_tanh_fwd(X) X(const float *, x) X(float *, y) X(int64_t, n)
+WRAP(tanh_fwd, L_tanh_fwd)
+#define L_tanh_bwd(X) X(const float *, y) X(const float *, dy) X(float *, dx) X(int64_t, n)
+WRAP(tanh_bwd, L_tanh_bwd)
+#define L_sigmoid_fwd(X) X(const float *, x) X(float *, y) X(int64_t, n)
+WRAP(sigmoid_fwd, L_sigmoid_fwd)
+#define L_sigmoid_bwd(X) X(const float *, y) X(const float *, dy) X(float *, dx) X(int64_t, n)
+WRAP(sigmoid_bwd, L_sigmoid_bwd)
+#define L_dropout_fwd(X) X(const float *, x) X(float *, y) X(uint8_t *, mask) X(int64_t, n) X(float, p) X(struct rng, r)
+WRAP(dropout_fwd, L_dropout_fwd)
+#define L_dropout_fwd_at(X) X(const float *, x) X(float *, y) X(uint8_t *, mask) X(int64_t, n) X(float, p) \
+	X(struct rng, r) X(const int64_t *, step)
+WRAP(dropout_fwd_at, L_dropout_fwd_at)
+#define L_dropout_bwd(X) X(const float *, dy) X(const uint8_t *, mask) X(float *, dx) X(int64_t, n) X(float, p)
+WRAP(dropout_bwd, L_dropout_bwd)
+#define L_add(X) X(const float *, a) X(const float *, b) X(float *, y) X(int64_t, n)
+WRAP(add, L_add)
+#define L_accumulate(X) X(float *, dst) X(const float *, src) X(int64_t, n)
+WRAP(accumulate, L_accumulate)
+#define L_scale(X) X(float *, x) X(int64_t, n) X(float, c)
+WRAP(scale, L_scale)
+#define L_bias_add(X) X(float *, y) X(const float *, b) X(int64_t, rows) X(int, m)
+WRAP(bias_add, L_bias_add)
+#define L_bias_grad(X) X(const float *, dy) X(float *, db) X(int64_t, rows) X(int, m)
+WRAP(bias_grad, L_bias_grad)
+#define L_channel_bias_add(X) X(float *, y) X(const float *, b) X(int, n) X(int, c) X(int64_t, hw)
+WRAP(channel_bias_add, L_channel_bias_add)
+#define L_channel_bias_grad(X) X(const float *, dy) X(float *, db) X(int, n) X(int, c) X(int64_t, hw)
+WRAP(channel_bias_grad, L_channel_bias_grad)
+#define L_maxpool2d_fwd(X) X(struct pool2d_desc, d) X(const float *, x) X(float *, y) X(int32_t *, idx)
+WRAP(maxpool2d_fwd, L_maxpool2d_fwd)
+#define L_maxpool2d_bwd(X) X(struct pool2d_desc, d) X(const int32_t *, idx) X(const float *, dy) X(float *, dx)
+WRAP(maxpool2d_bwd, L_maxpool2d_bwd)
+#define L_avgpool2d_fwd(X) X(struct pool2d_desc, d) X(const float *, x) X(float *, y)
+WRAP(avgpool2d_fwd, L_avgpool2d_fwd)
+#define L_avgpool2d_bwd(X) X(struct pool2d_desc, d) X(const float *, dy) X(float *, dx)
+WRAP(avgpool2d_bwd, L_avgpool2d_bwd)
+#define L_adaptive_avgpool2d_fwd(X) X(const float *, x) X(float *, y) X(int, n) X(int, c) X(int, h) X(int, w) \
+	X(int, oh) X(int, ow)
+WRAP(adaptive_avgpool2d_fwd, L_adaptive_avgpool2d_fwd)
+#define L_adaptive_avgpool2d_bwd(X) X(const float *, dy) X(float *, dx) X(int, n) X(int, c) X(int, h) \
+	X(int, w) X(int, oh) X(int, ow)
+WRAP(adaptive_avgpool2d_bwd, L_adaptive_avgpool2d_bwd)
+#define L_batchnorm2d_fwd_train(X) X(const float *, x) X(const float *, gamma) X(const float *, beta) \
+	X(float *, y) X(float *, running_mean) X(float *, running_var) X(float *, save_mean) X(float *, save_invstd) \
+	X(int64_t *, tracked) X(int, n) X(int, c) X(int64_t, hw) X(float, eps) X(float, momentum)
+WRAP(batchnorm2d_fwd_train, L_batchnorm2d_fwd_train)
+#define L_batchnorm2d_fwd_eval(X) X(const float *, x) X(const float *, gamma) X(const float *, beta) \
+	X(const float *, running_mean) X(const float *, running_var) X(float *, y) X(int, n) X(int, c) X(int64_t, hw) \
+	X(float, eps)
+WRAP(batchnorm2d_fwd_eval, L_batchnorm2d_fwd_eval)
+#define L_batchnorm2d_bwd(X) X(const float *, x) X(const float *, gamma) X(const float *, save_mean) \
+	X(const float *, save_invstd) X(const float *, dy) X(float *, dx) X(float *, dgamma) X(float *, dbeta) \
+	X(int, n) X(int, c) X(int64_t, hw)
+WRAP(batchnorm2d_bwd, L_batchnorm2d_bwd)
+#define L_layernorm_fwd(X) X(const float *, x) X(const float *, gamma) X(const float *, beta) X(float *, y) \
+	X(float *, save_mean) X(float *, save_invstd) X(int64_t, rows) X(int, d) X(float, eps)
+WRAP(layernorm_fwd, L_layernorm_fwd)
+#define L_layernorm_bwd(X) X(const float *, x) X(const float *, gamma) X(const float *, save_mean) \
+	X(const float *, save_invstd) X(const float *, dy) X(float *, dx) X(float *, dgamma) X(float *, dbeta) \
+	X(int64_t, rows) X(int, d)
+WRAP(layernorm_bwd, L_layernorm_bwd)
+#define L_embedding_fwd(X) X(const int32_t *, idx) X(const float *, w) X(float *, y) X(int64_t, n) \
+	X(int, vocab) X(int, dim) X(int32_t *, bad)
+WRAP(embedding_fwd, L_embedding_fwd)
+#define L_embedding_bwd(X) X(const int32_t *, idx) X(const float *, dy) X(float *, dw) X(int64_t, n) \
+	X(int, vocab) X(int, dim) X(int, padding_idx)
+WRAP(embedding_bwd, L_embedding_bwd)
+#define L_softmax_fwd(X) X(const float *, x) X(float *, y) X(int64_t, outer) X(int, dim) X(int64_t, inner)
+WRAP(softmax_fwd, L_softmax_fwd)
+#define L_softmax_bwd(X) X(const float *, y) X(const float *, dy) X(float *, dx) X(int64_t, outer) X(int, dim) \
+	X(int64_t, inner)
+WRAP(softmax_bwd, L_softmax_bwd)
+#define L_log_softmax_fwd(X) X(const float *, x) X(float *, y) X(int64_t, outer) X(int, dim) X(int64_t, inner)
+WRAP(log_softmax_fwd, L_log_softmax_fwd)
+#define L_log_softmax_bwd(X) X(const float *, y) X(const float *, dy) X(float *, dx) X(int64_t, outer) \
+	X(int, dim) X(int64_t, inner)
+WRAP(log_softmax_bwd, L_log_softmax_bwd)
+#define L_mse(X) X(const float *, x) X(const float *, target) X(float *, dx) X(int64_t, n) \
+	X(enum kern_reduction, red) X(float, scale) X(double *, loss) X(double, weight) X(bool, add)
+WRAP(mse, L_mse)
+#define L_nll(X) X(const float *, logp) X(const int32_t *, target) X(float *, dlogp) X(int, n) X(int, c) \
+	X(int, ignore_index) X(enum kern_reduction, red) X(float, scale) X(double *, loss) X(double, weight) \
+	X(bool, add) X(int32_t *, bad)
+WRAP(nll, L_nll)
+#define L_cross_entropy(X) X(const float *, logits) X(const int32_t *, target) X(float *, dlogits) X(int, n) \
+	X(int, c) X(int, ignore_index) X(enum kern_reduction, red) X(float, scale) X(double *, loss) \
+	X(double, weight) X(bool, add) X(int32_t *, bad)
+WRAP(cross_entropy, L_cross_entropy)
+#define L_argmax_correct(X) X(const float *, logits) X(const int32_t *, target) X(int, n) X(int, c) X(double *, correct)
+WRAP(argmax_correct, L_argmax_correct)
+#define L_gather_rows(X) X(void *, dst) X(const void *, src) X(int64_t, row_words) X(const int64_t *, order) \
+	X(const int64_t *, pos) X(int64_t, n)
+WRAP(gather_rows, L_gather_rows)
+#define L_add_i64(X) X(int64_t *, x) X(int64_t, by)
+WRAP(add_i64, L_add_i64)
+#define L_f64_axpy(X) X(double *, dst) X(const double *, src) X(double, a) X(bool, add)
+WRAP(f64_axpy, L_f64_axpy)
+#define L_record(X) X(const double *, v) X(double *, hist) X(const int64_t *, counter) X(int64_t, cap)
+WRAP(record, L_record)
+#define L_find_nonfinite(X) X(const float *, x) X(int64_t, n) X(int32_t *, flag)
+WRAP(find_nonfinite, L_find_nonfinite)
+#define L_optim_prepare(X) X(struct optim_cfg, cfg) X(const double *, lr_table) X(int64_t *, step) X(void *, coef)
+WRAP(optim_prepare, L_optim_prepare)
+#define L_optim_apply(X) X(struct optim_cfg, cfg) X(const void *, coef) X(float *, param) \
+	X(const float *, grad) X(float *, state) X(int64_t, plane_stride) X(int64_t, n)
+WRAP(optim_apply, L_optim_apply)
+#define L_sumsq(X) X(const float *, g) X(int64_t, n) X(double *, partials) X(double *, sumsq)
+WRAP(sumsq, L_sumsq)
+#define L_clip(X) X(float *, g) X(int64_t, n) X(const double *, sumsq) X(double, max_norm)
+WRAP(clip, L_clip)
+#define L_optim_state_init(X) X(struct optim_cfg, cfg) X(float *, state) X(int64_t, plane_stride) X(int64_t, n)
+WRAP(optim_state_init, L_optim_state_init)
+#define L_tiny_step(X) X(const void *, prog)
+WRAP(tiny_step, L_tiny_step)

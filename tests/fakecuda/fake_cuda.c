@@ -70,6 +70,15 @@ bool tape_record(void (*replay)(const void *args), const void *args, size_t size
 	return true;
 }
 
+/* What CUDA refuses while a stream is captured (synchronising, plain
+ * copies and allocations) fails here too, so the trainer's captured step
+ * is held to the same rules. */
+#define NOT_WHILE_CAPTURING()                                           \
+	do {                                                            \
+		if (capturing)                                          \
+			return fail(cudaErrorStreamCaptureUnsupported); \
+	} while (0)
+
 static void tape_free(struct tape *t)
 {
 	for (int i = 0; i < t->n; i++)
@@ -136,7 +145,11 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
 	return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void)
+{
+	NOT_WHILE_CAPTURING();
+	return cudaSuccess;
+}
 cudaError_t cudaGetLastError(void)
 {
 	cudaError_t e = last_error;
@@ -159,6 +172,7 @@ const char *cudaGetErrorString(cudaError_t error)
 cudaError_t cudaMalloc(void **p, size_t size)
 {
 	*p = NULL;
+	NOT_WHILE_CAPTURING();
 	if (posix_memalign(p, 256, size ? size : 1) != 0)
 		return fail(cudaErrorMemoryAllocation);
 	memset(*p, 0, size);
@@ -182,6 +196,7 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
 	(void)kind;
+	NOT_WHILE_CAPTURING();
 	memmove(dst, src, count);
 	return cudaSuccess;
 }
@@ -213,6 +228,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 
 cudaError_t cudaMemset(void *p, int value, size_t count)
 {
+	NOT_WHILE_CAPTURING();
 	memset(p, value, count);
 	return cudaSuccess;
 }
@@ -242,8 +258,19 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 	return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t s) { (void)s; return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	(void)s;
+	NOT_WHILE_CAPTURING();
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+	(void)s;
+	NOT_WHILE_CAPTURING();
+	return cudaSuccess;
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
 	(void)s, (void)e, (void)flags;
@@ -299,8 +326,19 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 	return cudaSuccess;
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t e) { (void)e; return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+	(void)e;
+	NOT_WHILE_CAPTURING();
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+	(void)e;
+	NOT_WHILE_CAPTURING();
+	return cudaSuccess;
+}
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {

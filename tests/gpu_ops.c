@@ -102,7 +102,10 @@ static void check_optimizers(const char *name, struct exec *c, struct exec *g)
 	cudaMalloc((void **)&lr, 2 * sizeof *lr);
 	cudaMalloc((void **)&step, sizeof *step);
 	cudaMalloc(&coef, KC_OPTIM_COEF_BYTES);
-	gg = g->grads; /* the whole gradient region */
+	/* the CPU's gradients on both sides: this checks the update, and Adam's
+	 * or RMSprop's normalisation would magnify the backward's rounding */
+	cudaMalloc((void **)&gg, (size_t)n * 4 + 4);
+	cudaMemcpy(gg, c->grads, (size_t)n * 4, cudaMemcpyHostToDevice);
 	for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
 		struct optim_cfg cfg = optim_cfg_default(kinds[k]);
 		cfg.lr = 0.01;
@@ -128,7 +131,7 @@ static void check_optimizers(const char *name, struct exec *c, struct exec *g)
 		compare(name, what, pg, pc, n);
 	}
 	free(pc), free(sc);
-	cudaFree(pg), cudaFree(sg), cudaFree(lr), cudaFree(step), cudaFree(coef);
+	cudaFree(pg), cudaFree(sg), cudaFree(gg), cudaFree(lr), cudaFree(step), cudaFree(coef);
 }
 
 static void check_model(const char *path)

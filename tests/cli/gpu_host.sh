@@ -38,6 +38,15 @@ same() {
 	echo "ok $4 ($(cat "$tmp/cmp"))"
 }
 
+# the op checks of tests/gpu/run, over the stand-in: every layer of every
+# model forward and backward, the optimizers, NCCL at a world of one
+ops=build/tests/gpu_ops_host
+if [ -x $ops ]; then
+	TRAINC_FAKE_GPUS=3 $ops models/*.net tests/cli/nets/*.net > "$tmp/ops.log" 2>&1 &&
+		echo "ok gpu_ops over the stand-in: $(tail -n 1 "$tmp/ops.log")" ||
+		{ fail "gpu_ops over the stand-in:"; grep -v '^ok' "$tmp/ops.log" | head -20; }
+fi
+
 # ToyModel: the one-kernel step, the layer-by-layer step and the CPU
 run toy-tiny models/toy.net --gpus 1 --set train.steps=30
 TRAINC_CUDA_TINY=0 run toy-layers models/toy.net --gpus 1 --set train.steps=30

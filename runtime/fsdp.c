@@ -91,6 +91,13 @@ static bool is_root(const struct fsdp *f, int u)
 	return f->p->units[u].parent < 0;
 }
 
+/* Before a collective starts: its inputs may come from any device's stream. */
+static void join_streams(struct fsdp *f)
+{
+	if (f->dev && f->dev->join)
+		f->dev->join(f->dev->ctx);
+}
+
 static void wait_work(struct fsdp *f, struct comm_work **w)
 {
 	if (!*w)
@@ -98,6 +105,8 @@ static void wait_work(struct fsdp *f, struct comm_work **w)
 	double t0 = util_now();
 	char err[512];
 	int rc = f->dev ? comm_wait_on(*w, f->dev->stream, err, sizeof err) : comm_wait(*w, err, sizeof err);
+	if (f->dev && f->dev->fork) /* every device's later work sees the result */
+		f->dev->fork(f->dev->ctx);
 	if (rc != 0 && !f->failed) {
 		f->failed = true;
 		f->e->stop = true;
@@ -321,6 +330,7 @@ int fsdp_gather_full(struct fsdp *f, float *params_full, float *optim_full, bool
 			if (!un->padded)
 				continue;
 			const float *src = plane < 0 ? f->shard : f->optim + (size_t)plane * (size_t)f->total;
+			join_streams(f);
 			struct comm_work *w = comm_all_gather(f->c, src + f->at[u], landing, un->shard);
 			wait_work(f, &w);
 			if (f->dev && landing != full)
@@ -378,6 +388,7 @@ static bool start_gather(struct fsdp *f, int u)
 		f->slot_p_unit[s] = u;
 		f->p_slot[u] = s;
 	}
+	join_streams(f);
 	f->gather[u] = comm_all_gather(f->c, f->shard + f->at[u], param_buffer(f, u), f->p->units[u].shard);
 	return true;
 }
@@ -474,6 +485,8 @@ static void need_grad_buffer(struct fsdp *f, int u)
 		f->g_slot[u] = s;
 	}
 	zero(f, grad_buffer(f, u), f->p->units[u].padded);
+	if (f->dev && f->dev->fork) /* the layers that fill it may run on another device */
+		f->dev->fork(f->dev->ctx);
 	f->e->unit_grad[u] = grad_buffer(f, u);
 }
 
@@ -512,6 +525,7 @@ void fsdp_phase(void *ctx, int node, int phase)
 			break;
 		case EXEC_AFTER_BWD:
 			if (un->first_node == node) {
+				join_streams(f);
 				f->scatter[u] = comm_reduce_scatter(f->c, grad_buffer(f, u), f->stage + f->at[u], un->shard, f->op);
 				release(f, u);
 			}

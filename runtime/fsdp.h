@@ -33,6 +33,12 @@ struct fsdp_dev {
 	void (*add)(void *ctx, float *dst, const float *src, int64_t n);
 	int (*to_host)(void *ctx, void *dst, const void *src, size_t bytes);
 	int (*from_host)(void *ctx, void *dst, const void *src, size_t bytes);
+	/* optional, for ranks of several devices whose layers read and write
+	 * the units on the first: order the first device's stream after every
+	 * device's queued work before a collective starts (join), and every
+	 * device's stream after the first's once a collective is waited for (fork) */
+	void (*join)(void *ctx);
+	void (*fork)(void *ctx);
 	void *stream;
 	void *ctx;
 };

@@ -27,8 +27,10 @@
  * parallel.microbatches pipelines a rank's GPUs (GPipe): each micro-batch
  * is cut into chunks with activation copies of their own, all forwards are
  * queued and then all backwards, and the GPUs' streams overlap.
- * Does not (yet): FSDP on ranks of several GPUs, or FSDP with micro-batches;
- * each is refused with a message before training starts.  Longer than 600 lines: setup,
+ * FSDP on a rank of several GPUs keeps the rank's units on its first GPU;
+ * the others read and write them over peer access, and every collective
+ * is ordered after all the rank's streams (fsdp_dev's join and fork).
+ * Does not (yet): FSDP with micro-batches (refused before training starts).  Longer than 600 lines: setup,
  * the captured step and the loop read best together.
  */
 #include "runtime/cuda/cuda.h"
@@ -290,6 +292,18 @@ static void fdev_add(void *ctx, float *dst, const float *src, int64_t n)
 {
 	struct gt *t = ctx;
 	kc_accumulate(t->s, dst, src, n);
+}
+
+static void fdev_join(void *ctx)
+{
+	struct gt *t = ctx;
+	cuda_join(&t->e);
+}
+
+static void fdev_fork(void *ctx)
+{
+	struct gt *t = ctx;
+	cuda_fork(&t->e);
 }
 
 static int fdev_to_host(void *ctx, void *dst, const void *src, size_t bytes)
@@ -863,8 +877,10 @@ static int join_job(struct gt *t)
 	if (comm_nccl_follow(t->comm, t->s, t->err, sizeof t->err) != 0)
 		return -1;
 	if (t->sharded) {
+		/* a rank of several GPUs keeps its units on the first; the others
+		 * read and write them over peer access */
 		t->fdev = (struct fsdp_dev){ backend_cuda.alloc, backend_cuda.free, fdev_zero, fdev_copy, fdev_add, fdev_to_host,
-					     fdev_from_host, t->s, t };
+					     fdev_from_host, t->ngpu > 1 ? fdev_join : NULL, t->ngpu > 1 ? fdev_fork : NULL, t->s, t };
 		if (fsdp_init(&t->fsdp, p, t->comm, &t->e, &t->fdev, t->err, sizeof t->err) != 0)
 			return -1;
 		t->fsdp.op = t->op; /* as DDP: averaged gradients, summed for a global batch of a sum loss */
@@ -893,9 +909,6 @@ static int join_job(struct gt *t)
 static int refuse(struct gt *t)
 {
 	const struct plan *p = t->p;
-	if (p->ndevices > 1 && p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1)
-		return util_fail(t->err, sizeof t->err,
-				 "FSDP on ranks that span several GPUs (@device) is not built yet; use parallel ddp, or train with --cpus");
 	if (p->parallel.microbatches > 1 && p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1)
 		return util_fail(t->err, sizeof t->err, "FSDP with micro-batches is not built yet; use parallel ddp for a pipeline");
 	return 0;
@@ -1277,8 +1290,13 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 	cudaMemGetInfo(&free_b, &total_b);
 	int64_t state = t->sharded ? (2 * t->fsdp.total + t->fsdp.total * p->train.optim.state_per_param) * 4
 				   : (p->unsharded_elems + t->e.trainable * (1 + p->train.optim.state_per_param)) * 4;
-	printf("Rank %d: GPU %d, parameters, gradients and optimizer state %.2f MiB; GPU memory in use %.1f MiB of %.1f MiB\n", t->rank,
-	       t->device, (double)state / 1048576.0, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0);
+	char gpus[32];
+	if (t->ngpu > 1)
+		snprintf(gpus, sizeof gpus, "GPUs %d-%d", t->base, t->base + t->ngpu - 1);
+	else
+		snprintf(gpus, sizeof gpus, "GPU %d", t->base);
+	printf("Rank %d: %s, parameters, gradients and optimizer state %.2f MiB; GPU memory in use %.1f MiB of %.1f MiB (first GPU)\n",
+	       t->rank, gpus, (double)state / 1048576.0, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0);
 	fflush(stdout);
 	if (o->save && !train_is_weights_file(o->save) && checkpoint(t, o->save) != 0)
 		return -1;

@@ -101,6 +101,11 @@ grep -q 'FSDP\|Rank 1: GPU 1' "$tmp/fsdp-full-gpu.log" || fail "the FSDP run did
 TRAINC_FAKE_GPUS=4 run mp-ddp-gpu models/toy_mp.net --gpus 4 --set train.steps=10
 run mp-ddp-cpu models/toy_mp.net --cpus 4 --threads 1 --set train.steps=10
 same mp-ddp-gpu mp-ddp-cpu 1e-6 "toy_mp: 2 ranks of 2 GPUs (DDP) = 2 ranks of 2 CPU devices"
+# FSDP over ranks of 2 GPUs (the units on each rank's first GPU)
+printf 'import "%s/models/toy_mp.net"\nparallel fsdp { wrap = size(min_params=50) }\n' "$(pwd)" > "$tmp/mpf.net"
+TRAINC_FAKE_GPUS=4 run mpf-gpu "$tmp/mpf.net" --gpus 4 --set train.steps=10
+run mpf-cpu "$tmp/mpf.net" --cpus 4 --threads 1 --set train.steps=10
+same mpf-gpu mpf-cpu 1e-6 "FSDP over 2 ranks of 2 GPUs = 2 ranks of 2 CPU devices"
 # an FSDP checkpoint (one shard per rank) written and resumed on the GPU path
 TRAINC_FAKE_GPUS=2 run fck-full tests/cli/nets/mlp_fsdp.net --gpus 2 --set train.steps=8
 TRAINC_FAKE_GPUS=2 TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_fsdp.net --gpus 2 --set train.steps=4 --save "$tmp/fck" \

@@ -30,7 +30,8 @@
  * FSDP on a rank of several GPUs keeps the rank's units on its first GPU;
  * the others read and write them over peer access, and every collective
  * is ordered after all the rank's streams (fsdp_dev's join and fork).
- * Does not (yet): FSDP with micro-batches (refused before training starts).  Longer than 600 lines: setup,
+ * FSDP with micro-batches runs each chunk's reduce-scatters before the
+ * next chunk's backward (one host thread queues everything, in order).  Longer than 600 lines: setup,
  * the captured step and the loop read best together.
  */
 #include "runtime/cuda/cuda.h"
@@ -515,6 +516,12 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 			exec_backward(e, (int)size[j]);
 			if (e->stop)
 				break;
+			/* FSDP: this chunk's reduce-scatters, added to the shards'
+			 * gradients before the next chunk reuses the buffers */
+			if (t->sharded && fsdp_finish_micro(&t->fsdp, t->err, sizeof t->err) != 0) {
+				exec_set_micro(0);
+				return -1;
+			}
 		}
 		exec_set_micro(0);
 		if (e->stop) {
@@ -522,9 +529,6 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 				snprintf(t->err, sizeof t->err, "rank %d: %s", t->rank, t->fsdp.err);
 			return -1;
 		}
-		/* FSDP: the reduce-scatters of this micro-batch, added to the shards' gradients */
-		if (t->sharded && fsdp_finish_micro(&t->fsdp, t->err, sizeof t->err) != 0)
-			return -1;
 	}
 	for (int d = 0; d < t->ngpu; d++) /* each GPU's optimizer waits for its last bucket */
 		if (t->issued[d]) {
@@ -905,21 +909,10 @@ static int join_job(struct gt *t)
 	return 0;
 }
 
-/* What this trainer cannot do yet, before anything is allocated. */
-static int refuse(struct gt *t)
-{
-	const struct plan *p = t->p;
-	if (p->parallel.microbatches > 1 && p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1)
-		return util_fail(t->err, sizeof t->err, "FSDP with micro-batches is not built yet; use parallel ddp for a pipeline");
-	return 0;
-}
-
 static int setup(struct gt *t)
 {
 	const struct plan *p = t->p;
 	const struct plan_train *tr = &p->train;
-	if (refuse(t) != 0)
-		return -1;
 	t->ngpu = p->ndevices;
 	t->base = t->device * p->ndevices; /* rank r owns GPUs r*D .. r*D + D - 1 */
 	cuda_set_device_base(t->base);

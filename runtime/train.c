@@ -151,6 +151,7 @@ struct trainer {
 	struct pipe pipe;
 	bool pipe_ok;
 	int micro_pipe;      /* micro-batches of the pipeline */
+	bool chunked;        /* FSDP with micro-batches: the chunks in turn on this thread */
 	int64_t saved_step;  /* the step of the last checkpoint written */
 	int64_t micro;       /* samples per micro-batch on this rank */
 	int accum;           /* micro-batches per optimizer step */
@@ -547,8 +548,11 @@ static int setup(struct trainer *t)
 	/* FSDP's hooks run on the executor's thread: with several devices a
 	 * sharded rank runs its devices in turn, not as a threaded pipeline */
 	bool sharding = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
-	t->use_pipe = p->parallel.microbatches > 1 || (p->ndevices > 1 && !sharding);
-	t->micro_pipe = t->use_pipe ? (int)p->parallel.microbatches : 1;
+	t->use_pipe = (p->parallel.microbatches > 1 || p->ndevices > 1) && !sharding;
+	/* FSDP's hooks run on this thread: its micro-batches run in turn, each
+	 * chunk's reduce-scatters before the next chunk's backward */
+	t->chunked = p->parallel.microbatches > 1 && sharding;
+	t->micro_pipe = t->use_pipe || t->chunked ? (int)p->parallel.microbatches : 1;
 	int64_t last = t->s.num_samples % B ? t->s.num_samples % B : B;
 	int64_t sizes[8];
 	int nsizes = 0;
@@ -557,11 +561,7 @@ static int setup(struct trainer *t)
 	sizes[nsizes++] = lchunk;
 	sizes[nsizes++] = last - lchunk * ((last + lchunk - 1) / lchunk - 1);
 	sizes[nsizes++] = p->eval_batch;
-	int copies = t->micro_pipe;
-	if (t->use_pipe && sharding) {
-		snprintf(t->err, sizeof t->err, "FSDP with micro-batches is not built yet; use parallel ddp for a pipeline");
-		return -1;
-	}
+	int copies = t->use_pipe ? t->micro_pipe : 1;
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
 	if (exec_init(&t->e, p, sizes, nsizes, t->sharded, copies, t->err, sizeof t->err) != 0)
 		return -1;
@@ -658,6 +658,46 @@ static int clip(struct trainer *t)
 	return 0;
 }
 
+/* FSDP with micro-batches: the batch in chunks of ceil(b / M) (torch.chunk),
+ * one after the other, each chunk's gradients reduce-scattered and added
+ * before the next chunk's backward; *loss is the batch's, as pipe_run's. */
+static int run_chunks(struct trainer *t, const float *x, const void *y, int b, double *loss, long *correct)
+{
+	const struct plan *p = t->p;
+	int c = (b + t->micro_pipe - 1) / t->micro_pipe;
+	size_t xrow = (size_t)t->train.sample_numel, yrow = dataset_target_bytes(&t->train, 1);
+	float base = t->e.loss_scale;
+	*loss = 0;
+	*correct = 0;
+	int rc = 0;
+	for (int at = 0; at < b && rc == 0; at += c) {
+		int n = b - at < c ? b - at : c;
+		const float *xc = x + (size_t)at * xrow;
+		/* a mean over the batch: each chunk's gradient weighs n / b */
+		t->e.loss_scale = base * (p->train.reduction == RED_SUM ? 1.0f : (float)n / (float)b);
+		exec_forward(&t->e, xc, n, true);
+		double l;
+		long hits;
+		if (t->e.stop) {
+			rc = util_fail(t->err, sizeof t->err, "%s", t->fsdp.err);
+		} else if (exec_loss(&t->e, (const char *)y + (size_t)at * yrow, n, true, &l, &hits, t->err, sizeof t->err) != 0) {
+			rc = -1;
+		} else if (!isfinite(l)) {
+			report_nonfinite(t, l, xc, n);
+			rc = util_fail(t->err, sizeof t->err, "stopped at a non-finite loss");
+		} else {
+			exec_backward(&t->e, n);
+			launch_wait_begin();
+			rc = fsdp_finish_micro(&t->fsdp, t->err, sizeof t->err);
+			launch_wait_end();
+			*loss += p->train.reduction == RED_SUM ? l : l * n / b;
+			*correct += hits;
+		}
+	}
+	t->e.loss_scale = base;
+	return rc;
+}
+
 /* One epoch from the current position; returns 0, 1 when the step budget
  * is spent, or -1. */
 static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
@@ -700,6 +740,11 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 					isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity", (long long)t->at.step + 1, (long long)t->at.epoch);
 				loader_release(&t->l);
 				snprintf(t->err, sizeof t->err, "stopped at a non-finite loss; lower the learning rate or check the data");
+				return -1;
+			}
+		} else if (t->chunked) {
+			if (run_chunks(t, x, y, b, &loss, &correct) != 0) {
+				loader_release(&t->l);
 				return -1;
 			}
 		} else {

@@ -19,6 +19,12 @@ run single $net
 sed 's/^parallel fsdp {/parallel ddp {/; s/    wrap = size(min_params=100)//' $net > "$dir/ddp.net"
 run ddp2 "$dir/ddp.net" --cpus 2
 $stcmp "$dir/single.safetensors" "$dir/ddp2.safetensors" 1e-5
+# with micro-batches a sharded rank runs its chunks in turn: the same as DDP with them
+run fmb2 $net --cpus 2 --set parallel.microbatches=2
+run dmb2 "$dir/ddp.net" --cpus 2 --set parallel.microbatches=2
+$stcmp "$dir/fmb2.safetensors" "$dir/dmb2.safetensors" 1e-5 > /dev/null ||
+	{ echo "FSDP with 2 micro-batches at 2 ranks differs from DDP with them"; exit 1; }
+echo "ok FSDP with micro-batches at 2 ranks equals DDP with them"
 for policy in 100 20000; do
 	for shard in full grad_op none; do
 		for w in 2 4; do

@@ -13,7 +13,7 @@
 set -u
 case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
 cd "$(dirname "$0")/../.." || exit 1
-lib=$(pwd)/build/tests/trainc-fakecuda.so
+lib=${TRAINC_FAKE_LIB:-$(pwd)/build/tests/trainc-fakecuda.so} # another build of it (sanitizers, say)
 if [ ! -f "$lib" ]; then
 	echo "gpu_host: skipped: trainc was configured without CUDA"
 	exit 0

@@ -31,173 +31,14 @@
  * the others read and write them over peer access, and every collective
  * is ordered after all the rank's streams (fsdp_dev's join and fork).
  * FSDP with micro-batches runs each chunk's reduce-scatters before the
- * next chunk's backward (one host thread queues everything, in order).  Longer than 600 lines: setup,
- * the captured step and the loop read best together.
+ * next chunk's backward (one host thread queues everything, in order).
+ * Copies, waits and data are in train_gpu_data.c, parameters and state in
+ * and out in train_gpu_state.c.  Longer than 600 lines: setup, the
+ * captured step and the loop read best together.
  */
-#include "runtime/cuda/cuda.h"
+#include "runtime/cuda/train_gpu_impl.h"
 
 #include <dlfcn.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "compiler/print.h"
-#include "runtime/backend.h"
-#include "runtime/ckpt.h"
-#include "runtime/comm.h"
-#include "runtime/cuda/kc.h"
-#include "runtime/cuda/tiny_plan.h"
-#include "runtime/dataset.h"
-#include "runtime/exec.h"
-#include "runtime/fsdp.h"
-#include "runtime/launch.h"
-#include "runtime/loader.h"
-#include "runtime/rundir.h"
-#include "runtime/sampler.h"
-#include "runtime/store.h"
-#include "runtime/util.h"
-#include "runtime/weights.h"
-
-/* Device words of the trainer. */
-struct words {
-	int64_t pos;        /* next sample of this epoch's order */
-	int64_t step;       /* finished optimizer steps */
-	int64_t zero;       /* a constant 0, for gathers at fixed places */
-	int64_t pad;
-	double step_loss;   /* this step's sum of per-sample losses */
-	double sums[4];     /* evaluation: loss, correct, samples; reductions of host values */
-	double sumsq;
-	double dsum[PLAN_MAX_DEVICES];                    /* each GPU's sum of squares */
-	double partials[PLAN_MAX_DEVICES][KC_SUMSQ_PARTS];
-	_Alignas(16) char coef[KC_OPTIM_COEF_BYTES];
-};
-
-/* One dataset in device memory: inputs (rows of xw words), targets (rows
- * of yw words); or, when it does not fit (streamed), on the host, each
- * batch copied in as it is used. */
-struct ddata {
-	void *x, *y;
-	int64_t n, xw, yw;
-	bool streamed;
-};
-
-struct gt {
-	const struct plan *p;
-	const struct train_opts *o;
-	int rank, world, device;
-	struct dataset train, test;
-	bool has_test, train_open, test_open;
-	struct exec e;
-	bool exec_ok;
-	cudaStream_t s;          /* compute, on the rank's first GPU */
-	cudaStream_t cs[PLAN_MAX_DEVICES]; /* collectives, one stream per GPU of the rank */
-	int ngpu, base;          /* the rank's GPUs: base .. base + ngpu - 1 */
-	struct optim_cfg oc;
-	struct sched_cfg sc;
-	struct sampler smp;
-	bool smp_ok;
-	struct ddata dtrain, dtest;
-	int64_t *order;          /* (num_samples) this epoch's order on the device */
-	int64_t *host_order;
-	int64_t *eval_order;     /* (eval_len) this rank's test samples, chunks padded */
-	int64_t eval_len, eval_count;
-	void *ybuf, *eval_ybuf;  /* targets of the current batch */
-	struct words *w;
-	double *lr_table, *hist;
-	int64_t total_steps;
-	float *h_params, *h_optim; /* host copies for initialisation, checkpoints, weights */
-	struct store_client *store;
-	struct comm *comm;       /* the first GPU's communicator (metrics, barriers, FSDP) */
-	struct comm *dcomm[PLAN_MAX_DEVICES]; /* DDP: one communicator per GPU of the rank, [0] = comm */
-	enum comm_op op;
-	bool sharded;            /* FSDP FULL_SHARD or SHARD_GRAD_OP over several ranks */
-	struct fsdp fsdp;
-	bool fsdp_ok;
-	struct fsdp_dev fdev;    /* the shards' memory: this GPU's, on the compute stream */
-	float *h_buffers;        /* host copy of the buffers (running statistics) for sharded checkpoints */
-	int *trigger;            /* per bucket: the node whose backward completes it */
-	cudaEvent_t *ev_bucket, ev_comm[PLAN_MAX_DEVICES], ev_t0, ev_t1, ev_e0, ev_e1;
-	bool events;
-	bool ddp_on, issued[PLAN_MAX_DEVICES];
-	cudaGraphExec_t graph;
-	bool graph_ok, use_graph, warmed;
-	int64_t saved_step;      /* the step of the last checkpoint written */
-	int pipe_m;              /* pipeline chunks of each micro-batch (parallel.microbatches), 1: none */
-	struct tiny_prog *tiny;  /* a small model's whole step as one block (tiny.h), on the device; NULL: layer by layer */
-	/* a streamed training set: a loader thread fills host batches */
-	struct loader l;
-	bool loader_ok;
-	float *hx[2], *hconv;    /* host batches; ids converted for the embedding */
-	void *hy[2];
-	int64_t *hidx;           /* a streamed test set: one chunk's indices and values */
-	float *htx;
-	void *hty;
-	int64_t graph_steps;
-	float graph_ms;
-	double floor_us;
-	struct rundir rd;
-	bool rd_ok;
-	int64_t micro;           /* samples per micro-batch */
-	int accum, epochs_total;
-	int64_t read_step;       /* steps whose losses were read back */
-	struct ckpt_state at;
-	bool tty;
-	char err[1024];
-};
-
-#define CK(t, call)                                                                                                    \
-	do {                                                                                                           \
-		cudaError_t r_ = (call);                                                                               \
-		if (r_ != cudaSuccess)                                                                                 \
-			return util_fail((t)->err, sizeof(t)->err, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call,   \
-					 cudaGetErrorString(r_));                                                      \
-	} while (0)
-
-/* Copies between host and device, ordered on the compute stream and
- * finished when they return.  (A plain cudaMemcpy runs on the legacy
- * stream, which a non-blocking stream does not wait for, and from pageable
- * memory it may return before the device has the data.) */
-static int copy_on(struct gt *t, int d, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
-{
-	if (bytes == 0)
-		return 0;
-	cudaStream_t s = t->exec_ok ? cuda_stream_of(&t->e, d) : t->s;
-	cudaError_t r = cudaSetDevice(t->base + d);
-	if (r == cudaSuccess)
-		r = cudaMemcpyAsync(dst, src, bytes, kind, s);
-	if (r == cudaSuccess)
-		r = cudaStreamSynchronize(s);
-	if (r == cudaSuccess)
-		r = cudaSetDevice(t->base);
-	if (r != cudaSuccess)
-		return util_fail(t->err, sizeof t->err, "copying %zu bytes %s GPU %d failed: %s", bytes,
-				 kind == cudaMemcpyHostToDevice ? "to" : "from", t->base + d, cudaGetErrorString(r));
-	return 0;
-}
-
-/* to and from memory of the rank's first GPU, or of its GPU d */
-static int put(struct gt *t, void *dev, const void *host, size_t bytes)
-{
-	return copy_on(t, 0, dev, host, bytes, cudaMemcpyHostToDevice);
-}
-
-static int get(struct gt *t, void *host, const void *dev, size_t bytes)
-{
-	return copy_on(t, 0, host, dev, bytes, cudaMemcpyDeviceToHost);
-}
-
-static int put_on(struct gt *t, int d, void *dev, const void *host, size_t bytes)
-{
-	return copy_on(t, d, dev, host, bytes, cudaMemcpyHostToDevice);
-}
-
-static int get_on(struct gt *t, int d, void *host, const void *dev, size_t bytes)
-{
-	return copy_on(t, d, host, dev, bytes, cudaMemcpyDeviceToHost);
-}
 
 int trainc_cuda_probe(int *count, char *err, size_t errlen)
 {
@@ -215,222 +56,6 @@ int trainc_cuda_probe(int *count, char *err, size_t errlen)
 	if (*count == 0)
 		return util_fail(err, errlen, "no CUDA device is visible");
 	return 0;
-}
-
-static void nap(double s)
-{
-	struct timespec ts = { 0, (long)(s * 1e9) };
-	nanosleep(&ts, NULL);
-}
-
-/* Wait for the compute stream, watching NCCL; bounded by the job timeout. */
-static int gpu_wait(struct gt *t, const char *what)
-{
-	double deadline = util_now() + 2 * t->p->parallel.timeout_s;
-	launch_wait_begin();
-	int rc = 0;
-	for (double pause = 1e-5;; pause = pause < 1e-3 ? 2 * pause : 1e-3) {
-		cudaError_t q = cudaStreamQuery(t->s);
-		if (q == cudaSuccess)
-			break;
-		if (q != cudaErrorNotReady) {
-			rc = util_fail(t->err, sizeof t->err, "rank %d: the GPU failed during %s: %s", t->rank, what, cudaGetErrorString(q));
-			break;
-		}
-		if (t->comm && comm_nccl_poll(t->comm, t->err, sizeof t->err) != 0) {
-			rc = -1;
-			break;
-		}
-		if (util_now() > deadline) {
-			if (t->comm)
-				comm_nccl_abort(t->comm);
-			rc = util_fail(t->err, sizeof t->err,
-				       "rank %d: %s did not finish within %g s; a collective is stuck (%s; another rank died or stalled), "
-				       "communicator aborted", t->rank, what, 2 * t->p->parallel.timeout_s,
-				       t->sharded ? "FSDP's all-gathers and reduce-scatters" : t->comm ? "the DDP gradient all-reduce"
-				       : "no collective runs here, so the GPU itself hangs");
-			break;
-		}
-		nap(pause);
-	}
-	launch_wait_end();
-	const char *ce = cuda_error(&t->e);
-	if (rc == 0 && ce)
-		rc = util_fail(t->err, sizeof t->err, "%s", ce);
-	return rc;
-}
-
-/* Sums over ranks of host values, through NCCL in device memory. */
-static int reduce_host(struct gt *t, double *v, int n)
-{
-	if (t->world == 1)
-		return 0;
-	if (put(t, t->w->sums, v, (size_t)n * sizeof *v) != 0)
-		return -1;
-	launch_wait_begin();
-	int rc = comm_wait(comm_all_reduce_f64(t->comm, t->w->sums, n, COMM_SUM), t->err, sizeof t->err);
-	launch_wait_end();
-	if (rc != 0)
-		return -1;
-	return get(t, v, t->w->sums, (size_t)n * sizeof *v);
-}
-
-/* ---- FSDP's memory on this GPU (struct fsdp_dev) ---- */
-
-static void fdev_zero(void *ctx, float *p, int64_t n)
-{
-	struct gt *t = ctx;
-	cudaMemsetAsync(p, 0, (size_t)n * 4, t->s);
-}
-
-static void fdev_copy(void *ctx, float *dst, const float *src, int64_t n)
-{
-	struct gt *t = ctx;
-	cudaMemcpyAsync(dst, src, (size_t)n * 4, cudaMemcpyDeviceToDevice, t->s);
-}
-
-static void fdev_add(void *ctx, float *dst, const float *src, int64_t n)
-{
-	struct gt *t = ctx;
-	kc_accumulate(t->s, dst, src, n);
-}
-
-static void fdev_join(void *ctx)
-{
-	struct gt *t = ctx;
-	cuda_join(&t->e);
-}
-
-static void fdev_fork(void *ctx)
-{
-	struct gt *t = ctx;
-	cuda_fork(&t->e);
-}
-
-static int fdev_to_host(void *ctx, void *dst, const void *src, size_t bytes)
-{
-	return get(ctx, dst, src, bytes);
-}
-
-static int fdev_from_host(void *ctx, void *dst, const void *src, size_t bytes)
-{
-	return put(ctx, dst, src, bytes);
-}
-
-/* ---- data ---- */
-
-/* The whole dataset to the device: inputs as the model's input takes them
- * (token ids as int32), targets as the loss reads them. */
-static int upload(struct gt *t, const struct dataset *ds, struct ddata *d)
-{
-	const struct plan *p = t->p;
-	d->n = ds->n;
-	d->xw = ds->sample_numel;
-	d->yw = (int64_t)dataset_target_bytes(ds, 1) / 4;
-	size_t xb = (size_t)d->n * (size_t)d->xw * 4, yb = (size_t)d->n * (size_t)d->yw * 4;
-	size_t free_b = 0, total_b = 0;
-	CK(t, cudaMemGetInfo(&free_b, &total_b));
-	const char *force = getenv("TRAINC_GPU_STREAM");
-	if (xb + yb > free_b / 2 || (force && strcmp(force, "1") == 0)) {
-		d->streamed = true; /* batches are copied in from the host as they are used */
-		if (t->rank == 0 && !(force && strcmp(force, "1") == 0))
-			printf("The %s set needs %.1f MiB and the GPU has %.1f MiB free: its batches are copied in as they are used\n",
-			       ds == &t->train ? "training" : "test", (double)(xb + yb) / 1048576.0, (double)free_b / 1048576.0);
-		return 0;
-	}
-	CK(t, cudaMalloc(&d->x, xb + 4));
-	CK(t, cudaMalloc(&d->y, yb + 4));
-	enum { CHUNK = 4096 };
-	float *hx = malloc((size_t)CHUNK * (size_t)d->xw * 4);
-	void *hy = malloc((size_t)CHUNK * (size_t)d->yw * 4 + 4);
-	int64_t *idx = malloc(CHUNK * sizeof *idx);
-	if (!hx || !hy || !idx) {
-		free(hx), free(hy), free(idx);
-		return util_fail(t->err, sizeof t->err, "out of memory staging the dataset");
-	}
-	bool ids = p->nodes[0].dtype == DT_I64;
-	int rc = 0;
-	for (int64_t at = 0; at < d->n && rc == 0; at += CHUNK) {
-		int b = (int)(d->n - at < CHUNK ? d->n - at : CHUNK);
-		for (int k = 0; k < b; k++)
-			idx[k] = at + k;
-		dataset_fill(ds, idx, b, hx, hy);
-		if (ids) /* the embedding's index type, as exec.c's copy_input */
-			for (int64_t k = 0; k < (int64_t)b * d->xw; k++)
-				((int32_t *)(void *)hx)[k] = (int32_t)hx[k];
-		if (put(t, (char *)d->x + (size_t)at * (size_t)d->xw * 4, hx, (size_t)b * (size_t)d->xw * 4) != 0 ||
-		    put(t, (char *)d->y + (size_t)at * (size_t)d->yw * 4, hy, (size_t)b * (size_t)d->yw * 4) != 0)
-			rc = -1;
-	}
-	free(hx), free(hy), free(idx);
-	return rc;
-}
-
-/* This epoch's order of this rank's samples, to the device. */
-static int set_epoch(struct gt *t, int64_t epoch)
-{
-	if (t->dtrain.streamed)
-		return 0; /* the loader thread owns the sampler and keeps the order */
-	sampler_set_epoch(&t->smp, epoch - 1);
-	for (int64_t i = 0; i < t->smp.num_samples; i++)
-		t->host_order[i] = sampler_index(&t->smp, i);
-	int64_t pos = t->at.batch * t->micro;
-	if (put(t, t->order, t->host_order, (size_t)t->smp.num_samples * sizeof *t->order) != 0)
-		return -1;
-	return put(t, &t->w->pos, &pos, sizeof pos);
-}
-
-/* A host batch of b samples to the input and target buffers, on the
- * compute stream; the host buffers may be reused on return (pageable
- * copies are staged before the call returns). */
-static int host_batch_in(struct gt *t, const float *x, const void *y, int64_t b, int64_t xw, int64_t yw, float *in, void *ybuf)
-{
-	const float *src = x;
-	if (t->p->nodes[0].dtype == DT_I64) { /* the embedding's index type, as exec.c's copy_input */
-		for (int64_t k = 0; k < b * xw; k++)
-			((int32_t *)(void *)t->hconv)[k] = (int32_t)x[k];
-		src = t->hconv;
-	}
-	CK(t, cudaMemcpyAsync(in, src, (size_t)(b * xw) * 4, cudaMemcpyHostToDevice, t->s));
-	CK(t, cudaMemcpyAsync(ybuf, y, (size_t)(b * yw) * 4, cudaMemcpyHostToDevice, t->s));
-	return 0;
-}
-
-/* The next b samples into the current copy's input (exec_set_micro) and
- * the targets at ybuf, gathered on the device. */
-static void feed(struct gt *t, int64_t b, void *ybuf)
-{
-	float *in = exec_output(&t->e, 0, true);
-	kc_gather_rows(t->s, in, t->dtrain.x, t->dtrain.xw, t->order, &t->w->pos, b);
-	kc_gather_rows(t->s, ybuf, t->dtrain.y, t->dtrain.yw, t->order, &t->w->pos, b);
-	kc_add_i64(t->s, &t->w->pos, b);
-}
-
-/* A streamed set's next micro-batch of b samples from the loader: chunk j
- * (first[j], size[j]) into copy j's input, the targets at ybuf. */
-static int feed_streamed(struct gt *t, int64_t b, const int64_t *first, const int64_t *size, int k, char *ybuf)
-{
-	float *x;
-	void *y;
-	int got = 0;
-	launch_wait_begin();
-	int r = loader_next(&t->l, &x, &y, &got);
-	launch_wait_end();
-	if (r < 0)
-		return util_fail(t->err, sizeof t->err, "%s", t->l.err);
-	if (r == 0 || got != b)
-		return util_fail(t->err, sizeof t->err, "internal: the loader gave %d samples where the step expects %lld", r ? got : 0,
-				 (long long)b);
-	int rc = 0;
-	int64_t xw = t->dtrain.xw, yw = t->dtrain.yw;
-	for (int j = 0; j < k && rc == 0; j++) {
-		exec_set_micro(j);
-		rc = host_batch_in(t, x + first[j] * xw, (const char *)y + (size_t)(first[j] * yw) * 4, size[j], xw, yw,
-				   exec_output(&t->e, 0, true), ybuf + (size_t)(first[j] * yw) * 4);
-	}
-	exec_set_micro(0);
-	loader_release(&t->l);
-	return rc;
 }
 
 /* ---- the step ---- */
@@ -497,12 +122,12 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 			size[k] = b - at < c ? b - at : c;
 		}
 		char *yb = t->ybuf;
-		if (t->dtrain.streamed && feed_streamed(t, b, first, size, k, yb) != 0)
+		if (t->dtrain.streamed && tg_feed_streamed(t, b, first, size, k, yb) != 0)
 			return -1;
 		for (int j = 0; j < k; j++) {
 			exec_set_micro(j);
 			if (!t->dtrain.streamed)
-				feed(t, size[j], yb + (size_t)(first[j] * t->dtrain.yw) * 4);
+				tg_feed(t, size[j], yb + (size_t)(first[j] * t->dtrain.yw) * 4);
 			exec_forward_range(e, 1, p->nnodes, (int)size[j], true);
 			/* a mean over the micro-batch: each chunk's gradient weighs size / b */
 			e->loss_scale = base_scale * (p->train.reduction == RED_SUM ? 1.0f : (float)size[j] / (float)b);
@@ -643,7 +268,7 @@ static int evaluate(struct gt *t)
 				t->hidx[k] = k < m ? t->rank + (at + k) * t->world : t->rank + at * t->world;
 			dataset_fill(&t->test, t->hidx, (int)EB, t->htx, t->hty);
 			CK(t, cudaStreamSynchronize(t->s)); /* the host buffers of the last chunk are free */
-			if (host_batch_in(t, t->htx, t->hty, EB, t->dtest.xw, t->dtest.yw, in, t->eval_ybuf) != 0)
+			if (tg_host_batch_in(t, t->htx, t->hty, EB, t->dtest.xw, t->dtest.yw, in, t->eval_ybuf) != 0)
 				return -1;
 		} else {
 			kc_gather_rows(t->s, in, t->dtest.x, t->dtest.xw, t->eval_order + at, &w->zero, EB);
@@ -659,198 +284,18 @@ static int evaluate(struct gt *t)
 		if (t->fsdp.failed)
 			return util_fail(t->err, sizeof t->err, "rank %d: %s", t->rank, t->fsdp.err);
 	}
-	if (gpu_wait(t, "evaluation") != 0)
+	if (tg_wait(t, "evaluation") != 0)
 		return -1;
 	double sums[3];
-	if (get(t, sums, w->sums, 2 * sizeof *sums) != 0)
+	if (tg_get(t, sums, w->sums, 2 * sizeof *sums) != 0)
 		return -1;
 	sums[2] = (double)t->eval_count;
-	if (reduce_host(t, sums, 3) != 0)
+	if (tg_reduce_host(t, sums, 3) != 0)
 		return -1;
 	if (t->rank != 0)
 		return 0;
 	train_report_eval(p, t->rd_ok ? &t->rd : NULL, t->at.epoch, sums);
 	return 0;
-}
-
-/* ---- state: initialisation, checkpoints, weights ---- */
-
-static int upload_state(struct gt *t)
-{
-	struct exec *e = &t->e;
-	int k = t->p->train.optim.state_per_param;
-	for (int d = 0; d < t->ngpu; d++) {
-		if (put_on(t, d, exec_dev_trainables(e, d), t->h_params + e->t_lo[d], (size_t)e->t_n[d] * 4) != 0 ||
-		    put_on(t, d, exec_dev_buffers(e, d), t->h_params + e->b_lo[d], (size_t)e->b_n[d] * 4) != 0)
-			return -1;
-		for (int j = 0; j < k; j++)
-			if (put_on(t, d, exec_dev_optim(e, d) + j * exec_dev_stride(e, d), t->h_optim + j * e->trainable + e->t_lo[d],
-				   (size_t)e->t_n[d] * 4) != 0)
-				return -1;
-	}
-	return put(t, &t->w->step, &t->at.step, sizeof t->at.step);
-}
-
-static int download_state(struct gt *t, bool with_optim)
-{
-	struct exec *e = &t->e;
-	int k = t->p->train.optim.state_per_param;
-	if (gpu_wait(t, "the step before saving") != 0)
-		return -1;
-	for (int d = 0; d < t->ngpu; d++) {
-		if (get_on(t, d, t->h_params + e->t_lo[d], exec_dev_trainables(e, d), (size_t)e->t_n[d] * 4) != 0 ||
-		    get_on(t, d, t->h_params + e->b_lo[d], exec_dev_buffers(e, d), (size_t)e->b_n[d] * 4) != 0)
-			return -1;
-		for (int j = 0; with_optim && j < k; j++)
-			if (get_on(t, d, t->h_optim + j * e->trainable + e->t_lo[d], exec_dev_optim(e, d) + j * exec_dev_stride(e, d),
-				   (size_t)e->t_n[d] * 4) != 0)
-				return -1;
-	}
-	return 0;
-}
-
-static int load_state(struct gt *t)
-{
-	const struct plan *p = t->p;
-	const struct train_opts *o = t->o;
-	struct exec *e = &t->e;
-	int k = p->train.optim.state_per_param;
-	for (int j = 0; j < p->nparams; j++)
-		exec_init_param(p, j, p->train.seed, t->h_params + p->params[j].offset);
-	optim_state_init(&t->oc, (struct optim_state_view){ t->h_optim, e->trainable }, e->trainable);
-	if (t->sharded) {
-		/* each rank initialises its own shards and the optimizer state of them */
-		float *st = calloc((size_t)(t->fsdp.total * k) + 1, 4);
-		if (!st)
-			return util_fail(t->err, sizeof t->err, "out of memory");
-		optim_state_init(&t->oc, (struct optim_state_view){ st, t->fsdp.total }, t->fsdp.total);
-		int r = fsdp_init_params(&t->fsdp, p->train.seed) != 0 || (k > 0 && put(t, t->fsdp.optim, st, (size_t)(t->fsdp.total * k) * 4) != 0);
-		free(st);
-		if (r)
-			return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err[0] ? t->fsdp.err : "initialising the shards failed");
-	}
-	int rc = 0;
-	if (o->resume) {
-		rc = ckpt_load(o->resume, p, t->h_params, t->h_optim, e->trainable, k, &t->at, t->err, sizeof t->err);
-		if (rc == 0)
-			rc = train_resume_at(p, o->resume, "--gpus", &t->at, t->world, t->micro, t->smp.num_batches, t->rank, t->err,
-					     sizeof t->err);
-	} else if (o->init) {
-		rc = weights_load(p, t->h_params, o->init, true, t->err, sizeof t->err);
-		if (rc == 0 && t->rank == 0)
-			printf("Initialised from %s\n", o->init);
-	}
-	if (rc != 0)
-		return -1;
-	if (t->sharded) { /* shards of the loaded state; the step counter */
-		if ((o->resume || o->init) && fsdp_load_full(&t->fsdp, t->h_params, o->resume ? t->h_optim : NULL) != 0)
-			return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err);
-		return put(t, &t->w->step, &t->at.step, sizeof t->at.step);
-	}
-	if (upload_state(t) != 0)
-		return -1;
-	if (t->comm) { /* rank 0's parameters and buffers everywhere, as DDP's constructor */
-		launch_wait_begin();
-		if (!e->split)
-			rc = comm_wait(comm_broadcast(t->comm, e->params, p->unsharded_elems, 0), t->err, sizeof t->err);
-		for (int d = 0; e->split && d < t->ngpu && rc == 0; d++)
-			rc = comm_wait(comm_broadcast(t->dcomm[d], e->dparams[d], exec_dev_buffer_at(e, d) + e->b_n[d], 0), t->err, sizeof t->err);
-		launch_wait_end();
-	}
-	return rc;
-}
-
-static int barrier(struct gt *t)
-{
-	if (!t->comm)
-		return 0;
-	launch_wait_begin();
-	int rc = comm_barrier(t->comm, t->err, sizeof t->err);
-	launch_wait_end();
-	return rc;
-}
-
-static float *host_buffer_at(void *ctx, int k)
-{
-	struct gt *t = ctx;
-	return t->h_buffers + (t->p->params[k].offset - t->e.buffer_start);
-}
-
-/* FSDP: every rank writes its shard (copied to the host), rank 0 commits. */
-static int sharded_checkpoint(struct gt *t, const char *dir)
-{
-	const struct plan *p = t->p;
-	int k = p->train.optim.state_per_param;
-	int64_t total = t->fsdp.total;
-	float *shard = malloc((size_t)total * 4 + 4), *optim = malloc((size_t)(total * k) * 4 + 4);
-	int rc = !shard || !optim ? util_fail(t->err, sizeof t->err, "out of memory copying the shards") : 0;
-	if (rc == 0 && (gpu_wait(t, "the step before saving") != 0 || get(t, shard, t->fsdp.shard, (size_t)total * 4) != 0 ||
-			(k > 0 && get(t, optim, t->fsdp.optim, (size_t)(total * k) * 4) != 0) ||
-			get(t, t->h_buffers, t->e.params, (size_t)(p->unsharded_elems - t->e.buffer_start) * 4) != 0))
-		rc = -1;
-	t->at.micro = t->micro;
-	if (rc == 0 && t->rank == 0)
-		rc = ckpt_shard_begin(dir, t->at.step, t->err, sizeof t->err);
-	double v = rc != 0;
-	if (reduce_host(t, &v, 1) != 0 || v != 0) {
-		free(shard), free(optim);
-		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "another rank could not prepare its shard");
-	}
-	rc = ckpt_shard_write(dir, p, t->at.step, t->rank, t->world, shard, optim, total, t->fsdp.at, host_buffer_at, t, t->err, sizeof t->err);
-	free(shard), free(optim);
-	v = rc != 0;
-	if (reduce_host(t, &v, 1) != 0 || v != 0)
-		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "another rank could not write its shard");
-	if (t->rank == 0) {
-		rc = ckpt_shard_commit(dir, p, &t->at, t->err, sizeof t->err);
-		if (rc == 0)
-			printf("Checkpoint: step %lld saved to %s (%d shards)\n", (long long)t->at.step, dir, t->world);
-	}
-	v = rc != 0;
-	if (reduce_host(t, &v, 1) != 0 || v != 0)
-		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "rank 0 could not commit the checkpoint");
-	return 0;
-}
-
-/* The unsharded parameters (and optimizer state) in the host copies, on
- * rank 0; every rank takes part. */
-static int full_state(struct gt *t, bool with_optim)
-{
-	if (!t->sharded)
-		return download_state(t, with_optim);
-	if (gpu_wait(t, "the step before saving") != 0)
-		return -1;
-	if (fsdp_gather_full(&t->fsdp, t->rank == 0 ? t->h_params : NULL, t->rank == 0 ? t->h_optim : NULL, with_optim) != 0)
-		return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err);
-	return 0;
-}
-
-/* Rank 0 writes, every rank waits at the barrier: the seed's protocol.
- * With FSDP each rank writes its own shard instead. */
-static int checkpoint(struct gt *t, const char *dir)
-{
-	if (t->saved_step == t->at.step && t->at.step > 0)
-		return 0; /* checkpoint_every just wrote this step */
-	t->saved_step = t->at.step;
-	if (t->sharded)
-		return sharded_checkpoint(t, dir);
-	if (download_state(t, true) != 0)
-		return -1;
-	t->at.micro = t->micro;
-	int rc = 0;
-	if (t->rank == 0) {
-		launch_beat();
-		rc = ckpt_save(dir, t->p, t->h_params, t->h_optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err,
-			       sizeof t->err);
-		launch_beat();
-		if (rc == 0)
-			printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
-	}
-	if (rc != 0) {
-		barrier(t); /* the others wait there; rank 0's own error is the one to report */
-		return -1;
-	}
-	return barrier(t);
 }
 
 /* ---- setup ---- */
@@ -881,10 +326,7 @@ static int join_job(struct gt *t)
 	if (comm_nccl_follow(t->comm, t->s, t->err, sizeof t->err) != 0)
 		return -1;
 	if (t->sharded) {
-		/* a rank of several GPUs keeps its units on the first; the others
-		 * read and write them over peer access */
-		t->fdev = (struct fsdp_dev){ backend_cuda.alloc, backend_cuda.free, fdev_zero, fdev_copy, fdev_add, fdev_to_host,
-					     fdev_from_host, t->ngpu > 1 ? fdev_join : NULL, t->ngpu > 1 ? fdev_fork : NULL, t->s, t };
+		t->fdev = tg_fsdp_dev(t);
 		if (fsdp_init(&t->fsdp, p, t->comm, &t->e, &t->fdev, t->err, sizeof t->err) != 0)
 			return -1;
 		t->fsdp.op = t->op; /* as DDP: averaged gradients, summed for a global batch of a sum loss */
@@ -983,14 +425,14 @@ static int setup(struct gt *t)
 	for (int64_t k = 0; k < t->total_steps; k++)
 		lr[k] = sched_lr(&t->sc, tr->optim.lr, k / spe, k);
 	cudaError_t r1 = cudaMalloc((void **)&t->lr_table, (size_t)t->total_steps * sizeof *lr);
-	int rc = r1 == cudaSuccess ? put(t, t->lr_table, lr, (size_t)t->total_steps * sizeof *lr) : 0;
+	int rc = r1 == cudaSuccess ? tg_put(t, t->lr_table, lr, (size_t)t->total_steps * sizeof *lr) : 0;
 	free(lr);
 	CK(t, r1);
 	if (rc != 0)
 		return -1;
 	CK(t, cudaMalloc((void **)&t->hist, (size_t)t->total_steps * sizeof *t->hist));
 	/* data on the device */
-	if (upload(t, &t->train, &t->dtrain) != 0 || (t->has_test && upload(t, &t->test, &t->dtest) != 0))
+	if (tg_upload(t, &t->train, &t->dtrain) != 0 || (t->has_test && tg_upload(t, &t->test, &t->dtest) != 0))
 		return -1;
 	t->host_order = malloc((size_t)t->smp.num_samples * sizeof *t->host_order);
 	if (!t->host_order)
@@ -1008,7 +450,7 @@ static int setup(struct gt *t)
 		for (int64_t i = 0; i < t->eval_len; i++)
 			h[i] = i < t->eval_count ? t->rank + i * t->world : t->rank + (t->eval_count - 1) / EB * EB * t->world;
 		cudaError_t r2 = cudaMalloc((void **)&t->eval_order, (size_t)(t->eval_len + 1) * sizeof *h);
-		rc = r2 == cudaSuccess ? put(t, t->eval_order, h, (size_t)(t->eval_len + 1) * sizeof *h) : 0;
+		rc = r2 == cudaSuccess ? tg_put(t, t->eval_order, h, (size_t)(t->eval_len + 1) * sizeof *h) : 0;
 		free(h);
 		CK(t, r2);
 		if (rc != 0)
@@ -1027,7 +469,7 @@ static int setup(struct gt *t)
 	t->h_optim = calloc((size_t)(t->e.trainable * k) + 1, 4);
 	if (!t->h_params || !t->h_optim)
 		return util_fail(t->err, sizeof t->err, "out of memory for the host copy of the parameters");
-	if (load_state(t) != 0)
+	if (tg_load_state(t) != 0)
 		return -1;
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, t->o->run_dir, p, t->o->version, t->o->argc, t->o->argv, t->err, sizeof t->err) != 0)
@@ -1071,7 +513,7 @@ static int setup(struct gt *t)
 		h->cfg = t->oc, h->lr_table = t->lr_table, h->step = &t->w->step, h->hist = t->hist, h->cap = t->total_steps;
 		tiny_build(h, &t->e, t->micro);
 		cudaError_t r = cudaMalloc((void **)&t->tiny, sizeof *h);
-		rc = r == cudaSuccess ? put(t, t->tiny, h, sizeof *h) : 0;
+		rc = r == cudaSuccess ? tg_put(t, t->tiny, h, sizeof *h) : 0;
 		free(h);
 		CK(t, r);
 		if (rc != 0)
@@ -1094,10 +536,10 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 	*sum = 0;
 	if (n <= 0)
 		return 0;
-	if (gpu_wait(t, "the training steps") != 0)
+	if (tg_wait(t, "the training steps") != 0)
 		return -1;
 	struct cuda_dev flags;
-	if (get(t, &flags, cuda_dev_words(&t->e), sizeof flags) != 0)
+	if (tg_get(t, &flags, cuda_dev_words(&t->e), sizeof flags) != 0)
 		return -1;
 	if (flags.bad_target)
 		return util_fail(t->err, sizeof t->err, "a target class of the training data is outside 0..%lld, the model's output classes "
@@ -1109,7 +551,7 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 	double *h = malloc((size_t)n * sizeof *h);
 	if (!h)
 		return util_fail(t->err, sizeof t->err, "out of memory");
-	if (get(t, h, t->hist + t->read_step, (size_t)n * sizeof *h) != 0) {
+	if (tg_get(t, h, t->hist + t->read_step, (size_t)n * sizeof *h) != 0) {
 		free(h);
 		return -1;
 	}
@@ -1128,7 +570,7 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 	double v[2] = { h[n - 1], (double)last_samples };
 	free(h);
 	t->read_step = t->at.step;
-	if (reduce_host(t, v, 2) != 0)
+	if (tg_reduce_host(t, v, 2) != 0)
 		return -1;
 	*last = v[0] / v[1];
 	return 0;
@@ -1142,7 +584,7 @@ static int close_span(struct gt *t, bool *timing, int64_t *steps)
 		return 0;
 	*timing = false;
 	CK(t, cudaEventRecord(t->ev_t1, t->s));
-	if (gpu_wait(t, "the training steps") != 0)
+	if (tg_wait(t, "the training steps") != 0)
 		return -1;
 	float ms = 0;
 	CK(t, cudaEventElapsedTime(&ms, t->ev_t0, t->ev_t1));
@@ -1158,7 +600,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	const struct plan *p = t->p;
 	const struct plan_train *tr = &p->train;
 	int64_t nb = t->smp.num_batches, B = t->micro;
-	if (set_epoch(t, t->at.epoch) != 0)
+	if (tg_set_epoch(t, t->at.epoch) != 0)
 		return -1;
 	double te = util_now(), loss_sum = 0;
 	int64_t seen = 0, micro_done = 0, graph_steps = 0;
@@ -1227,7 +669,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 			}
 		}
 		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
-		    (close_span(t, &timing, &graph_steps) != 0 || checkpoint(t, t->o->save) != 0))
+		    (close_span(t, &timing, &graph_steps) != 0 || tg_checkpoint(t, t->o->save) != 0))
 			return -1;
 		if (tr->steps && t->at.step >= tr->steps) {
 			budget_spent = true;
@@ -1247,14 +689,14 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	if (read_losses(t, 1, &last, &sum) != 0)
 		return -1;
 	loss_sum += sum;
-	if (gpu_wait(t, "the epoch") != 0)
+	if (tg_wait(t, "the epoch") != 0)
 		return -1;
 	if (t->tty)
 		fputs("\r\033[K", stdout);
 	double dt = util_now() - te;
 	*train_time += dt;
 	double sums[2] = { loss_sum, (double)seen };
-	if (reduce_host(t, sums, 2) != 0)
+	if (tg_reduce_host(t, sums, 2) != 0)
 		return -1;
 	if (t->rank == 0)
 		printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)t->at.epoch, sums[1] ? sums[0] / sums[1] : 0.0,
@@ -1291,9 +733,9 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 	printf("Rank %d: %s, parameters, gradients and optimizer state %.2f MiB; GPU memory in use %.1f MiB of %.1f MiB (first GPU)\n",
 	       t->rank, gpus, (double)state / 1048576.0, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0);
 	fflush(stdout);
-	if (o->save && !train_is_weights_file(o->save) && checkpoint(t, o->save) != 0)
+	if (o->save && !train_is_weights_file(o->save) && tg_checkpoint(t, o->save) != 0)
 		return -1;
-	if (full_state(t, false) != 0)
+	if (tg_full_state(t, false) != 0)
 		return -1;
 	if (t->rank == 0) {
 		char path[4200];

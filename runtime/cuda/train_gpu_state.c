@@ -1,0 +1,186 @@
+/* train_gpu_state.c: parameters and optimizer state in and out of the
+ * GPUs for the GPU trainer: PyTorch's initialisation, --init weights,
+ * --resume checkpoints (resharded for FSDP), DDP's broadcast from rank 0,
+ * checkpoints (whole from rank 0, or a shard per rank with FSDP) and the
+ * full state dict gathered for the weights file.  The host copies in
+ * struct gt are the only staging; nothing here runs during a step.
+ */
+#include "runtime/cuda/train_gpu_impl.h"
+
+static int upload_state(struct gt *t)
+{
+	struct exec *e = &t->e;
+	int k = t->p->train.optim.state_per_param;
+	for (int d = 0; d < t->ngpu; d++) {
+		if (tg_put_on(t, d, exec_dev_trainables(e, d), t->h_params + e->t_lo[d], (size_t)e->t_n[d] * 4) != 0 ||
+		    tg_put_on(t, d, exec_dev_buffers(e, d), t->h_params + e->b_lo[d], (size_t)e->b_n[d] * 4) != 0)
+			return -1;
+		for (int j = 0; j < k; j++)
+			if (tg_put_on(t, d, exec_dev_optim(e, d) + j * exec_dev_stride(e, d), t->h_optim + j * e->trainable + e->t_lo[d],
+				   (size_t)e->t_n[d] * 4) != 0)
+				return -1;
+	}
+	return tg_put(t, &t->w->step, &t->at.step, sizeof t->at.step);
+}
+
+static int download_state(struct gt *t, bool with_optim)
+{
+	struct exec *e = &t->e;
+	int k = t->p->train.optim.state_per_param;
+	if (tg_wait(t, "the step before saving") != 0)
+		return -1;
+	for (int d = 0; d < t->ngpu; d++) {
+		if (tg_get_on(t, d, t->h_params + e->t_lo[d], exec_dev_trainables(e, d), (size_t)e->t_n[d] * 4) != 0 ||
+		    tg_get_on(t, d, t->h_params + e->b_lo[d], exec_dev_buffers(e, d), (size_t)e->b_n[d] * 4) != 0)
+			return -1;
+		for (int j = 0; with_optim && j < k; j++)
+			if (tg_get_on(t, d, t->h_optim + j * e->trainable + e->t_lo[d], exec_dev_optim(e, d) + j * exec_dev_stride(e, d),
+				   (size_t)e->t_n[d] * 4) != 0)
+				return -1;
+	}
+	return 0;
+}
+
+int tg_load_state(struct gt *t)
+{
+	const struct plan *p = t->p;
+	const struct train_opts *o = t->o;
+	struct exec *e = &t->e;
+	int k = p->train.optim.state_per_param;
+	for (int j = 0; j < p->nparams; j++)
+		exec_init_param(p, j, p->train.seed, t->h_params + p->params[j].offset);
+	optim_state_init(&t->oc, (struct optim_state_view){ t->h_optim, e->trainable }, e->trainable);
+	if (t->sharded) {
+		/* each rank initialises its own shards and the optimizer state of them */
+		float *st = calloc((size_t)(t->fsdp.total * k) + 1, 4);
+		if (!st)
+			return util_fail(t->err, sizeof t->err, "out of memory");
+		optim_state_init(&t->oc, (struct optim_state_view){ st, t->fsdp.total }, t->fsdp.total);
+		int r = fsdp_init_params(&t->fsdp, p->train.seed) != 0 || (k > 0 && tg_put(t, t->fsdp.optim, st, (size_t)(t->fsdp.total * k) * 4) != 0);
+		free(st);
+		if (r)
+			return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err[0] ? t->fsdp.err : "initialising the shards failed");
+	}
+	int rc = 0;
+	if (o->resume) {
+		rc = ckpt_load(o->resume, p, t->h_params, t->h_optim, e->trainable, k, &t->at, t->err, sizeof t->err);
+		if (rc == 0)
+			rc = train_resume_at(p, o->resume, "--gpus", &t->at, t->world, t->micro, t->smp.num_batches, t->rank, t->err,
+					     sizeof t->err);
+	} else if (o->init) {
+		rc = weights_load(p, t->h_params, o->init, true, t->err, sizeof t->err);
+		if (rc == 0 && t->rank == 0)
+			printf("Initialised from %s\n", o->init);
+	}
+	if (rc != 0)
+		return -1;
+	if (t->sharded) { /* shards of the loaded state; the step counter */
+		if ((o->resume || o->init) && fsdp_load_full(&t->fsdp, t->h_params, o->resume ? t->h_optim : NULL) != 0)
+			return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err);
+		return tg_put(t, &t->w->step, &t->at.step, sizeof t->at.step);
+	}
+	if (upload_state(t) != 0)
+		return -1;
+	if (t->comm) { /* rank 0's parameters and buffers everywhere, as DDP's constructor */
+		launch_wait_begin();
+		if (!e->split)
+			rc = comm_wait(comm_broadcast(t->comm, e->params, p->unsharded_elems, 0), t->err, sizeof t->err);
+		for (int d = 0; e->split && d < t->ngpu && rc == 0; d++)
+			rc = comm_wait(comm_broadcast(t->dcomm[d], e->dparams[d], exec_dev_buffer_at(e, d) + e->b_n[d], 0), t->err, sizeof t->err);
+		launch_wait_end();
+	}
+	return rc;
+}
+
+static int barrier(struct gt *t)
+{
+	if (!t->comm)
+		return 0;
+	launch_wait_begin();
+	int rc = comm_barrier(t->comm, t->err, sizeof t->err);
+	launch_wait_end();
+	return rc;
+}
+
+static float *host_buffer_at(void *ctx, int k)
+{
+	struct gt *t = ctx;
+	return t->h_buffers + (t->p->params[k].offset - t->e.buffer_start);
+}
+
+/* FSDP: every rank writes its shard (copied to the host), rank 0 commits. */
+static int sharded_checkpoint(struct gt *t, const char *dir)
+{
+	const struct plan *p = t->p;
+	int k = p->train.optim.state_per_param;
+	int64_t total = t->fsdp.total;
+	float *shard = malloc((size_t)total * 4 + 4), *optim = malloc((size_t)(total * k) * 4 + 4);
+	int rc = !shard || !optim ? util_fail(t->err, sizeof t->err, "out of memory copying the shards") : 0;
+	if (rc == 0 && (tg_wait(t, "the step before saving") != 0 || tg_get(t, shard, t->fsdp.shard, (size_t)total * 4) != 0 ||
+			(k > 0 && tg_get(t, optim, t->fsdp.optim, (size_t)(total * k) * 4) != 0) ||
+			tg_get(t, t->h_buffers, t->e.params, (size_t)(p->unsharded_elems - t->e.buffer_start) * 4) != 0))
+		rc = -1;
+	t->at.micro = t->micro;
+	if (rc == 0 && t->rank == 0)
+		rc = ckpt_shard_begin(dir, t->at.step, t->err, sizeof t->err);
+	double v = rc != 0;
+	if (tg_reduce_host(t, &v, 1) != 0 || v != 0) {
+		free(shard), free(optim);
+		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "another rank could not prepare its shard");
+	}
+	rc = ckpt_shard_write(dir, p, t->at.step, t->rank, t->world, shard, optim, total, t->fsdp.at, host_buffer_at, t, t->err, sizeof t->err);
+	free(shard), free(optim);
+	v = rc != 0;
+	if (tg_reduce_host(t, &v, 1) != 0 || v != 0)
+		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "another rank could not write its shard");
+	if (t->rank == 0) {
+		rc = ckpt_shard_commit(dir, p, &t->at, t->err, sizeof t->err);
+		if (rc == 0)
+			printf("Checkpoint: step %lld saved to %s (%d shards)\n", (long long)t->at.step, dir, t->world);
+	}
+	v = rc != 0;
+	if (tg_reduce_host(t, &v, 1) != 0 || v != 0)
+		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "rank 0 could not commit the checkpoint");
+	return 0;
+}
+
+/* The unsharded parameters (and optimizer state) in the host copies, on
+ * rank 0; every rank takes part. */
+int tg_full_state(struct gt *t, bool with_optim)
+{
+	if (!t->sharded)
+		return download_state(t, with_optim);
+	if (tg_wait(t, "the step before saving") != 0)
+		return -1;
+	if (fsdp_gather_full(&t->fsdp, t->rank == 0 ? t->h_params : NULL, t->rank == 0 ? t->h_optim : NULL, with_optim) != 0)
+		return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err);
+	return 0;
+}
+
+/* Rank 0 writes, every rank waits at the barrier: the seed's protocol.
+ * With FSDP each rank writes its own shard instead. */
+int tg_checkpoint(struct gt *t, const char *dir)
+{
+	if (t->saved_step == t->at.step && t->at.step > 0)
+		return 0; /* checkpoint_every just wrote this step */
+	t->saved_step = t->at.step;
+	if (t->sharded)
+		return sharded_checkpoint(t, dir);
+	if (download_state(t, true) != 0)
+		return -1;
+	t->at.micro = t->micro;
+	int rc = 0;
+	if (t->rank == 0) {
+		launch_beat();
+		rc = ckpt_save(dir, t->p, t->h_params, t->h_optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err,
+			       sizeof t->err);
+		launch_beat();
+		if (rc == 0)
+			printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
+	}
+	if (rc != 0) {
+		barrier(t); /* the others wait there; rank 0's own error is the one to report */
+		return -1;
+	}
+	return barrier(t);
+}

@@ -1,6 +1,6 @@
 /* optim_elem.h: the per-element arithmetic of optim.c's six optimizers, and
  * the per-step coefficients it reads, shared by the CPU loops (optim.c) and
- * the CUDA update kernel (cuda/kernels.cu), so both run one formula.
+ * the CUDA update kernel (cuda/kernels_step.cu), so both run one formula.
  * nvcc compiles every function for host and device; gcc sees plain static
  * inline C.  The float rounding and the fmaf calls are optim.c's (see its
  * header comment); nothing here loops, allocates or reads a thread index.

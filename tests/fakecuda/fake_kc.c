@@ -1,7 +1,9 @@
-/* fake_kc.c: a host stand-in for runtime/cuda/kernels.cu, so the GPU
- * trainer's host logic (train_gpu.c, backend_cuda.c) runs in tests on a
- * machine without a GPU.  Every kc_* of kc.h runs at once, on the calling
- * thread, over ordinary host memory; the stream is ignored.
+/* fake_kc.c: a host stand-in for the CUDA kernel files
+ * (runtime/cuda/kernels_*.cu), so the GPU trainer's host logic
+ * (train_gpu*.c, backend_cuda.c) runs in tests on a machine without a
+ * GPU.  Every kc_* of kc.h runs at once, on the calling thread, over
+ * ordinary host memory (or is recorded while a stream is captured, see
+ * tape.h); the stream is ignored.
  * Each function applies the kernel's own per-element or per-row code
  * (body.h, optim_elem.h, tiny.h) to every element, row or channel in turn,
  * with the kernel's aliasing rules (y may be x, dx may be dy).  Where the

@@ -1,0 +1,234 @@
+/* kernels_loss.cu: softmax and log-softmax (a warp a contiguous row, a
+ * thread a strided row) and the losses (one block each, which counts its rows
+ * before it writes a gradient), argmax hits (integer atomics, exact).
+ */
+#include "runtime/cuda/kc_impl.cuh"
+
+/* ---- softmax: a warp per contiguous row (double sum, as the CPU's row
+ * path), a thread per strided row (body.h's row, the CPU's tile path) ---- */
+__global__ void softmax_rows_kernel(const float *x, float *y, int64_t outer, int dim, bool log_out)
+{
+	int lane = threadIdx.x & 31;
+	FOR_EACH_WARP_ROW(r, outer) {
+		const float *in = x + r * dim;
+		float *out = y + r * dim, mx = -INFINITY;
+		for (int k = lane; k < dim; k += 32)
+			mx = fmaxf(mx, in[k]);
+		mx = warp_max(mx);
+		double se = 0;
+		for (int k = lane; k < dim; k += 32)
+			se += expf(in[k] - mx);
+		float f = body_softmax_factor(warp_sum(se), true, log_out);
+		for (int k = lane; k < dim; k += 32)
+			out[k] = body_softmax_out(in[k], mx, f, log_out);
+	}
+}
+
+__global__ void softmax_cols_kernel(const float *x, float *y, int64_t outer, int dim, int64_t inner, bool log_out)
+{
+	FOR_EACH(t, outer * inner) {
+		int64_t at = (t / inner) * dim * inner + t % inner;
+		body_softmax_row(x + at, y + at, dim, inner, log_out);
+	}
+}
+
+__global__ void softmax_bwd_rows_kernel(const float *y, const float *dy, float *dx, int64_t outer, int dim, bool log_out)
+{
+	int lane = threadIdx.x & 31;
+	FOR_EACH_WARP_ROW(r, outer) {
+		const float *yr = y + r * dim, *g = dy + r * dim;
+		float *out = dx + r * dim, acc = 0;
+		for (int k = lane; k < dim; k += 32)
+			acc += body_softmax_bwd_term(yr[k], g[k], log_out);
+		acc = warp_sum(acc);
+		__syncwarp(); /* dx may be dy */
+		for (int k = lane; k < dim; k += 32)
+			out[k] = body_softmax_bwd_out(yr[k], g[k], acc, log_out);
+	}
+}
+
+__global__ void softmax_bwd_cols_kernel(const float *y, const float *dy, float *dx, int64_t outer, int dim, int64_t inner,
+					bool log_out)
+{
+	FOR_EACH(t, outer * inner) {
+		int64_t at = (t / inner) * dim * inner + t % inner;
+		body_softmax_bwd_row(y + at, dy + at, dx + at, dim, inner, log_out);
+	}
+}
+
+static void softmax_fwd(cudaStream_t s, const float *x, float *y, int64_t outer, int dim, int64_t inner, bool log_out)
+{
+	if (outer <= 0 || dim <= 0 || inner <= 0)
+		return;
+	if (inner == 1)
+		softmax_rows_kernel<<<warp_blocks_for(outer), THREADS, 0, s>>>(x, y, outer, dim, log_out);
+	else
+		softmax_cols_kernel<<<blocks_for(outer * inner), THREADS, 0, s>>>(x, y, outer, dim, inner, log_out);
+}
+
+static void softmax_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t outer, int dim, int64_t inner,
+			bool log_out)
+{
+	if (outer <= 0 || dim <= 0 || inner <= 0)
+		return;
+	if (inner == 1)
+		softmax_bwd_rows_kernel<<<warp_blocks_for(outer), THREADS, 0, s>>>(y, dy, dx, outer, dim, log_out);
+	else
+		softmax_bwd_cols_kernel<<<blocks_for(outer * inner), THREADS, 0, s>>>(y, dy, dx, outer, dim, inner, log_out);
+}
+
+void kc_softmax_fwd(cudaStream_t s, const float *x, float *y, int64_t outer, int dim, int64_t inner)
+{
+	softmax_fwd(s, x, y, outer, dim, inner, false);
+}
+
+void kc_softmax_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t outer, int dim, int64_t inner)
+{
+	softmax_bwd(s, y, dy, dx, outer, dim, inner, false);
+}
+
+void kc_log_softmax_fwd(cudaStream_t s, const float *x, float *y, int64_t outer, int dim, int64_t inner)
+{
+	softmax_fwd(s, x, y, outer, dim, inner, true);
+}
+
+void kc_log_softmax_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t outer, int dim, int64_t inner)
+{
+	softmax_bwd(s, y, dy, dx, outer, dim, inner, true);
+}
+
+/* ---- losses: one block each ---- */
+__device__ void store_loss(double *loss, double l, double weight, bool add)
+{
+	*loss = (add ? *loss : 0.0) + weight * l;
+}
+
+__global__ void __launch_bounds__(LOSS_THREADS) mse_kernel(const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
+			   double *loss, double weight, bool add)
+{
+	__shared__ double sh[LOSS_THREADS];
+	float g = body_mse_grad(n, red, scale);
+	double acc = 0;
+	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+		float d;
+		acc += body_mse_term(x[i], target[i], g, &d);
+		if (dx)
+			dx[i] = d;
+	}
+	acc = block_sum(acc, sh);
+	if (threadIdx.x == 0)
+		store_loss(loss, red == KERN_REDUCE_MEAN ? acc / (double)n : acc, weight, add);
+}
+
+/* Rows that count, the same in every thread; -1 if a target is bad. */
+__device__ int64_t count_targets(const int32_t *target, int n, int c, int ignore_index, double *sh)
+{
+	double count = 0, bad = 0;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		bad += body_target_bad(target[i], c, ignore_index);
+		count += target[i] != ignore_index;
+	}
+	/* integers: exact in any order */
+	count = block_sum(count, sh);
+	bad = block_sum(bad, sh);
+	return bad > 0 ? -1 : (int64_t)count;
+}
+
+__global__ void __launch_bounds__(LOSS_THREADS) nll_kernel(const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
+			   enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
+{
+	__shared__ double sh[LOSS_THREADS];
+	int64_t count = count_targets(target, n, c, ignore_index, sh);
+	if (count < 0) {
+		if (threadIdx.x == 0 && bad)
+			*bad = 1;
+		return;
+	}
+	float g = body_class_grad(count, red, scale);
+	double acc = 0;
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		if (target[i] != ignore_index)
+			acc -= logp[(int64_t)i * c + target[i]];
+	acc = block_sum(acc, sh); /* also orders the reads of logp before dlogp's writes */
+	if (dlogp)
+		for (int64_t e = threadIdx.x; e < (int64_t)n * c; e += blockDim.x) {
+			int32_t t = target[e / c];
+			dlogp[e] = body_nll_grad((int)(e % c), t, t != ignore_index, g);
+		}
+	if (threadIdx.x == 0)
+		store_loss(loss, body_loss_reduce(acc, count, red), weight, add);
+}
+
+/* a warp per row within the block */
+__global__ void __launch_bounds__(LOSS_THREADS) cross_entropy_kernel(const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
+				     enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
+{
+	__shared__ double sh[LOSS_THREADS];
+	int64_t count = count_targets(target, n, c, ignore_index, sh);
+	if (count < 0) {
+		if (threadIdx.x == 0 && bad)
+			*bad = 1;
+		return;
+	}
+	float g = body_class_grad(count, red, scale);
+	int lane = threadIdx.x & 31;
+	double acc = 0;
+	for (int r = threadIdx.x >> 5; r < n; r += blockDim.x >> 5) {
+		const float *z = logits + (int64_t)r * c;
+		int32_t t = target[r];
+		bool on = t != ignore_index;
+		float mx = -INFINITY;
+		for (int k = lane; k < c; k += 32)
+			mx = fmaxf(mx, z[k]);
+		mx = warp_max(mx);
+		double se = 0;
+		for (int k = lane; k < c; k += 32)
+			se += expf(z[k] - mx);
+		float ls = body_ce_ls(warp_sum(se));
+		if (lane == 0 && on)
+			acc += body_ce_term(ls, z[t], mx);
+		__syncwarp(); /* dlogits may be logits: z[t] is read */
+		if (dlogits) {
+			float *d = dlogits + (int64_t)r * c, gi = on ? g : 0.0f;
+			for (int k = lane; k < c; k += 32)
+				d[k] = body_ce_grad(z[k], mx, ls, gi, on && k == t);
+		}
+	}
+	acc = block_sum(acc, sh);
+	if (threadIdx.x == 0)
+		store_loss(loss, body_loss_reduce(acc, count, red), weight, add);
+}
+
+__global__ void argmax_kernel(const float *logits, const int32_t *target, int n, int c, double *correct)
+{
+	__shared__ double sh[THREADS];
+	double hits = 0;
+	FOR_EACH(r, n) hits += body_argmax_hit(logits + r * c, c, target[r]);
+	hits = block_sum(hits, sh);
+	if (threadIdx.x == 0 && hits > 0)
+		atomicAdd(correct, hits); /* integers: exact in any order */
+}
+
+void kc_mse(cudaStream_t s, const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
+	    double *loss, double weight, bool add)
+{
+	mse_kernel<<<1, LOSS_THREADS, 0, s>>>(x, target, dx, n, red, scale, loss, weight, add);
+}
+
+void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
+	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
+{
+	nll_kernel<<<1, LOSS_THREADS, 0, s>>>(logp, target, dlogp, n, c, ignore_index, red, scale, loss, weight, add, bad);
+}
+
+void kc_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
+		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
+{
+	cross_entropy_kernel<<<1, LOSS_THREADS, 0, s>>>(logits, target, dlogits, n, c, ignore_index, red, scale, loss, weight,
+							add, bad);
+}
+
+void kc_argmax_correct(cudaStream_t s, const float *logits, const int32_t *target, int n, int c, double *correct)
+{
+	if (n > 0) argmax_kernel<<<blocks_for(n), THREADS, 0, s>>>(logits, target, n, c, correct);
+}

@@ -13,7 +13,10 @@
  * unique id carries the port of a store it serves), so DDP and FSDP run
  * across worker processes too.
  * Stream capture records the operations (tape.h) and a graph launch
- * replays them, so the trainer's CUDA-graph path runs too.
+ * replays them, so the trainer's CUDA-graph path runs too.  With
+ * TRAINC_FAKE_ASYNC=forward or reverse, streams run asynchronously (work
+ * queued per stream, run in an adversarial order when the host waits), so
+ * a missing event between streams shows (tests/cli/gpu_host_async.sh).
  * It checks nothing about the real libraries: tests/gpu/run does that on a
  * GPU.
  */
@@ -42,17 +45,136 @@ struct tape {
 	int n, cap;
 };
 
-struct CUstream_st { int device; };
-struct CUevent_st { double t; };
+/* An operation queued on a stream in the asynchronous mode: run a
+ * recording, mark an event, or wait for another stream's mark. */
+struct qop {
+	int kind; /* QOP_* */
+	void (*replay)(const void *args);
+	void *args;
+	struct CUevent_st *ev;   /* QOP_RECORD */
+	struct CUstream_st *on;  /* QOP_WAIT: until on has run past pos */
+	int pos;
+};
+enum { QOP_RUN, QOP_RECORD, QOP_WAIT };
+
+struct CUstream_st {
+	int device, id;
+	struct qop *q;
+	int n, cap, done;        /* queued, room, run */
+};
+struct CUevent_st {
+	double t;
+	struct CUstream_st *s;   /* the stream of its last record, or NULL */
+	int pos;                 /* that record's place in s's queue */
+};
 struct CUgraph_st { struct tape t; };
 struct CUgraphExec_st { struct tape t; };
 struct CUgraphNode_st { int unused; };
 
 static _Thread_local struct tape *capturing;
 
-bool tape_record(void (*replay)(const void *args), const void *args, size_t size)
+/* ---- asynchronous streams (TRAINC_FAKE_ASYNC=forward or reverse): work is
+ * queued per stream and runs only when the host waits for it, streams in
+ * creation order (forward) or its reverse, each as far as its event waits
+ * allow.  A missing event between streams then shows as wrong results in
+ * one of the two orders; a plain cudaMemcpy waits for the legacy stream
+ * only, as CUDA's does for non-blocking streams. ---- */
+
+static int async_mode = -1; /* 0 off, 1 forward, 2 reverse */
+static struct CUstream_st legacy;
+static struct CUstream_st **streams; /* every live stream, the legacy one first */
+static int nstreams, next_id = 1;
+
+static int async_on(void)
+{
+	if (async_mode < 0) {
+		const char *v = getenv("TRAINC_FAKE_ASYNC");
+		async_mode = !v ? 0 : !strcmp(v, "forward") ? 1 : !strcmp(v, "reverse") ? 2 : 0;
+		streams = calloc(64, sizeof *streams);
+		if (!streams)
+			abort();
+		streams[nstreams++] = &legacy;
+	}
+	return async_mode;
+}
+
+static struct CUstream_st *S(cudaStream_t s)
+{
+	return s ? s : &legacy;
+}
+
+static void enqueue(struct CUstream_st *st, struct qop op)
+{
+	if (st->n == st->cap) {
+		int cap = st->cap ? 2 * st->cap : 64;
+		struct qop *q = realloc(st->q, (size_t)cap * sizeof *q);
+		if (!q)
+			abort();
+		st->q = q, st->cap = cap;
+	}
+	st->q[st->n++] = op;
+}
+
+/* Run st's next operation if nothing holds it: true when one ran. */
+static bool step_stream(struct CUstream_st *st)
+{
+	if (st->done == st->n)
+		return false;
+	struct qop op = st->q[st->done]; /* a copy: running it may queue more */
+	if (op.kind == QOP_WAIT && op.on->done <= op.pos)
+		return false;
+	st->done++;
+	if (op.kind == QOP_RUN) {
+		op.replay(op.args);
+		free(op.args);
+	} else if (op.kind == QOP_RECORD) {
+		op.ev->t = util_now();
+	}
+	return true;
+}
+
+/* Run queued work until st has run past pos (st NULL: everything). */
+static void drain(struct CUstream_st *st, int pos)
+{
+	if (async_mode <= 0)
+		return;
+	for (;;) {
+		if (st ? st->done > pos : true) {
+			bool pending = false;
+			for (int i = 0; i < nstreams && !st; i++)
+				pending |= streams[i]->done < streams[i]->n;
+			if (!pending)
+				return;
+		}
+		bool ran = false;
+		for (int k = 0; k < nstreams && !ran; k++) {
+			int i = async_mode == 1 ? k : nstreams - 1 - k;
+			while (step_stream(streams[i]))
+				ran = true;
+		}
+		if (!ran) {
+			fprintf(stderr, "fake CUDA: the queued work waits on an event nothing will record (a cycle of stream waits)\n");
+			abort();
+		}
+	}
+}
+
+static void drain_all(void)
+{
+	drain(NULL, 0);
+}
+
+bool tape_record_on(cudaStream_t s, void (*replay)(const void *args), const void *args, size_t size)
 {
 	struct tape *t = capturing;
+	if (!t && async_on()) {
+		void *copy = malloc(size);
+		if (!copy)
+			abort();
+		memcpy(copy, args, size);
+		enqueue(S(s), (struct qop){ QOP_RUN, replay, copy, NULL, NULL, 0 });
+		return true;
+	}
 	if (!t)
 		return false;
 	if (t->n == t->cap) {
@@ -148,6 +270,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
 cudaError_t cudaDeviceSynchronize(void)
 {
 	NOT_WHILE_CAPTURING();
+	drain_all();
 	return cudaSuccess;
 }
 cudaError_t cudaGetLastError(void)
@@ -181,6 +304,7 @@ cudaError_t cudaMalloc(void **p, size_t size)
 
 cudaError_t cudaFree(void *p)
 {
+	drain_all(); /* CUDA's cudaFree waits for the device */
 	free(p);
 	return cudaSuccess;
 }
@@ -197,16 +321,18 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 {
 	(void)kind;
 	NOT_WHILE_CAPTURING();
+	drain(&legacy, legacy.n - 1); /* the legacy stream only: non-blocking streams are not waited for */
 	memmove(dst, src, count);
 	return cudaSuccess;
 }
 
-struct copy_args { void *dst; const void *src; size_t count; int value; };
+struct copy_args { void *dst; const void *src; size_t count; int value; void *owned; };
 
 static void copy_replay(const void *q)
 {
 	const struct copy_args *a = q;
 	memmove(a->dst, a->src, a->count);
+	free(a->owned); /* a queued copy runs once */
 }
 
 static void set_replay(const void *q)
@@ -217,18 +343,28 @@ static void set_replay(const void *q)
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t s)
 {
-	(void)s;
-	struct copy_args a = { dst, src, count, 0 };
+	struct copy_args a = { dst, src, count, 0, NULL };
 	if (kind == cudaMemcpyHostToDevice && capturing) /* host memory may change before a launch */
 		return fail(cudaErrorStreamCaptureUnsupported);
-	if (tape_record(copy_replay, &a, sizeof a))
+	if (kind == cudaMemcpyHostToDevice && async_on()) {
+		/* CUDA stages pageable host memory before it returns: the caller
+		 * may reuse the buffer at once */
+		a.owned = malloc(count ? count : 1);
+		if (!a.owned)
+			abort();
+		memcpy(a.owned, src, count);
+		a.src = a.owned;
+	}
+	if (tape_record_on(s, copy_replay, &a, sizeof a))
 		return cudaSuccess;
+	free(a.owned);
 	return cudaMemcpy(dst, src, count, kind);
 }
 
 cudaError_t cudaMemset(void *p, int value, size_t count)
 {
 	NOT_WHILE_CAPTURING();
+	drain(&legacy, legacy.n - 1);
 	memset(p, value, count);
 	return cudaSuccess;
 }
@@ -236,8 +372,8 @@ cudaError_t cudaMemset(void *p, int value, size_t count)
 cudaError_t cudaMemsetAsync(void *p, int value, size_t count, cudaStream_t s)
 {
 	(void)s;
-	struct copy_args a = { p, NULL, count, value };
-	if (tape_record(set_replay, &a, sizeof a))
+	struct copy_args a = { p, NULL, count, value, NULL };
+	if (tape_record_on(s, set_replay, &a, sizeof a))
 		return cudaSuccess;
 	return cudaMemset(p, value, count);
 }
@@ -249,31 +385,44 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
 	if (!*s)
 		return fail(cudaErrorMemoryAllocation);
 	(*s)->device = current;
+	(*s)->id = next_id++;
+	if (async_on() && nstreams < 64)
+		streams[nstreams++] = *s;
 	return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+	drain_all(); /* its work still runs; other streams may wait on it */
+	for (int i = 0; i < nstreams; i++)
+		if (streams[i] == s) {
+			streams[i] = streams[--nstreams];
+			break;
+		}
+	free(s->q);
 	free(s);
 	return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-	(void)s;
 	NOT_WHILE_CAPTURING();
+	drain(S(s), S(s)->n - 1);
 	return cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
-	(void)s;
 	NOT_WHILE_CAPTURING();
+	drain(S(s), S(s)->n - 1);
 	return cudaSuccess;
 }
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
-	(void)s, (void)e, (void)flags;
+	(void)flags;
+	if (!capturing && async_on() && e->s && e->s != S(s))
+		enqueue(S(s), (struct qop){ QOP_WAIT, NULL, NULL, NULL, e->s, e->pos });
 	return cudaSuccess;
 }
 
@@ -321,22 +470,30 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-	(void)s;
+	if (!capturing && async_on()) {
+		e->s = S(s);
+		e->pos = e->s->n;
+		enqueue(e->s, (struct qop){ QOP_RECORD, NULL, NULL, e, NULL, 0 });
+		return cudaSuccess;
+	}
 	e->t = util_now();
+	e->s = NULL;
 	return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
-	(void)e;
 	NOT_WHILE_CAPTURING();
+	if (e->s)
+		drain(e->s, e->pos);
 	return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
-	(void)e;
 	NOT_WHILE_CAPTURING();
+	if (e->s)
+		drain(e->s, e->pos);
 	return cudaSuccess;
 }
 
@@ -378,13 +535,19 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *ge, cudaGraph_t g, unsigned lo
 	return t->op ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
-cudaError_t cudaGraphLaunch(cudaGraphExec_t ge, cudaStream_t s)
+static void graph_replay(const void *q)
 {
-	(void)s;
-	if (capturing)
-		return fail(cudaErrorStreamCaptureUnsupported);
+	const struct CUgraphExec_st *ge = *(struct CUgraphExec_st *const *)q;
 	for (int i = 0; i < ge->t.n; i++)
 		ge->t.op[i].replay(ge->t.op[i].args);
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t ge, cudaStream_t s)
+{
+	if (capturing)
+		return fail(cudaErrorStreamCaptureUnsupported);
+	if (!tape_record_on(s, graph_replay, &ge, sizeof ge))
+		graph_replay(&ge);
 	return cudaSuccess;
 }
 
@@ -408,7 +571,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ge)
  * CPU's row-major kern_gemm (a column-major matrix is its transpose
  * row-major, so the operands swap) ---- */
 
-struct cublasContext { int unused; };
+struct cublasContext { cudaStream_t s; };
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
 {
@@ -428,7 +591,11 @@ const char *cublasGetStatusString(cublasStatus_t status)
 }
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) { (void)h, (void)mode; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { (void)h, (void)s; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s)
+{
+	h->s = s;
+	return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t n) { (void)h, (void)w, (void)n; return CUBLAS_STATUS_SUCCESS; }
 
 struct gemm_args { bool ta, tb; int m, n, k; float alpha, beta; const float *a, *b; float *c; int lda, ldb, ldc; };
@@ -445,14 +612,17 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
 	(void)h;
 	/* the scalars are copied: they point at the caller's stack */
 	struct gemm_args g = { ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *alpha, *beta, a, b, c, lda, ldb, ldc };
-	if (!tape_record(gemm_replay, &g, sizeof g))
+	if (!tape_record_on(h->s, gemm_replay, &g, sizeof g))
 		gemm_replay(&g);
 	return CUBLAS_STATUS_SUCCESS;
 }
 
 /* ---- cuDNN: NCHW float convolutions through the CPU's im2col kernel ---- */
 
-struct cudnnContext { int unused; };
+struct cudnnContext { cudaStream_t s; };
+
+/* the stream of the cuDNN call being made (one thread calls cuDNN) */
+static cudaStream_t conv_stream;
 struct cudnnTensorStruct { int n, c, h, w; };
 struct cudnnFilterStruct { int k, c, h, w; };
 struct cudnnConvolutionStruct { int ph, pw, sh, sw, dh, dw, groups; };
@@ -474,7 +644,11 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t h)
 	return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s) { (void)h, (void)s; return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s)
+{
+	h->s = s;
+	return CUDNN_STATUS_SUCCESS;
+}
 
 cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d)
 {
@@ -582,7 +756,7 @@ static void conv_replay(const void *q)
 static cudnnStatus_t conv(struct conv2d_desc d, const float *x, const float *w, const float *dy, float *y, float *dx, float *dw)
 {
 	struct conv_args c = { d, x, w, dy, y, dx, dw };
-	return tape_record(conv_replay, &c, sizeof c) ? CUDNN_STATUS_SUCCESS : conv_now(d, x, w, dy, y, dx, dw);
+	return tape_record_on(conv_stream, conv_replay, &c, sizeof c) ? CUDNN_STATUS_SUCCESS : conv_now(d, x, w, dy, y, dx, dw);
 }
 
 /* Run one pass of the convolution: the kernel is prepared per call over
@@ -616,6 +790,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
 				      cudnnConvolutionFwdAlgo_t algo, void *ws, size_t wsb, const void *beta,
 				      const cudnnTensorDescriptor_t yd, void *y)
 {
+	conv_stream = h->s;
 	(void)h, (void)alpha, (void)algo, (void)ws, (void)wsb, (void)yd;
 	if (*(const float *)beta != 0.0f)
 		return CUDNN_STATUS_NOT_SUPPORTED;
@@ -627,6 +802,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
 					   cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t wsb, const void *beta,
 					   const cudnnTensorDescriptor_t dxd, void *dx)
 {
+	conv_stream = h->s;
 	(void)h, (void)alpha, (void)algo, (void)ws, (void)wsb, (void)dyd;
 	if (*(const float *)beta != 0.0f) /* the CPU kernel writes dx */
 		return CUDNN_STATUS_NOT_SUPPORTED;
@@ -638,6 +814,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
 					     cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t wsb, const void *beta,
 					     const cudnnFilterDescriptor_t dwd, void *dw)
 {
+	conv_stream = h->s;
 	(void)h, (void)alpha, (void)algo, (void)ws, (void)wsb, (void)dyd;
 	if (*(const float *)beta != 1.0f) /* the CPU kernel adds to dw */
 		return CUDNN_STATUS_NOT_SUPPORTED;
@@ -783,58 +960,55 @@ static ncclResult_t done(struct comm_work *w)
 
 struct coll_args { int kind; const void *in; void *out; size_t n; ncclDataType_t t; ncclRedOp_t op; int root; ncclComm_t c; };
 
-static void coll_replay(const void *q)
+/* The collective itself, over Gloo. */
+static ncclResult_t coll_now(const struct coll_args *a)
 {
-	const struct coll_args *a = q;
+	enum comm_op o = a->op == ncclAvg ? COMM_AVG : COMM_SUM;
 	switch (a->kind) {
-	case 0: ncclAllReduce(a->in, a->out, a->n, a->t, a->op, a->c, NULL); break;
-	case 1: ncclBroadcast(a->in, a->out, a->n, a->t, a->root, a->c, NULL); break;
-	case 2: ncclReduceScatter(a->in, a->out, a->n, a->t, a->op, a->c, NULL); break;
-	default: ncclAllGather(a->in, a->out, a->n, a->t, a->c, NULL); break;
+	case 0: /* all-reduce */
+		if (a->in != a->out)
+			memmove(a->out, a->in, a->n * type_size(a->t));
+		if (a->t == ncclFloat64)
+			return done(comm_all_reduce_f64(a->c->c, a->out, (int64_t)a->n, o));
+		return a->t == ncclFloat32 ? done(comm_all_reduce(a->c->c, a->out, (int64_t)a->n, o)) : ncclInvalidArgument;
+	case 1: /* broadcast */
+		if (a->in != a->out)
+			memmove(a->out, a->in, a->n * type_size(a->t));
+		return type_size(a->t) == 4 ? done(comm_broadcast(a->c->c, a->out, (int64_t)a->n, a->root)) : ncclInvalidArgument;
+	case 2: /* reduce-scatter */
+		return a->t == ncclFloat32 ? done(comm_reduce_scatter(a->c->c, a->in, a->out, (int64_t)a->n, o)) : ncclInvalidArgument;
+	default: /* all-gather */
+		return a->t == ncclFloat32 ? done(comm_all_gather(a->c->c, a->in, a->out, (int64_t)a->n)) : ncclInvalidArgument;
 	}
 }
 
-/* While capturing, a collective is recorded, to run at each launch. */
-#define RECORD_COLL(kind, in, out, n, t, op, root, c)                                   \
-	do {                                                                             \
-		struct coll_args a_ = { kind, in, out, n, t, op, root, c };              \
-		if (tape_record(coll_replay, &a_, sizeof a_))                            \
-			return ncclSuccess;                                              \
-	} while (0)
+static void coll_replay(const void *q)
+{
+	coll_now(q);
+}
+
+/* Queued or recorded on stream s, or run at once. */
+static ncclResult_t coll(cudaStream_t s, struct coll_args a)
+{
+	return tape_record_on(s, coll_replay, &a, sizeof a) ? ncclSuccess : coll_now(&a);
+}
 
 ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t s)
 {
-	(void)s;
-	RECORD_COLL(0, in, out, n, t, op, 0, c);
-	if (in != out)
-		memmove(out, in, n * type_size(t));
-	enum comm_op o = op == ncclAvg ? COMM_AVG : COMM_SUM;
-	if (t == ncclFloat64)
-		return done(comm_all_reduce_f64(c->c, out, (int64_t)n, o));
-	return t == ncclFloat32 ? done(comm_all_reduce(c->c, out, (int64_t)n, o)) : ncclInvalidArgument;
+	return coll(s, (struct coll_args){ 0, in, out, n, t, op, 0, c });
 }
 
 ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t s)
 {
-	(void)s;
-	RECORD_COLL(1, in, out, n, t, ncclSum, root, c);
-	if (in != out)
-		memmove(out, in, n * type_size(t));
-	return type_size(t) == 4 ? done(comm_broadcast(c->c, out, (int64_t)n, root)) : ncclInvalidArgument;
+	return coll(s, (struct coll_args){ 1, in, out, n, t, ncclSum, root, c });
 }
 
 ncclResult_t ncclReduceScatter(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t s)
 {
-	(void)s;
-	RECORD_COLL(2, in, out, n, t, op, 0, c);
-	if (t != ncclFloat32)
-		return ncclInvalidArgument;
-	return done(comm_reduce_scatter(c->c, in, out, (int64_t)n, op == ncclAvg ? COMM_AVG : COMM_SUM));
+	return coll(s, (struct coll_args){ 2, in, out, n, t, op, 0, c });
 }
 
 ncclResult_t ncclAllGather(const void *in, void *out, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t s)
 {
-	(void)s;
-	RECORD_COLL(3, in, out, n, t, ncclSum, 0, c);
-	return t == ncclFloat32 ? done(comm_all_gather(c->c, in, out, (int64_t)n)) : ncclInvalidArgument;
+	return coll(s, (struct coll_args){ 3, in, out, n, t, ncclSum, 0, c });
 }

@@ -628,7 +628,7 @@ static void host_tiny_step(cudaStream_t s, const void *prog)
 		memset(&rec_, 0, sizeof rec_);                                            \
 		rec_.s = s;                                                               \
 		LIST(SET)                                                                 \
-		if (!tape_record(name##_replay, &rec_, sizeof rec_))                      \
+		if (!tape_record_on(s, name##_replay, &rec_, sizeof rec_))                \
 			host_##name(s LIST(PASS));                                        \
 	}
 

@@ -8,7 +8,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* While capturing: keep a copy of args (size bytes) to pass to replay at
- * every launch, and return true (do not run now); otherwise false. */
-bool tape_record(void (*replay)(const void *args), const void *args, size_t size);
+#include <cuda_runtime_api.h>
+
+/* An operation on stream s: while a stream is captured, keep a copy of
+ * args (size bytes) to pass to replay at every launch; in the asynchronous
+ * mode, queue it on s; either way return true (do not run it now).
+ * Otherwise false: the caller runs it at once. */
+bool tape_record_on(cudaStream_t s, void (*replay)(const void *args), const void *args, size_t size);
 #endif

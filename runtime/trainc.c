@@ -30,7 +30,7 @@ enum { MAX_SETS = 64 };
 
 static void usage(FILE *out)
 {
-	fputs("usage: trainc FILE.net [--cpus N] [--set section.key=value]... [--save PATH] [--resume DIR] [--init PATH]\n"
+	fputs("usage: trainc FILE.net [--gpus N | --cpus N] [--set section.key=value]... [--save PATH] [--resume DIR] [--init PATH]\n"
 	      "                       [--run-dir DIR] [--threads N]\n"
 	      "       trainc check FILE.net [--set section.key=value]...\n"
 	      "       trainc print FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
@@ -44,7 +44,8 @@ static void usage(FILE *out)
 	      "  graph   the layer graph as Graphviz dot (devices as colours, FSDP units\n"
 	      "          as clusters): trainc graph m.net | dot -Tsvg > m.svg\n"
 	      "options:\n"
-	      "  --gpus N     N GPUs: N/D ranks when each rank owns D devices (@device)\n"
+	      "  --gpus N     N GPUs: N/D ranks when each rank owns D devices (@device), over NCCL;\n"
+	      "               needs trainc-cuda.so (built with CUDA) and a GPU\n"
 	      "  --cpus N     N CPU devices: N/D worker processes when each rank owns D devices\n"
 	      "  --set k=v    override a data, train or parallel setting, e.g. --set train.epochs=1\n"
 	      "  --save PATH  PATH.safetensors: after training, the weights with PyTorch's names;\n"

@@ -80,33 +80,14 @@ def main():
     a = ap.parse_args()
 
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
     import torch.optim as optim
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
 
-    class Net(nn.Module):  # as in PyTorch's FSDP MNIST example
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 32, 3, 1)
-            self.conv2 = nn.Conv2d(32, 64, 3, 1)
-            self.dropout1 = nn.Dropout(0.25)
-            self.dropout2 = nn.Dropout(0.5)
-            self.fc1 = nn.Linear(9216, 128)
-            self.fc2 = nn.Linear(128, 10)
-
-        def forward(self, x):
-            x = F.relu(self.conv1(x))
-            x = F.relu(self.conv2(x))
-            x = F.max_pool2d(x, 2)
-            x = self.dropout1(x)
-            x = torch.flatten(x, 1)
-            x = F.relu(self.fc1(x))
-            x = self.dropout2(x)
-            x = self.fc2(x)
-            return F.log_softmax(x, dim=1)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_net import Net  # as in PyTorch's FSDP MNIST example
 
     mean, std = 0.2860, 0.3530
     xtr, ytr = load(a.data, "train", mean, std)

@@ -39,37 +39,15 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
 from torch.optim.lr_scheduler import StepLR
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_net import Net  # noqa: E402  (the tutorial's model)
 
-class Net(nn.Module):  # the tutorial's model
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, 1)
-        self.conv2 = nn.Conv2d(32, 64, 3, 1)
-        self.dropout1 = nn.Dropout(0.25)
-        self.dropout2 = nn.Dropout(0.5)
-        self.fc1 = nn.Linear(9216, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = self.conv1(x)
-        x = F.relu(x)
-        x = self.conv2(x)
-        x = F.relu(x)
-        x = F.max_pool2d(x, 2)
-        x = self.dropout1(x)
-        x = torch.flatten(x, 1)
-        x = self.fc1(x)
-        x = F.relu(x)
-        x = self.dropout2(x)
-        x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
 
 
 def idx_path(root, name):
@@ -195,8 +173,8 @@ class Clock:
         return time.perf_counter() - self.t0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_common_args(ap):
+    """The options both GPU programs take, with the seed's defaults."""
     ap.add_argument("--data", default="data/mnist", help="folder of the MNIST IDX files")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--epochs", type=int, default=1)
@@ -207,6 +185,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--mean", type=float, default=0.1307)
     ap.add_argument("--std", type=float, default=0.3081)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_args(ap)
     ap.add_argument("--min-num-params", type=int, default=100, help="size_based_auto_wrap_policy's threshold")
     ap.add_argument("--limit-batches", type=int, default=0, help="at most N batches per train and test pass (0: all)")
     a = ap.parse_args()

@@ -35,7 +35,7 @@ from torch.optim.lr_scheduler import StepLR
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the working tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_fsdp_mnist import Clock, Net, read_split  # noqa: E402  (the same model and IDX reading)
+from torch_fsdp_mnist import Clock, Net, add_common_args, read_split  # noqa: E402  (the same model and IDX reading)
 
 
 def to_device(root, split, mean, std, dev):
@@ -55,16 +55,7 @@ def step(model, optimizer, data, target):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="data/mnist", help="folder of the MNIST IDX files")
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--test-batch-size", type=int, default=1000)
-    ap.add_argument("--lr", type=float, default=1.0)
-    ap.add_argument("--gamma", type=float, default=0.7)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--mean", type=float, default=0.1307)
-    ap.add_argument("--std", type=float, default=0.3081)
+    add_common_args(ap)
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps on a copy of the model first")
     ap.add_argument("--cudnn-benchmark", type=int, default=1, choices=(0, 1))
     ap.add_argument("--limit-batches", type=int, default=0, help="at most N batches per train and test pass (0: all)")

@@ -150,6 +150,21 @@ static int nccl_run(void *impl, const struct comm_req *r, int slot, char *err, s
 	return 0;
 }
 
+/* NCCL's asynchronous error, if any, into err; the communicator is then
+ * aborted (later calls fail at once).  0 while healthy. */
+static int async_error(struct nccl *g, char *err, size_t errlen)
+{
+	ncclResult_t st = ncclSuccess;
+	NCCL_CHECK(g->comm, ncclCommGetAsyncError(g->comm, &st), "the communicator is corrupt?");
+	if (st == ncclSuccess || st == ncclInProgress)
+		return 0;
+	util_fail(err, errlen, "%s:%d: NCCL reported an asynchronous error: %s: %s (hint: %s)", __FILE__, __LINE__,
+		  ncclGetErrorString(st), ncclGetLastError(g->comm), HINT_PEER);
+	ncclCommAbort(g->comm);
+	g->aborted = 1;
+	return -1;
+}
+
 static int nccl_wait(void *impl, int slot, double timeout_s, char *err, size_t errlen)
 {
 	struct nccl *g = impl;
@@ -163,15 +178,8 @@ static int nccl_wait(void *impl, int slot, double timeout_s, char *err, size_t e
 		if (q != cudaErrorNotReady)
 			return util_fail(err, errlen, "%s:%d: cudaEventQuery failed: %s (hint: a kernel on this stream failed)",
 				    __FILE__, __LINE__, cudaGetErrorString(q));
-		ncclResult_t st = ncclSuccess;
-		NCCL_CHECK(g->comm, ncclCommGetAsyncError(g->comm, &st), "the communicator is corrupt?");
-		if (st != ncclSuccess && st != ncclInProgress) {
-			util_fail(err, errlen, "%s:%d: NCCL reported an asynchronous error: %s: %s (hint: %s)", __FILE__, __LINE__,
-			     ncclGetErrorString(st), ncclGetLastError(g->comm), HINT_PEER);
-			ncclCommAbort(g->comm);
-			g->aborted = 1;
+		if (async_error(g, err, errlen) != 0)
 			return -1;
-		}
 		if (util_now() > deadline) {
 			ncclCommAbort(g->comm);
 			g->aborted = 1;
@@ -244,16 +252,7 @@ int comm_nccl_poll(struct comm *c, char *err, size_t errlen)
 		return 0;
 	if (g->aborted)
 		return util_fail(err, errlen, "the NCCL communicator was aborted after an earlier failure");
-	ncclResult_t st = ncclSuccess;
-	NCCL_CHECK(g->comm, ncclCommGetAsyncError(g->comm, &st), "the communicator is corrupt?");
-	if (st != ncclSuccess && st != ncclInProgress) {
-		util_fail(err, errlen, "%s:%d: NCCL reported an asynchronous error: %s: %s (hint: %s)", __FILE__, __LINE__,
-			  ncclGetErrorString(st), ncclGetLastError(g->comm), HINT_PEER);
-		ncclCommAbort(g->comm);
-		g->aborted = 1;
-		return -1;
-	}
-	return 0;
+	return async_error(g, err, errlen);
 }
 
 void comm_nccl_abort(struct comm *c)

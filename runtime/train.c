@@ -258,6 +258,28 @@ void train_report_eval(const struct plan *p, struct rundir *rd, int64_t epoch, c
 	fflush(stdout);
 }
 
+void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_state *at, int64_t done, int64_t total, double loss,
+		       double lr, double rate)
+{
+	if (log && rd)
+		rundir_metric_step(rd, at->step, at->epoch, loss, lr, rate);
+	done = done < total ? done : total;
+	if (tty) {
+		train_progress(at->epoch, done, total, loss, rate);
+	} else if (log) {
+		printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", (long long)at->epoch, (long long)done, (long long)total,
+		       100.0 * (double)done / (double)total, loss);
+		fflush(stdout);
+	}
+}
+
+void train_report_epoch(bool tty, int64_t epoch, const double sums[2], double dt)
+{
+	if (tty)
+		fputs("\r\033[K", stdout);
+	printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)epoch, sums[1] ? sums[0] / sums[1] : 0.0, sums[1] / dt);
+}
+
 bool train_is_weights_file(const char *path)
 {
 	size_t n = strlen(path);
@@ -809,19 +831,9 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			per_sample = v[0] / v[1];
 		}
 		step_loss = step_n = 0;
-		if (t->rank == 0) {
-			double rate = (double)seen * t->world / (util_now() - te);
-			if (log && t->rd_ok)
-				rundir_metric_step(&t->rd, t->at.step, t->at.epoch, per_sample, lr, rate);
-			if (t->tty) {
-				train_progress(t->at.epoch, t->at.batch * t->micro, t->s.num_samples, per_sample, rate);
-			} else if (log) {
-				int64_t done = t->at.batch * t->micro < t->s.num_samples ? t->at.batch * t->micro : t->s.num_samples;
-				printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", (long long)t->at.epoch, (long long)done,
-				       (long long)t->s.num_samples, 100.0 * (double)done / (double)t->s.num_samples, per_sample);
-				fflush(stdout);
-			}
-		}
+		if (t->rank == 0 && (log || t->tty))
+			train_report_step(t->rd_ok ? &t->rd : NULL, t->tty, log, &t->at, t->at.batch * t->micro, t->s.num_samples, per_sample,
+					  lr, (double)seen * t->world / (util_now() - te));
 		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
 		    checkpoint(t, t->o->save) != 0)
 			return -1;
@@ -830,16 +842,13 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			break; /* the position stays mid-epoch, for a checkpoint */
 		}
 	}
-	if (t->tty)
-		fputs("\r\033[K", stdout);
 	double dt = util_now() - te;
 	*train_time += dt;
 	double sums[2] = { loss_sum, (double)seen };
 	if (reduce_sums(t, sums, 2) != 0)
 		return -1;
 	if (t->rank == 0)
-		printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)t->at.epoch, sums[1] ? sums[0] / sums[1] : 0.0,
-		       sums[1] / dt);
+		train_report_epoch(t->tty, t->at.epoch, sums, dt);
 	return budget_spent ? 1 : 0;
 }
 

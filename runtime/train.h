@@ -38,6 +38,14 @@ void train_progress(int64_t epoch, int64_t seen, int64_t total, double loss, dou
  * summed loss, the correct count and the samples, over every rank. */
 struct rundir;
 void train_report_eval(const struct plan *p, struct rundir *rd, int64_t epoch, const double sums[3]);
+/* Rank 0's report of a step: the terminal's progress bar (tty), or at a
+ * log point the seed's "Train Epoch: E [done/total (P%)]  Loss: L" line and
+ * the metrics record; done samples of total this epoch, loss the step's. */
+struct ckpt_state;
+void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_state *at, int64_t done, int64_t total, double loss,
+		       double lr, double rate);
+/* Rank 0's line at an epoch's end: sums are the summed loss and samples. */
+void train_report_epoch(bool tty, int64_t epoch, const double sums[2], double dt);
 /* PATH.safetensors names a weights file; any other path a checkpoint folder. */
 bool train_is_weights_file(const char *path);
 /* Every rank checks through the store that all compiled the same plan. */
@@ -45,7 +53,6 @@ struct store_client;
 int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen);
 /* Where a loaded checkpoint resumes at this world size and batch (flag is
  * --cpus or --gpus, for the message); prints the position on rank 0. */
-struct ckpt_state;
 int train_resume_at(const struct plan *p, const char *resume, const char *flag, struct ckpt_state *at, int world, int64_t micro,
 		    int64_t num_batches, int rank, char *err, size_t errlen);
 /* The process's peak resident set in MiB, from /proc (0 when unavailable). */

@@ -653,20 +653,10 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 			if (read_losses(t, samples, &last, &sum) != 0)
 				return -1;
 			loss_sum += sum;
-			if (t->rank == 0) {
-				double rate = (double)seen * t->world / (util_now() - te);
-				double lr = sched_lr(&t->sc, tr->optim.lr, t->at.epoch - 1, t->at.step - 1);
-				if (t->rd_ok)
-					rundir_metric_step(&t->rd, t->at.step, t->at.epoch, last, lr, rate);
-				if (t->tty) {
-					train_progress(t->at.epoch, t->at.batch * B, t->smp.num_samples, last, rate);
-				} else {
-					int64_t done = t->at.batch * B < t->smp.num_samples ? t->at.batch * B : t->smp.num_samples;
-					printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", (long long)t->at.epoch, (long long)done,
-					       (long long)t->smp.num_samples, 100.0 * (double)done / (double)t->smp.num_samples, last);
-					fflush(stdout);
-				}
-			}
+			if (t->rank == 0)
+				train_report_step(t->rd_ok ? &t->rd : NULL, t->tty, true, &t->at, t->at.batch * B, t->smp.num_samples, last,
+						  sched_lr(&t->sc, tr->optim.lr, t->at.epoch - 1, t->at.step - 1),
+						  (double)seen * t->world / (util_now() - te));
 		}
 		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
 		    (close_span(t, &timing, &graph_steps) != 0 || tg_checkpoint(t, t->o->save) != 0))
@@ -691,16 +681,13 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	loss_sum += sum;
 	if (tg_wait(t, "the epoch") != 0)
 		return -1;
-	if (t->tty)
-		fputs("\r\033[K", stdout);
 	double dt = util_now() - te;
 	*train_time += dt;
 	double sums[2] = { loss_sum, (double)seen };
 	if (tg_reduce_host(t, sums, 2) != 0)
 		return -1;
 	if (t->rank == 0)
-		printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)t->at.epoch, sums[1] ? sums[0] / sums[1] : 0.0,
-		       sums[1] / dt);
+		train_report_epoch(t->tty, t->at.epoch, sums, dt);
 	return budget_spent ? 1 : 0;
 }
 

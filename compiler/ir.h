@@ -218,6 +218,7 @@ struct plan {
 	struct devplan dev[PLAN_MAX_DEVICES];
 	int64_t total_params, trainable_params;
 	int64_t unsharded_elems;   /* float slots of the rank's unsharded parameter layout, all devices */
+	int64_t act_batch;         /* samples per training forward (a rank's micro-batch): what the activations hold */
 	int64_t eval_batch;        /* samples per evaluation forward: min(test_batch, per-rank training batch) */
 	struct plan_dataset train_data, test_data;
 	struct plan_train train;

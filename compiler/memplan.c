@@ -349,6 +349,7 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 		}
 		/* evaluation runs in chunks of at most the training batch: results do
 		 * not depend on it, and memory stays that of training */
+		p->act_batch = batch;
 		p->eval_batch = p->train.test_batch < batch ? p->train.test_batch : batch;
 		plan_acts(a, p, dev, batch, p->eval_batch);
 		/* a pipeline keeps one copy of the activations per micro-batch in flight */

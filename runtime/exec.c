@@ -10,6 +10,7 @@
  */
 #include "runtime/exec.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,6 +334,7 @@ void exec_forward(struct exec *e, const float *x, int n, bool train)
 
 void exec_forward_range(struct exec *e, int begin, int end, int n, bool train)
 {
+	assert(n <= (train ? e->p->act_batch : e->p->eval_batch)); /* the activations hold no more */
 	for (int i = begin; i < end; i++) {
 		if (e->phase_hook)
 			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_FWD);
@@ -369,6 +371,7 @@ void exec_backward_begin(struct exec *e)
 
 void exec_backward_range(struct exec *e, int begin, int end, int n)
 {
+	assert(n <= e->p->act_batch);
 	for (int i = end - 1; i >= begin; i--) {
 		if (e->phase_hook)
 			e->phase_hook(e->phase_ctx, i, EXEC_BEFORE_BWD);

@@ -148,8 +148,9 @@ static void check_model(const char *path)
 		return;
 	}
 	const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	enum { N = 3 };
-	int64_t sizes[1] = { N };
+	/* 3 samples, or as many as the plan's activations hold */
+	int N = p->act_batch < 3 ? (int)p->act_batch : 3, NE = p->eval_batch < 3 ? (int)p->eval_batch : 3;
+	int64_t sizes[2] = { N, NE };
 	struct exec c, g;
 	char err[512];
 	int ngpu = 0;
@@ -159,7 +160,7 @@ static void check_model(const char *path)
 		arena_release(&a);
 		return;
 	}
-	if (exec_init(&c, p, sizes, 1, false, 1, err, sizeof err) != 0 || exec_init_on(&g, &backend_cuda, p, sizes, 1, false, 1, err, sizeof err) != 0) {
+	if (exec_init(&c, p, sizes, 2, false, 1, err, sizeof err) != 0 || exec_init_on(&g, &backend_cuda, p, sizes, 2, false, 1, err, sizeof err) != 0) {
 		printf("FAIL %-28s cannot set up: %s\n", name, err);
 		failed++;
 		arena_release(&a);
@@ -218,10 +219,10 @@ static void check_model(const char *path)
 		}
 	/* evaluation */
 	poison(&g);
-	fill_input(p, &c, &g, N, false, 17);
-	exec_forward_range(&c, 1, p->nnodes, N, false);
-	exec_forward_range(&g, 1, p->nnodes, N, false);
-	compare(name, "eval output", exec_output(&g, last, false), exec_output(&c, last, false), per * N);
+	fill_input(p, &c, &g, NE, false, 17);
+	exec_forward_range(&c, 1, p->nnodes, NE, false);
+	exec_forward_range(&g, 1, p->nnodes, NE, false);
+	compare(name, "eval output", exec_output(&g, last, false), exec_output(&c, last, false), per * NE);
 	/* one step of every optimizer over these gradients (one GPU's region) */
 	if (!g.split)
 		check_optimizers(name, &c, &g);

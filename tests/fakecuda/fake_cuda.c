@@ -218,6 +218,11 @@ static cudaError_t fail(cudaError_t e)
 	return e;
 }
 
+void fake_launch_failed(cudaError_t e)
+{
+	fail(e);
+}
+
 /* The CPU kernels that stand in for cuBLAS and cuDNN run on one thread:
  * a test runs beside others on few cores. */
 __attribute__((constructor)) static void one_thread(void)

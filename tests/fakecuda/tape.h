@@ -15,4 +15,7 @@
  * mode, queue it on s; either way return true (do not run it now).
  * Otherwise false: the caller runs it at once. */
 bool tape_record_on(cudaStream_t s, void (*replay)(const void *args), const void *args, size_t size);
+
+/* A kernel launch was refused (kemu.cc): cudaGetLastError returns e next. */
+void fake_launch_failed(cudaError_t e);
 #endif

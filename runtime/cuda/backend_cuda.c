@@ -27,10 +27,13 @@
 #include "runtime/util.h"
 
 /* One convolution at one batch size: cuDNN's descriptors and algorithms. */
+/* A convolution's descriptors: one convolution descriptor per direction,
+ * because each carries the math type its chosen algorithm was timed with. */
+enum { CONV_FWD, CONV_BWD_DATA, CONV_BWD_FILTER };
 struct conv {
 	cudnnTensorDescriptor_t x, y;
 	cudnnFilterDescriptor_t w;
-	cudnnConvolutionDescriptor_t c;
+	cudnnConvolutionDescriptor_t c[3];
 	cudnnConvolutionFwdAlgo_t fwd;
 	cudnnConvolutionBwdDataAlgo_t bwd_data;
 	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
@@ -239,6 +242,13 @@ static bool want_tf32(void)
 	return !v || strcmp(v, "0") != 0;
 }
 
+/* A result of cuDNN's Find worth taking: it ran, within 1 GiB of workspace,
+ * and with TF32 off in plain float math. */
+static bool usable(cudnnStatus_t status, size_t memory, cudnnMathType_t math, bool tf32)
+{
+	return status == CUDNN_STATUS_SUCCESS && memory <= ((size_t)1 << 30) && (tf32 || math == CUDNN_FMA_MATH);
+}
+
 /* Descriptors and the fastest algorithms of node i's convolution at batch n
  * (cuDNN's Find, which runs each candidate once: PyTorch's benchmark mode). */
 static int conv_prepare(struct exec *e, struct gpu *gp, struct conv *cv, const struct node *nd, int64_t n, size_t *ws_need)
@@ -248,20 +258,23 @@ static int conv_prepare(struct exec *e, struct gpu *gp, struct conv *cv, const s
 	const struct shape *in = &p->nodes[nd->in].out;
 	int ci = (int)in->d[0], h = (int)in->d[1], w = (int)in->d[2];
 	int co = (int)nd->a.conv.cout, g = (int)nd->a.conv.groups;
+	bool tf32 = want_tf32();
 	DNN(c, cudnnCreateTensorDescriptor(&cv->x));
 	DNN(c, cudnnCreateTensorDescriptor(&cv->y));
 	DNN(c, cudnnCreateFilterDescriptor(&cv->w));
-	DNN(c, cudnnCreateConvolutionDescriptor(&cv->c));
 	DNN(c, cudnnSetTensor4dDescriptor(cv->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)n, ci, h, w));
 	DNN(c, cudnnSetFilter4dDescriptor(cv->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, co, ci / g, (int)nd->a.conv.kh,
 					  (int)nd->a.conv.kw));
-	DNN(c, cudnnSetConvolution2dDescriptor(cv->c, (int)nd->a.conv.ph, (int)nd->a.conv.pw, (int)nd->a.conv.sh,
-					       (int)nd->a.conv.sw, (int)nd->a.conv.dh, (int)nd->a.conv.dw,
-					       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-	DNN(c, cudnnSetConvolutionGroupCount(cv->c, g));
-	DNN(c, cudnnSetConvolutionMathType(cv->c, want_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+	for (int dir = 0; dir < 3; dir++) {
+		DNN(c, cudnnCreateConvolutionDescriptor(&cv->c[dir]));
+		DNN(c, cudnnSetConvolution2dDescriptor(cv->c[dir], (int)nd->a.conv.ph, (int)nd->a.conv.pw, (int)nd->a.conv.sh,
+						       (int)nd->a.conv.sw, (int)nd->a.conv.dh, (int)nd->a.conv.dw,
+						       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+		DNN(c, cudnnSetConvolutionGroupCount(cv->c[dir], g));
+		DNN(c, cudnnSetConvolutionMathType(cv->c[dir], tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+	}
 	int on, oc, oh, ow;
-	DNN(c, cudnnGetConvolution2dForwardOutputDim(cv->c, cv->x, cv->w, &on, &oc, &oh, &ow));
+	DNN(c, cudnnGetConvolution2dForwardOutputDim(cv->c[CONV_FWD], cv->x, cv->w, &on, &oc, &oh, &ow));
 	if (c->failed)
 		return -1;
 	if (oc != co || (int64_t)oc * oh * ow != numel(&nd->out)) {
@@ -270,40 +283,45 @@ static int conv_prepare(struct exec *e, struct gpu *gp, struct conv *cv, const s
 		return -1;
 	}
 	DNN(c, cudnnSetTensor4dDescriptor(cv->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, on, oc, oh, ow));
-	/* at most 1 GiB of workspace for one algorithm */
-	const size_t cap = (size_t)1 << 30;
+	/* each direction: the fastest usable result, its descriptor set to the
+	 * math type it was timed with (cuDNN may pair an algorithm with another
+	 * math type than the descriptor asked for); none: a default algorithm */
 	enum { K = 8 };
 	int got = 0;
 	cudnnConvolutionFwdAlgoPerf_t fp[K];
-	DNN(c, cudnnFindConvolutionForwardAlgorithm(gp->dnn, cv->x, cv->w, cv->c, cv->y, K, &got, fp));
+	DNN(c, cudnnFindConvolutionForwardAlgorithm(gp->dnn, cv->x, cv->w, cv->c[CONV_FWD], cv->y, K, &got, fp));
 	cv->fwd = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
 	for (int k = 0; k < got; k++)
-		if (fp[k].status == CUDNN_STATUS_SUCCESS && fp[k].memory <= cap) {
+		if (usable(fp[k].status, fp[k].memory, fp[k].mathType, tf32)) {
 			cv->fwd = fp[k].algo;
+			DNN(c, cudnnSetConvolutionMathType(cv->c[CONV_FWD], fp[k].mathType));
 			break;
 		}
 	cudnnConvolutionBwdDataAlgoPerf_t dp[K];
 	got = 0;
-	DNN(c, cudnnFindConvolutionBackwardDataAlgorithm(gp->dnn, cv->w, cv->y, cv->c, cv->x, K, &got, dp));
+	DNN(c, cudnnFindConvolutionBackwardDataAlgorithm(gp->dnn, cv->w, cv->y, cv->c[CONV_BWD_DATA], cv->x, K, &got, dp));
 	cv->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
 	for (int k = 0; k < got; k++)
-		if (dp[k].status == CUDNN_STATUS_SUCCESS && dp[k].memory <= cap) {
+		if (usable(dp[k].status, dp[k].memory, dp[k].mathType, tf32)) {
 			cv->bwd_data = dp[k].algo;
+			DNN(c, cudnnSetConvolutionMathType(cv->c[CONV_BWD_DATA], dp[k].mathType));
 			break;
 		}
 	cudnnConvolutionBwdFilterAlgoPerf_t wp[K];
 	got = 0;
-	DNN(c, cudnnFindConvolutionBackwardFilterAlgorithm(gp->dnn, cv->x, cv->y, cv->c, cv->w, K, &got, wp));
+	DNN(c, cudnnFindConvolutionBackwardFilterAlgorithm(gp->dnn, cv->x, cv->y, cv->c[CONV_BWD_FILTER], cv->w, K, &got, wp));
 	cv->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
 	for (int k = 0; k < got; k++)
-		if (wp[k].status == CUDNN_STATUS_SUCCESS && wp[k].memory <= cap) {
+		if (usable(wp[k].status, wp[k].memory, wp[k].mathType, tf32)) {
 			cv->bwd_filter = wp[k].algo;
+			DNN(c, cudnnSetConvolutionMathType(cv->c[CONV_BWD_FILTER], wp[k].mathType));
 			break;
 		}
 	size_t a = 0, b = 0, d = 0;
-	DNN(c, cudnnGetConvolutionForwardWorkspaceSize(gp->dnn, cv->x, cv->w, cv->c, cv->y, cv->fwd, &a));
-	DNN(c, cudnnGetConvolutionBackwardDataWorkspaceSize(gp->dnn, cv->w, cv->y, cv->c, cv->x, cv->bwd_data, &b));
-	DNN(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(gp->dnn, cv->x, cv->y, cv->c, cv->w, cv->bwd_filter, &d));
+	DNN(c, cudnnGetConvolutionForwardWorkspaceSize(gp->dnn, cv->x, cv->w, cv->c[CONV_FWD], cv->y, cv->fwd, &a));
+	DNN(c, cudnnGetConvolutionBackwardDataWorkspaceSize(gp->dnn, cv->w, cv->y, cv->c[CONV_BWD_DATA], cv->x, cv->bwd_data, &b));
+	DNN(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(gp->dnn, cv->x, cv->y, cv->c[CONV_BWD_FILTER], cv->w, cv->bwd_filter,
+							      &d));
 	size_t m = a > b ? a : b;
 	m = m > d ? m : d;
 	if (m > *ws_need)
@@ -398,8 +416,9 @@ static void cu_release(struct exec *e)
 			cudnnDestroyTensorDescriptor(cv->y);
 		if (cv->w)
 			cudnnDestroyFilterDescriptor(cv->w);
-		if (cv->c)
-			cudnnDestroyConvolutionDescriptor(cv->c);
+		for (int dir = 0; dir < 3; dir++)
+			if (cv->c[dir])
+				cudnnDestroyConvolutionDescriptor(cv->c[dir]);
 	}
 	free(c->conv);
 	if (c->dev)
@@ -481,7 +500,7 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		struct conv *cv = conv_at(e, i, n);
 		if (!cv)
 			break;
-		DNN(c, cudnnConvolutionForward(gp->dnn, &one, cv->x, x, cv->w, exec_param_ptr(e, nd->param0), cv->c, cv->fwd, gp->ws,
+		DNN(c, cudnnConvolutionForward(gp->dnn, &one, cv->x, x, cv->w, exec_param_ptr(e, nd->param0), cv->c[CONV_FWD], cv->fwd, gp->ws,
 					       gp->ws_bytes, &zero, cv->y, y));
 		if (nd->a.conv.bias)
 			kc_channel_bias_add(s, y, exec_param_ptr(e, nd->param0 + 1), (int)n, (int)nd->a.conv.cout,
@@ -606,10 +625,10 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 			break;
 		float *dw = exec_grad_ptr(e, nd->param0);
 		if (dx)
-			DNN(c, cudnnConvolutionBackwardData(gp->dnn, &one, cv->w, exec_param_ptr(e, nd->param0), cv->y, dy, cv->c, cv->bwd_data,
+			DNN(c, cudnnConvolutionBackwardData(gp->dnn, &one, cv->w, exec_param_ptr(e, nd->param0), cv->y, dy, cv->c[CONV_BWD_DATA], cv->bwd_data,
 							    gp->ws, gp->ws_bytes, &zero, cv->x, dx));
 		if (dw)
-			DNN(c, cudnnConvolutionBackwardFilter(gp->dnn, &one, cv->x, x, cv->y, dy, cv->c, cv->bwd_filter, gp->ws, gp->ws_bytes,
+			DNN(c, cudnnConvolutionBackwardFilter(gp->dnn, &one, cv->x, x, cv->y, dy, cv->c[CONV_BWD_FILTER], cv->bwd_filter, gp->ws, gp->ws_bytes,
 							      &one, cv->w, dw));
 		if (nd->a.conv.bias && exec_grad_ptr(e, nd->param0 + 1))
 			kc_channel_bias_grad(s, dy, exec_grad_ptr(e, nd->param0 + 1), (int)n, (int)nd->a.conv.cout,

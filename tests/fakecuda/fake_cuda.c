@@ -614,7 +614,10 @@ static void gemm_replay(const void *q)
 cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *alpha,
 			      const float *a, int lda, const float *b, int ldb, const float *beta, float *c, int ldc)
 {
-	(void)h;
+	/* cuBLAS's own checks of the shapes (column-major leading dimensions) */
+	int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
+	if (m < 0 || n < 0 || k < 0 || lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) || ldc < (m > 1 ? m : 1))
+		return CUBLAS_STATUS_INVALID_VALUE;
 	/* the scalars are copied: they point at the caller's stack */
 	struct gemm_args g = { ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *alpha, *beta, a, b, c, lda, ldb, ldc };
 	if (!tape_record_on(h->s, gemm_replay, &g, sizeof g))
@@ -630,7 +633,7 @@ struct cudnnContext { cudaStream_t s; };
 static cudaStream_t conv_stream;
 struct cudnnTensorStruct { int n, c, h, w; };
 struct cudnnFilterStruct { int k, c, h, w; };
-struct cudnnConvolutionStruct { int ph, pw, sh, sw, dh, dw, groups; };
+struct cudnnConvolutionStruct { int ph, pw, sh, sw, dh, dw, groups; cudnnMathType_t math; };
 
 const char *cudnnGetErrorString(cudnnStatus_t status)
 {
@@ -726,7 +729,11 @@ cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int 
 	return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m) { (void)d, (void)m; return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m)
+{
+	d->math = m;
+	return CUDNN_STATUS_SUCCESS;
+}
 
 static struct conv2d_desc desc_of(const struct cudnnTensorStruct *x, const struct cudnnFilterStruct *w,
 				  const struct cudnnConvolutionStruct *c)
@@ -790,16 +797,35 @@ static cudnnStatus_t conv_now(struct conv2d_desc d, const float *x, const float 
 	return CUDNN_STATUS_SUCCESS;
 }
 
+/* What cuDNN checks of a call: the tensors agree with the convolution
+ * (BAD_PARAM), the algorithm is one Find offered as working (the stand-in
+ * offers one per direction: NOT_SUPPORTED otherwise), and the workspace
+ * holds what that algorithm asked for (BAD_PARAM). */
+static cudnnStatus_t conv_check(const struct cudnnTensorStruct *x, const struct cudnnFilterStruct *w,
+				const struct cudnnConvolutionStruct *c, const struct cudnnTensorStruct *y, bool algo_ok,
+				const void *ws, size_t wsb)
+{
+	int h = kern_window_out(x->h, w->h, c->sh, c->ph, c->dh, false), wd = kern_window_out(x->w, w->w, c->sw, c->pw, c->dw, false);
+	if (x->c != w->c * c->groups || y->n != x->n || y->c != w->k || y->h != h || y->w != wd || h < 1 || wd < 1)
+		return CUDNN_STATUS_BAD_PARAM;
+	if (!algo_ok)
+		return CUDNN_STATUS_NOT_SUPPORTED;
+	struct conv2d_desc d = desc_of(x, w, c);
+	size_t need = kern_conv2d_workspace(&d);
+	return wsb < need || (need && !ws) ? CUDNN_STATUS_BAD_PARAM : CUDNN_STATUS_SUCCESS;
+}
+
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
 				      const cudnnFilterDescriptor_t wd, const void *w, const cudnnConvolutionDescriptor_t cd,
 				      cudnnConvolutionFwdAlgo_t algo, void *ws, size_t wsb, const void *beta,
 				      const cudnnTensorDescriptor_t yd, void *y)
 {
 	conv_stream = h->s;
-	(void)h, (void)alpha, (void)algo, (void)ws, (void)wsb, (void)yd;
+	(void)alpha;
 	if (*(const float *)beta != 0.0f)
 		return CUDNN_STATUS_NOT_SUPPORTED;
-	return conv(desc_of(xd, wd, cd), x, w, NULL, y, NULL, NULL);
+	cudnnStatus_t st = conv_check(xd, wd, cd, yd, algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws, wsb);
+	return st != CUDNN_STATUS_SUCCESS ? st : conv(desc_of(xd, wd, cd), x, w, NULL, y, NULL, NULL);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, const cudnnFilterDescriptor_t wd, const void *w,
@@ -808,10 +834,11 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
 					   const cudnnTensorDescriptor_t dxd, void *dx)
 {
 	conv_stream = h->s;
-	(void)h, (void)alpha, (void)algo, (void)ws, (void)wsb, (void)dyd;
+	(void)alpha;
 	if (*(const float *)beta != 0.0f) /* the CPU kernel writes dx */
 		return CUDNN_STATUS_NOT_SUPPORTED;
-	return conv(desc_of(dxd, wd, cd), NULL, w, dy, NULL, dx, NULL);
+	cudnnStatus_t st = conv_check(dxd, wd, cd, dyd, algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, ws, wsb);
+	return st != CUDNN_STATUS_SUCCESS ? st : conv(desc_of(dxd, wd, cd), NULL, w, dy, NULL, dx, NULL);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
@@ -820,32 +847,52 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
 					     const cudnnFilterDescriptor_t dwd, void *dw)
 {
 	conv_stream = h->s;
-	(void)h, (void)alpha, (void)algo, (void)ws, (void)wsb, (void)dyd;
+	(void)alpha;
 	if (*(const float *)beta != 1.0f) /* the CPU kernel adds to dw */
 		return CUDNN_STATUS_NOT_SUPPORTED;
-	return conv(desc_of(xd, dwd, cd), x, NULL, dy, NULL, NULL, dw);
+	cudnnStatus_t st = conv_check(xd, dwd, cd, dyd, algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, ws, wsb);
+	return st != CUDNN_STATUS_SUCCESS ? st : conv(desc_of(xd, dwd, cd), x, NULL, dy, NULL, NULL, dw);
 }
+
+/* Find's answer, fastest first as cuDNN sorts it: an algorithm that failed
+ * to run, one that wants more workspace than anyone gives, and the one the
+ * stand-in runs (with the descriptor's math type and the im2col workspace);
+ * as many as the caller has room for. */
+#define FIND_RESULTS(failing, greedy, working, xd, wd)                                                        \
+	do {                                                                                                  \
+		struct conv2d_desc d_ = desc_of((xd), (wd), c);                                                \
+		memset(perf, 0, (size_t)want * sizeof *perf);                                                  \
+		int n_ = want < 3 ? want : 3;                                                                  \
+		for (int i_ = 0; i_ < n_; i_++) {                                                              \
+			perf[i_].mathType = c->math;                                                           \
+			perf[i_].time = (float)(i_ + 1);                                                       \
+		}                                                                                              \
+		if (n_ > 0)                                                                                    \
+			perf[0].algo = (failing), perf[0].status = CUDNN_STATUS_NOT_SUPPORTED, perf[0].time = -1;     \
+		if (n_ > 1)                                                                                    \
+			perf[1].algo = (greedy), perf[1].memory = (size_t)8 << 30;                            \
+		if (n_ > 2)                                                                                    \
+			perf[2].algo = (working), perf[2].memory = kern_conv2d_workspace(&d_);                \
+		*got = n_;                                                                                     \
+		return CUDNN_STATUS_SUCCESS;                                                                   \
+	} while (0)
 
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
 						   const cudnnConvolutionDescriptor_t c, const cudnnTensorDescriptor_t y, const int want,
 						   int *got, cudnnConvolutionFwdAlgoPerf_t *perf)
 {
-	(void)h, (void)x, (void)w, (void)c, (void)y, (void)want;
-	memset(perf, 0, sizeof *perf);
-	perf->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-	*got = 1;
-	return CUDNN_STATUS_SUCCESS;
+	(void)h, (void)y;
+	FIND_RESULTS(CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED,
+		     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, x, w);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
 							const cudnnConvolutionDescriptor_t c, const cudnnTensorDescriptor_t dx, const int want,
 							int *got, cudnnConvolutionBwdDataAlgoPerf_t *perf)
 {
-	(void)h, (void)w, (void)dy, (void)c, (void)dx, (void)want;
-	memset(perf, 0, sizeof *perf);
-	perf->algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-	*got = 1;
-	return CUDNN_STATUS_SUCCESS;
+	(void)h, (void)dy;
+	FIND_RESULTS(CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED,
+		     CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, dx, w);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
@@ -853,19 +900,18 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t h, const
 							  const cudnnFilterDescriptor_t dw, const int want, int *got,
 							  cudnnConvolutionBwdFilterAlgoPerf_t *perf)
 {
-	(void)h, (void)x, (void)dy, (void)c, (void)dw, (void)want;
-	memset(perf, 0, sizeof *perf);
-	perf->algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-	*got = 1;
-	return CUDNN_STATUS_SUCCESS;
+	(void)h, (void)dy;
+	FIND_RESULTS(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED,
+		     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, x, dw);
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
 						      const cudnnConvolutionDescriptor_t c, const cudnnTensorDescriptor_t y,
 						      cudnnConvolutionFwdAlgo_t algo, size_t *size)
 {
-	(void)h, (void)x, (void)w, (void)c, (void)y, (void)algo;
-	*size = 0;
+	(void)h, (void)algo; (void)y;
+	struct conv2d_desc d = desc_of(x, w, c);
+	*size = kern_conv2d_workspace(&d);
 	return CUDNN_STATUS_SUCCESS;
 }
 
@@ -873,8 +919,9 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t h, cons
 							   const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t c,
 							   const cudnnTensorDescriptor_t dx, cudnnConvolutionBwdDataAlgo_t algo, size_t *size)
 {
-	(void)h, (void)w, (void)dy, (void)c, (void)dx, (void)algo;
-	*size = 0;
+	(void)h, (void)algo; (void)dy;
+	struct conv2d_desc d = desc_of(dx, w, c);
+	*size = kern_conv2d_workspace(&d);
 	return CUDNN_STATUS_SUCCESS;
 }
 
@@ -883,8 +930,9 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, co
 							     const cudnnFilterDescriptor_t dw, cudnnConvolutionBwdFilterAlgo_t algo,
 							     size_t *size)
 {
-	(void)h, (void)x, (void)dy, (void)c, (void)dw, (void)algo;
-	*size = 0;
+	(void)h, (void)algo; (void)dy;
+	struct conv2d_desc d = desc_of(x, dw, c);
+	*size = kern_conv2d_workspace(&d);
 	return CUDNN_STATUS_SUCCESS;
 }
 

@@ -17,16 +17,27 @@
  * TRAINC_FAKE_ASYNC=forward or reverse, streams run asynchronously (work
  * queued per stream, run in an adversarial order when the host waits), so
  * a missing event between streams shows (tests/cli/gpu_host_async.sh).
- * It checks nothing about the real libraries: tests/gpu/run does that on a
- * GPU.
+ * Device memory is one reserved range that the host cannot touch except
+ * while the stand-in itself runs device work (a copy, a kernel, a GEMM, a
+ * collective): host code that reads or writes device memory directly,
+ * which faults on a GPU, faults here too, with a message naming the
+ * allocation.  cuBLAS's and cuDNN's argument checks are made (leading
+ * dimensions; tensors, algorithm and workspace of a convolution).
+ * Beyond that it checks nothing about the real libraries: tests/gpu/run
+ * does that on a GPU.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <nccl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <sys/mman.h>
 
 #include "runtime/comm.h"
 #include "runtime/kern.h"
@@ -72,6 +83,152 @@ struct CUgraphExec_st { struct tape t; };
 struct CUgraphNode_st { int unused; };
 
 static _Thread_local struct tape *capturing;
+
+/* ---- device memory: allocations are carved in order from one reserved
+ * range (never reused; a freed block's pages are given back), kept
+ * PROT_NONE while no device work runs.  Allocations of DEV_BIG bytes or
+ * more (datasets, large parameter regions) are mapped apart and left
+ * open: changing the protection of every page they hold around each
+ * operation would cost more than the tests can spend. ---- */
+
+enum { DEV_ALIGN = 256 };
+static const size_t DEV_BIG = (size_t)1 << 20;
+static const size_t dev_cap = (size_t)1 << 38; /* address space, not memory */
+static char *dev_base;
+static size_t dev_used; /* bytes carved so far, a multiple of the page size */
+static int dev_opened;  /* device work running (nested, any thread) */
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+struct dev_block { char *p; size_t size; bool apart; };
+static struct dev_block *blocks;
+static int nblocks, cap_blocks;
+
+/* room for one more block (dev_lock held) */
+static bool grow_blocks(void)
+{
+	if (nblocks < cap_blocks)
+		return true;
+	int cap = cap_blocks ? 2 * cap_blocks : 256;
+	struct dev_block *b = realloc(blocks, (size_t)cap * sizeof *b);
+	if (!b)
+		return false;
+	blocks = b, cap_blocks = cap;
+	return true;
+}
+
+static void on_fault(int sig, siginfo_t *si, void *ctx)
+{
+	(void)ctx;
+	char *at = si->si_addr;
+	if (dev_base && at >= dev_base && at < dev_base + dev_cap) {
+		char msg[256];
+		long off = (long)(at - dev_base);
+		long blk = -1, in = 0;
+		for (int i = 0; i < nblocks; i++) /* not async-signal-safe in general; this process ends here */
+			if (at >= blocks[i].p && at < blocks[i].p + blocks[i].size)
+				blk = i, in = (long)(at - blocks[i].p);
+		int n = snprintf(msg, sizeof msg,
+				 "fake CUDA: host code touched device memory (offset %ld of the device range; allocation %ld, byte %ld): "
+				 "on a GPU this faults; copy it with cudaMemcpy\n",
+				 off, blk, in);
+		if (n > 0 && write(2, msg, (size_t)n) < 0)
+			_exit(134);
+		abort();
+	}
+	signal(sig, SIG_DFL); /* not ours: fault as usual */
+}
+
+/* TRAINC_FAKE_GUARD=0 leaves device memory open to the host */
+static bool guarded(void)
+{
+	static int guard = -1;
+	if (guard < 0) {
+		const char *v = getenv("TRAINC_FAKE_GUARD");
+		guard = !v || strcmp(v, "0") != 0;
+	}
+	return guard;
+}
+
+static void dev_protect(int prot)
+{
+	if (guarded() && dev_used && mprotect(dev_base, dev_used, prot) != 0) {
+		perror("fake CUDA: mprotect");
+		abort();
+	}
+}
+
+void fake_dev_open(void)
+{
+	pthread_mutex_lock(&dev_lock);
+	if (dev_opened++ == 0)
+		dev_protect(PROT_READ | PROT_WRITE);
+	pthread_mutex_unlock(&dev_lock);
+}
+
+void fake_dev_close(void)
+{
+	pthread_mutex_lock(&dev_lock);
+	if (--dev_opened == 0)
+		dev_protect(PROT_NONE);
+	pthread_mutex_unlock(&dev_lock);
+}
+
+static void *dev_alloc(size_t size)
+{
+	if (size >= DEV_BIG) {
+		void *big = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (big == MAP_FAILED)
+			return NULL;
+		pthread_mutex_lock(&dev_lock);
+		bool room = grow_blocks();
+		if (room)
+			blocks[nblocks++] = (struct dev_block){ big, size, true };
+		pthread_mutex_unlock(&dev_lock);
+		if (!room)
+			munmap(big, size);
+		return room ? big : NULL;
+	}
+	pthread_mutex_lock(&dev_lock);
+	if (!dev_base) {
+		void *p = mmap(NULL, dev_cap, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_sigaction = on_fault;
+		sa.sa_flags = SA_SIGINFO;
+		if (p == MAP_FAILED || sigaction(SIGSEGV, &sa, NULL) != 0) {
+			pthread_mutex_unlock(&dev_lock);
+			return NULL;
+		}
+		dev_base = p;
+	}
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t need = (size ? size : 1) + DEV_ALIGN - 1;
+	need = (need / page + 1) * page; /* whole pages, so a free gives them back */
+	char *p = NULL;
+	if (dev_used + need <= dev_cap && grow_blocks()) {
+		p = dev_base + dev_used;
+		dev_used += need;
+		if ((dev_opened || !guarded()) && mprotect(p, need, PROT_READ | PROT_WRITE) != 0)
+			abort();
+		blocks[nblocks++] = (struct dev_block){ p, need, false };
+	}
+	pthread_mutex_unlock(&dev_lock);
+	return p; /* fresh pages read as zeros */
+}
+
+static void dev_free(void *q)
+{
+	pthread_mutex_lock(&dev_lock);
+	for (int i = 0; i < nblocks; i++)
+		if (blocks[i].p == q) {
+			if (blocks[i].apart)
+				munmap(blocks[i].p, blocks[i].size);
+			else
+				madvise(blocks[i].p, blocks[i].size, MADV_DONTNEED); /* reads as zeros if touched again */
+			blocks[i] = blocks[--nblocks];
+			break;
+		}
+	pthread_mutex_unlock(&dev_lock);
+}
 
 /* ---- asynchronous streams (TRAINC_FAKE_ASYNC=forward or reverse): work is
  * queued per stream and runs only when the host waits for it, streams in
@@ -125,7 +282,9 @@ static bool step_stream(struct CUstream_st *st)
 		return false;
 	st->done++;
 	if (op.kind == QOP_RUN) {
+		fake_dev_open();
 		op.replay(op.args);
+		fake_dev_close();
 		free(op.args);
 	} else if (op.kind == QOP_RECORD) {
 		op.ev->t = util_now();
@@ -301,16 +460,15 @@ cudaError_t cudaMalloc(void **p, size_t size)
 {
 	*p = NULL;
 	NOT_WHILE_CAPTURING();
-	if (posix_memalign(p, 256, size ? size : 1) != 0)
-		return fail(cudaErrorMemoryAllocation);
-	memset(*p, 0, size);
-	return cudaSuccess;
+	*p = dev_alloc(size);
+	return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaFree(void *p)
 {
 	drain_all(); /* CUDA's cudaFree waits for the device */
-	free(p);
+	if (p)
+		dev_free(p);
 	return cudaSuccess;
 }
 
@@ -327,7 +485,9 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 	(void)kind;
 	NOT_WHILE_CAPTURING();
 	drain(&legacy, legacy.n - 1); /* the legacy stream only: non-blocking streams are not waited for */
+	fake_dev_open();
 	memmove(dst, src, count);
+	fake_dev_close();
 	return cudaSuccess;
 }
 
@@ -370,7 +530,9 @@ cudaError_t cudaMemset(void *p, int value, size_t count)
 {
 	NOT_WHILE_CAPTURING();
 	drain(&legacy, legacy.n - 1);
+	fake_dev_open();
 	memset(p, value, count);
+	fake_dev_close();
 	return cudaSuccess;
 }
 
@@ -551,8 +713,11 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t ge, cudaStream_t s)
 {
 	if (capturing)
 		return fail(cudaErrorStreamCaptureUnsupported);
-	if (!tape_record_on(s, graph_replay, &ge, sizeof ge))
+	if (!tape_record_on(s, graph_replay, &ge, sizeof ge)) {
+		fake_dev_open();
 		graph_replay(&ge);
+		fake_dev_close();
+	}
 	return cudaSuccess;
 }
 
@@ -620,8 +785,11 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
 		return CUBLAS_STATUS_INVALID_VALUE;
 	/* the scalars are copied: they point at the caller's stack */
 	struct gemm_args g = { ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *alpha, *beta, a, b, c, lda, ldb, ldc };
-	if (!tape_record_on(h->s, gemm_replay, &g, sizeof g))
+	if (!tape_record_on(h->s, gemm_replay, &g, sizeof g)) {
+		fake_dev_open();
 		gemm_replay(&g);
+		fake_dev_close();
+	}
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -789,10 +957,12 @@ static cudnnStatus_t conv_now(struct conv2d_desc d, const float *x, const float 
 	struct kern_conv2d k;
 	if (kern_conv2d_prepare(&k, &d, buf) != 0)
 		return CUDNN_STATUS_BAD_PARAM;
+	fake_dev_open();
 	if (y)
 		kern_conv2d_fwd(&k, x, w, NULL, y);
 	else
 		kern_conv2d_bwd(&k, x, w, dy, dx, dw, NULL);
+	fake_dev_close();
 	kern_conv2d_release(&k);
 	return CUDNN_STATUS_SUCCESS;
 }
@@ -1043,7 +1213,12 @@ static void coll_replay(const void *q)
 /* Queued or recorded on stream s, or run at once. */
 static ncclResult_t coll(cudaStream_t s, struct coll_args a)
 {
-	return tape_record_on(s, coll_replay, &a, sizeof a) ? ncclSuccess : coll_now(&a);
+	if (tape_record_on(s, coll_replay, &a, sizeof a))
+		return ncclSuccess;
+	fake_dev_open();
+	ncclResult_t r = coll_now(&a);
+	fake_dev_close();
+	return r;
 }
 
 ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t s)

@@ -296,7 +296,9 @@ void kemu_launch(const char *name, dim3 grid, dim3 block, size_t shared, cudaStr
 	std::unique_ptr<launch> k(new launch{ name, grid, block, std::move(body) });
 	const launch *p = k.get();
 	if (!tape_record_on(s, replay, &p, sizeof p)) {
+		fake_dev_open();
 		run(*k);
+		fake_dev_close();
 		return;
 	}
 	std::lock_guard<std::mutex> hold(kept_lock);

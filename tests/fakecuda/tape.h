@@ -18,4 +18,9 @@ bool tape_record_on(cudaStream_t s, void (*replay)(const void *args), const void
 
 /* A kernel launch was refused (kemu.cc): cudaGetLastError returns e next. */
 void fake_launch_failed(cudaError_t e);
+
+/* Device memory is readable and writable by the host only between these
+ * (nested, from any thread): around the stand-in's own device work. */
+void fake_dev_open(void);
+void fake_dev_close(void);
 #endif

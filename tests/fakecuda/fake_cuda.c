@@ -215,6 +215,17 @@ static void *dev_alloc(size_t size)
 	return p; /* fresh pages read as zeros */
 }
 
+bool fake_is_device(const void *q)
+{
+	const char *c = q;
+	bool in = false;
+	pthread_mutex_lock(&dev_lock);
+	for (int i = 0; i < nblocks && !in; i++)
+		in = c >= blocks[i].p && c < blocks[i].p + blocks[i].size;
+	pthread_mutex_unlock(&dev_lock);
+	return in;
+}
+
 static void dev_free(void *q)
 {
 	pthread_mutex_lock(&dev_lock);

@@ -283,8 +283,15 @@ void __syncwarp(unsigned mask)
 	kemu_warp_exchange(nullptr, nullptr, 0, 0);
 }
 
-void kemu_launch(const char *name, dim3 grid, dim3 block, size_t shared, cudaStream_t s, std::function<void()> body)
+void kemu_launch(const char *name, dim3 grid, dim3 block, size_t shared, cudaStream_t s, std::function<void()> body,
+		 const kemu_ptrs &ptrs)
 {
+	for (int i = 0; i < ptrs.n; i++)
+		if (ptrs.p[i] && !fake_is_device(ptrs.p[i])) {
+			fprintf(stderr, "kemu: kernel %s: pointer argument %d (%p) is not device memory: on a GPU the kernel faults\n",
+				name, i + 1, ptrs.p[i]);
+			abort();
+		}
 	if (!valid(grid, block, shared)) {
 		fake_launch_failed(cudaErrorInvalidConfiguration);
 		return;

@@ -13,7 +13,8 @@
  * A barrier that can never complete (a thread waiting where the others
  * have exited or wait elsewhere) stops the process with the kernel's name.
  * Launch shapes are checked as CUDA checks them (cudaErrorInvalidConfiguration
- * at the next cudaGetLastError).
+ * at the next cudaGetLastError), and every pointer argument must point
+ * into memory cudaMalloc gave (a host pointer stops the process).
  * TRAINC_KEMU_ORDER=reverse runs the blocks and, between barriers, the
  * threads in reverse order: a kernel whose result depends on the order of
  * its threads (a race) answers differently in the two orders;
@@ -32,6 +33,7 @@
 #include <string.h>
 
 #include <functional>
+#include <type_traits>
 
 /* what nvcc gives the kernel files, without its meaning on the host */
 #undef __global__
@@ -114,8 +116,30 @@ static inline float __uint_as_float(unsigned u)
 	return f;
 }
 
+/* The pointers among a launch's arguments, which must point into device
+ * memory (or be NULL): a host pointer given to a kernel faults on a GPU. */
+struct kemu_ptrs {
+	const void *p[32];
+	int n = 0;
+};
+
+template <typename T> void kemu_ptr_of(kemu_ptrs &l, const T &v)
+{
+	if constexpr (std::is_pointer<T>::value)
+		if (l.n < 32)
+			l.p[l.n++] = (const void *)v;
+}
+
+template <typename... A> kemu_ptrs kemu_ptrs_of(const A &...a)
+{
+	kemu_ptrs l;
+	(kemu_ptr_of(l, a), ...);
+	return l;
+}
+
 /* Queue body as a kernel of grid x block threads on stream s (run now,
  * recorded while s is captured, or queued in the stand-in's asynchronous
- * mode); name is the kernel's, for messages. */
-void kemu_launch(const char *name, dim3 grid, dim3 block, size_t shared, cudaStream_t s, std::function<void()> body);
+ * mode); name is the kernel's, for messages; ptrs: its pointer arguments. */
+void kemu_launch(const char *name, dim3 grid, dim3 block, size_t shared, cudaStream_t s, std::function<void()> body,
+		 const kemu_ptrs &ptrs);
 #endif

@@ -23,4 +23,6 @@ void fake_launch_failed(cudaError_t e);
  * (nested, from any thread): around the stand-in's own device work. */
 void fake_dev_open(void);
 void fake_dev_close(void);
+/* Whether p is in memory cudaMalloc gave (and not freed since). */
+bool fake_is_device(const void *p);
 #endif

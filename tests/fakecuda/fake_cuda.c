@@ -21,8 +21,10 @@
  * while the stand-in itself runs device work (a copy, a kernel, a GEMM, a
  * collective): host code that reads or writes device memory directly,
  * which faults on a GPU, faults here too, with a message naming the
- * allocation.  cuBLAS's and cuDNN's argument checks are made (leading
- * dimensions; tensors, algorithm and workspace of a convolution).
+ * allocation.  A copy's ends must be where its kind says, and cuBLAS,
+ * cuDNN and NCCL calls must be given device memory; cuBLAS's and cuDNN's
+ * argument checks are made (leading dimensions; tensors, algorithm and
+ * workspace of a convolution).
  * Beyond that it checks nothing about the real libraries: tests/gpu/run
  * does that on a GPU.
  */
@@ -491,10 +493,38 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 	return cudaSuccess;
 }
 
+/* A copy's ends must be where its kind says (a wrong kind is an error on a
+ * GPU, or a fault); a whole range, not only its first byte. */
+static bool ends_agree(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	if (count == 0 || kind == cudaMemcpyDefault)
+		return true;
+	bool dd = fake_is_device(dst) && fake_is_device((char *)dst + count - 1);
+	bool sd = fake_is_device(src) && fake_is_device((const char *)src + count - 1);
+	bool dh = !fake_is_device(dst), sh = !fake_is_device(src);
+	switch (kind) {
+	case cudaMemcpyHostToDevice: return dd && sh;
+	case cudaMemcpyDeviceToHost: return dh && sd;
+	case cudaMemcpyDeviceToDevice: return dd && sd;
+	default: return dh && sh;
+	}
+}
+
+/* Device pointers a library call was given (NULL allowed where optional). */
+static bool on_device(int n, const void *const *p)
+{
+	for (int i = 0; i < n; i++)
+		if (p[i] && !fake_is_device(p[i]))
+			return false;
+	return true;
+}
+#define ON_DEVICE(...) on_device((int)(sizeof((const void *[]){ __VA_ARGS__ }) / sizeof(const void *)), (const void *[]){ __VA_ARGS__ })
+
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-	(void)kind;
 	NOT_WHILE_CAPTURING();
+	if (!ends_agree(dst, src, count, kind))
+		return fail(cudaErrorInvalidValue);
 	drain(&legacy, legacy.n - 1); /* the legacy stream only: non-blocking streams are not waited for */
 	fake_dev_open();
 	memmove(dst, src, count);
@@ -520,6 +550,8 @@ static void set_replay(const void *q)
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t s)
 {
 	struct copy_args a = { dst, src, count, 0, NULL };
+	if (!ends_agree(dst, src, count, kind))
+		return fail(cudaErrorInvalidValue);
 	if (kind == cudaMemcpyHostToDevice && capturing) /* host memory may change before a launch */
 		return fail(cudaErrorStreamCaptureUnsupported);
 	if (kind == cudaMemcpyHostToDevice && async_on()) {
@@ -540,6 +572,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 cudaError_t cudaMemset(void *p, int value, size_t count)
 {
 	NOT_WHILE_CAPTURING();
+	if (count && !ends_agree(p, p, count, cudaMemcpyDeviceToDevice))
+		return fail(cudaErrorInvalidValue);
 	drain(&legacy, legacy.n - 1);
 	fake_dev_open();
 	memset(p, value, count);
@@ -549,8 +583,9 @@ cudaError_t cudaMemset(void *p, int value, size_t count)
 
 cudaError_t cudaMemsetAsync(void *p, int value, size_t count, cudaStream_t s)
 {
-	(void)s;
 	struct copy_args a = { p, NULL, count, value, NULL };
+	if (count && !ends_agree(p, p, count, cudaMemcpyDeviceToDevice))
+		return fail(cudaErrorInvalidValue);
 	if (tape_record_on(s, set_replay, &a, sizeof a))
 		return cudaSuccess;
 	return cudaMemset(p, value, count);
@@ -794,6 +829,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
 	int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
 	if (m < 0 || n < 0 || k < 0 || lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) || ldc < (m > 1 ? m : 1))
 		return CUBLAS_STATUS_INVALID_VALUE;
+	if (!ON_DEVICE(a, b, c)) /* the matrices (the scalars are host memory: the default pointer mode) */
+		return CUBLAS_STATUS_EXECUTION_FAILED;
 	/* the scalars are copied: they point at the caller's stack */
 	struct gemm_args g = { ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *alpha, *beta, a, b, c, lda, ldb, ldc };
 	if (!tape_record_on(h->s, gemm_replay, &g, sizeof g)) {
@@ -1005,6 +1042,8 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
 	(void)alpha;
 	if (*(const float *)beta != 0.0f)
 		return CUDNN_STATUS_NOT_SUPPORTED;
+	if (!ON_DEVICE(x, w, y, ws))
+		return CUDNN_STATUS_EXECUTION_FAILED;
 	cudnnStatus_t st = conv_check(xd, wd, cd, yd, algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws, wsb);
 	return st != CUDNN_STATUS_SUCCESS ? st : conv(desc_of(xd, wd, cd), x, w, NULL, y, NULL, NULL);
 }
@@ -1018,6 +1057,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
 	(void)alpha;
 	if (*(const float *)beta != 0.0f) /* the CPU kernel writes dx */
 		return CUDNN_STATUS_NOT_SUPPORTED;
+	if (!ON_DEVICE(w, dy, dx, ws))
+		return CUDNN_STATUS_EXECUTION_FAILED;
 	cudnnStatus_t st = conv_check(dxd, wd, cd, dyd, algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, ws, wsb);
 	return st != CUDNN_STATUS_SUCCESS ? st : conv(desc_of(dxd, wd, cd), NULL, w, dy, NULL, dx, NULL);
 }
@@ -1031,6 +1072,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
 	(void)alpha;
 	if (*(const float *)beta != 1.0f) /* the CPU kernel adds to dw */
 		return CUDNN_STATUS_NOT_SUPPORTED;
+	if (!ON_DEVICE(x, dy, dw, ws))
+		return CUDNN_STATUS_EXECUTION_FAILED;
 	cudnnStatus_t st = conv_check(xd, dwd, cd, dyd, algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, ws, wsb);
 	return st != CUDNN_STATUS_SUCCESS ? st : conv(desc_of(xd, dwd, cd), x, NULL, dy, NULL, NULL, dw);
 }
@@ -1224,6 +1267,8 @@ static void coll_replay(const void *q)
 /* Queued or recorded on stream s, or run at once. */
 static ncclResult_t coll(cudaStream_t s, struct coll_args a)
 {
+	if (!ON_DEVICE(a.in, a.out))
+		return ncclInvalidArgument;
 	if (tape_record_on(s, coll_replay, &a, sizeof a))
 		return ncclSuccess;
 	fake_dev_open();

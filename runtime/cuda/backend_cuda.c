@@ -164,6 +164,7 @@ void cuda_join(struct exec *e)
 	struct cuda_state *c = st(e);
 	for (int d = 1; d < c->ngpu; d++)
 		follow(c, d, 0);
+	CU(c, cudaSetDevice(device_base)); /* the first GPU's stream goes on: its kernels launch there */
 }
 
 struct cuda_dev *cuda_dev_words(struct exec *e)

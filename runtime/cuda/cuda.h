@@ -37,7 +37,8 @@ const char *cuda_error(struct exec *e);
 cudaStream_t cuda_stream(struct exec *e);
 cudaStream_t cuda_stream_of(struct exec *e, int d);
 /* Several GPUs per rank: order every GPU's stream after the first's
- * queued work (fork), and the first's after every other's (join). */
+ * queued work (fork), and the first's after every other's (join, which
+ * leaves the first GPU current). */
 void cuda_fork(struct exec *e);
 void cuda_join(struct exec *e);
 /* The rank's device d is GPU base + d; set before exec_init_on. */

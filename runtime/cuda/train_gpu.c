@@ -126,8 +126,8 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 			return -1;
 		for (int j = 0; j < k; j++) {
 			exec_set_micro(j);
-			if (!t->dtrain.streamed)
-				tg_feed(t, size[j], yb + (size_t)(first[j] * t->dtrain.yw) * 4);
+			if (!t->dtrain.streamed && tg_feed(t, size[j], yb + (size_t)(first[j] * t->dtrain.yw) * 4) != 0)
+				return -1;
 			exec_forward_range(e, 1, p->nnodes, (int)size[j], true);
 			/* a mean over the micro-batch: each chunk's gradient weighs size / b */
 			e->loss_scale = base_scale * (p->train.reduction == RED_SUM ? 1.0f : (float)size[j] / (float)b);

@@ -238,13 +238,16 @@ int tg_host_batch_in(struct gt *t, const float *x, const void *y, int64_t b, int
 }
 
 /* The next b samples into the current copy's input (exec_set_micro) and
- * the targets at ybuf, gathered on the device. */
-void tg_feed(struct gt *t, int64_t b, void *ybuf)
+ * the targets at ybuf, gathered on the first GPU (a pipeline's last chunk
+ * left another current). */
+int tg_feed(struct gt *t, int64_t b, void *ybuf)
 {
 	float *in = exec_output(&t->e, 0, true);
+	CK(t, cudaSetDevice(t->base));
 	kc_gather_rows(t->s, in, t->dtrain.x, t->dtrain.xw, t->order, &t->w->pos, b);
 	kc_gather_rows(t->s, ybuf, t->dtrain.y, t->dtrain.yw, t->order, &t->w->pos, b);
 	kc_add_i64(t->s, &t->w->pos, b);
+	return 0;
 }
 
 /* A streamed set's next micro-batch of b samples from the loader: chunk j

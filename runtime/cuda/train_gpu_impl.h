@@ -148,7 +148,7 @@ int tg_set_epoch(struct gt *t, int64_t epoch);
 /* b host samples into the input and target buffers, on the compute stream. */
 int tg_host_batch_in(struct gt *t, const float *x, const void *y, int64_t b, int64_t xw, int64_t yw, float *in, void *ybuf);
 /* The next b samples gathered on the GPU into the current copy's input and ybuf. */
-void tg_feed(struct gt *t, int64_t b, void *ybuf);
+int tg_feed(struct gt *t, int64_t b, void *ybuf);
 /* A streamed set's next micro-batch of b samples, chunk j into copy j. */
 int tg_feed_streamed(struct gt *t, int64_t b, const int64_t *first, const int64_t *size, int k, char *ybuf);
 /* FSDP's memory table for this rank's GPUs. */

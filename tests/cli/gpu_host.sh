@@ -87,6 +87,17 @@ same mp-gpu mp-cpu 1e-5 "toy_mp: 2 GPUs of one rank = 2 CPU devices"
 TRAINC_FAKE_GPUS=2 run mp4-gpu models/toy_mp.net --gpus 2 --set train.steps=10 --set parallel.microbatches=4
 run mp4-cpu models/toy_mp.net --cpus 2 --threads 1 --set train.steps=10 --set parallel.microbatches=4
 same mp4-gpu mp4-cpu 1e-5 "toy_mp pipelined: 2 GPUs = 2 CPU devices"
+# a rank of 2 GPUs that evaluates a test set, with data on the device and
+# streamed in micro-batches (every kernel launched where its GPU is current)
+TRAINC_FAKE_GPUS=2 run mpe-gpu tests/cli/nets/mp_eval.net --gpus 2
+TRAINC_FAKE_GPUS=2 TRAINC_GPU_STREAM=1 run mpe-stream tests/cli/nets/mp_eval.net --gpus 2 --set parallel.microbatches=2
+run mpe-cpu tests/cli/nets/mp_eval.net --cpus 2 --threads 1
+same mpe-gpu mpe-cpu 1e-5 "mp_eval: 2 GPUs of one rank with evaluation = 2 CPU devices"
+same mpe-stream mpe-cpu 1e-5 "mp_eval: streamed and pipelined on 2 GPUs = 2 CPU devices"
+for tag in mpe-gpu mpe-stream; do
+	[ "$(grep '^Test set' "$tmp/$tag.log")" = "$(grep '^Test set' "$tmp/mpe-cpu.log")" ] && grep -q '^Test set' "$tmp/$tag.log" ||
+		fail "mp_eval: the evaluation of $tag differs from the CPU's"
+done
 
 # several ranks: DDP and FSDP over NCCL (the stand-in's runs over Gloo)
 TRAINC_FAKE_GPUS=4 run ddp-gpu models/toy.net --gpus 2 --set train.steps=20

@@ -24,7 +24,14 @@
  * allocation.  A copy's ends must be where its kind says, and cuBLAS,
  * cuDNN and NCCL calls must be given device memory; cuBLAS's and cuDNN's
  * argument checks are made (leading dimensions; tensors, algorithm and
- * workspace of a convolution).
+ * workspace of a convolution).  CUDA's rules for several GPUs hold: a
+ * kernel launches only on a stream of the current GPU, an event records
+ * only on a stream of its own GPU, a library handle serves the GPU it was
+ * created on, a kernel reaches another GPU's memory only with peer access,
+ * NCCL's buffers and stream are its communicator's GPU's.  So do capture's:
+ * a stream takes part only after waiting for an event of the capture, work
+ * on any other stream while capturing is an error here, and every stream
+ * that joined must rejoin the origin before the capture ends.
  * Beyond that it checks nothing about the real libraries: tests/gpu/run
  * does that on a GPU.
  */
@@ -52,10 +59,14 @@ struct op {
 	void *args;
 };
 
-/* a recording: a captured stream's operations in order */
+/* a recording: a captured stream's operations in order, and the streams
+ * that joined the capture (the origin first) */
 struct tape {
 	struct op *op;
 	int n, cap;
+	struct CUstream_st *joined[16];
+	int njoined;
+	long seq;
 };
 
 /* An operation queued on a stream in the asynchronous mode: run a
@@ -74,17 +85,27 @@ struct CUstream_st {
 	int device, id;
 	struct qop *q;
 	int n, cap, done;        /* queued, room, run */
+	/* stream capture: whether it is part of the one running now, the
+	 * sequence number of its last captured operation, and of its last
+	 * record that a captured stream has waited for (rejoined up to there) */
+	bool captured;
+	long last_seq, joined_seq;
 };
 struct CUevent_st {
 	double t;
 	struct CUstream_st *s;   /* the stream of its last record, or NULL */
 	int pos;                 /* that record's place in s's queue */
+	int device;              /* current when it was created */
+	struct CUstream_st *cap_s; /* recorded while capturing: on this stream */
+	long cap_seq;            /* and as that operation */
+	long cap_gen;            /* of that capture */
 };
 struct CUgraph_st { struct tape t; };
 struct CUgraphExec_st { struct tape t; };
 struct CUgraphNode_st { int unused; };
 
 static _Thread_local struct tape *capturing;
+static _Thread_local long capture_gen; /* captures begun on this thread */
 
 /* ---- device memory: allocations are carved in order from one reserved
  * range (never reused; a freed block's pages are given back), kept
@@ -100,7 +121,9 @@ static char *dev_base;
 static size_t dev_used; /* bytes carved so far, a multiple of the page size */
 static int dev_opened;  /* device work running (nested, any thread) */
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
-struct dev_block { char *p; size_t size; bool apart; };
+struct dev_block { char *p; size_t size; bool apart; int device; };
+static _Thread_local int current;
+static bool peer_on[64][64]; /* [d][o]: device d's kernels may reach o's memory */
 static struct dev_block *blocks;
 static int nblocks, cap_blocks;
 
@@ -183,7 +206,7 @@ static void *dev_alloc(size_t size)
 		pthread_mutex_lock(&dev_lock);
 		bool room = grow_blocks();
 		if (room)
-			blocks[nblocks++] = (struct dev_block){ big, size, true };
+			blocks[nblocks++] = (struct dev_block){ big, size, true, current };
 		pthread_mutex_unlock(&dev_lock);
 		if (!room)
 			munmap(big, size);
@@ -211,21 +234,44 @@ static void *dev_alloc(size_t size)
 		dev_used += need;
 		if ((dev_opened || !guarded()) && mprotect(p, need, PROT_READ | PROT_WRITE) != 0)
 			abort();
-		blocks[nblocks++] = (struct dev_block){ p, need, false };
+		blocks[nblocks++] = (struct dev_block){ p, need, false, current };
 	}
 	pthread_mutex_unlock(&dev_lock);
 	return p; /* fresh pages read as zeros */
 }
 
-bool fake_is_device(const void *q)
+/* the device whose memory q is in, or -1 */
+static int device_of(const void *q)
 {
 	const char *c = q;
-	bool in = false;
+	int d = -1;
 	pthread_mutex_lock(&dev_lock);
-	for (int i = 0; i < nblocks && !in; i++)
-		in = c >= blocks[i].p && c < blocks[i].p + blocks[i].size;
+	for (int i = 0; i < nblocks && d < 0; i++)
+		if (c >= blocks[i].p && c < blocks[i].p + blocks[i].size)
+			d = blocks[i].device;
 	pthread_mutex_unlock(&dev_lock);
-	return in;
+	return d;
+}
+
+bool fake_is_device(const void *q)
+{
+	return device_of(q) >= 0;
+}
+
+bool fake_reachable(const void *q)
+{
+	int d = device_of(q);
+	return d >= 0 && (d == current || peer_on[current][d]);
+}
+
+void fake_kernel_check(const char *name, cudaStream_t s)
+{
+	int sd = s ? s->device : current;
+	if (sd != current) {
+		fprintf(stderr, "fake CUDA: kernel %s launched on a stream of GPU %d while GPU %d is current: on a GPU the launch fails\n",
+			name, sd, current);
+		abort();
+	}
 }
 
 static void dev_free(void *q)
@@ -349,6 +395,13 @@ bool tape_record_on(cudaStream_t s, void (*replay)(const void *args), const void
 	}
 	if (!t)
 		return false;
+	struct CUstream_st *st = S(s);
+	if (!st->captured) {
+		fprintf(stderr, "fake CUDA: work queued on stream %d while another is captured, but this one never waited for an "
+				"event of the capture: on a GPU it runs once, now, instead of in the graph\n", st->id);
+		abort();
+	}
+	st->last_seq = ++t->seq;
 	if (t->n == t->cap) {
 		int cap = t->cap ? 2 * t->cap : 64;
 		struct op *op = realloc(t->op, (size_t)cap * sizeof *op);
@@ -381,7 +434,6 @@ static void tape_free(struct tape *t)
 	memset(t, 0, sizeof *t);
 }
 
-static _Thread_local int current;
 static _Thread_local cudaError_t last_error;
 
 static cudaError_t fail(cudaError_t e)
@@ -440,7 +492,11 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
 
 cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
 {
-	(void)peer, (void)flags;
+	if (flags != 0 || peer < 0 || peer >= devices() || peer == current || peer >= 64)
+		return fail(cudaErrorInvalidValue);
+	if (peer_on[current][peer])
+		return fail(cudaErrorPeerAccessAlreadyEnabled);
+	peer_on[current][peer] = true;
 	return cudaSuccess;
 }
 
@@ -510,12 +566,25 @@ static bool ends_agree(void *dst, const void *src, size_t count, enum cudaMemcpy
 	}
 }
 
-/* Device pointers a library call was given (NULL allowed where optional). */
+/* Device pointers a library call was given (NULL allowed where optional):
+ * memory of the current GPU or of one it has peer access to. */
 static bool on_device(int n, const void *const *p)
 {
 	for (int i = 0; i < n; i++)
-		if (p[i] && !fake_is_device(p[i]))
+		if (p[i] && !fake_reachable(p[i]))
 			return false;
+	return true;
+}
+
+/* A library handle used on another GPU than it was created on, or given
+ * a stream of another GPU. */
+static bool wrong_device(const char *lib, int handle_device, cudaStream_t s)
+{
+	int sd = s ? s->device : current;
+	if (handle_device == current && sd == current)
+		return false;
+	fprintf(stderr, "fake CUDA: a %s handle of GPU %d called while GPU %d is current, on a stream of GPU %d\n", lib, handle_device,
+		current, sd);
 	return true;
 }
 #define ON_DEVICE(...) on_device((int)(sizeof((const void *[]){ __VA_ARGS__ }) / sizeof(const void *)), (const void *[]){ __VA_ARGS__ })
@@ -631,9 +700,26 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 	return cudaSuccess;
 }
 
+/* While capturing, a stream that waits for an event recorded in the
+ * capture joins it (a fork), and the stream the event was recorded on has
+ * rejoined up to that record. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
 	(void)flags;
+	struct tape *t = capturing;
+	if (t && e->cap_s && e->cap_gen == capture_gen) {
+		struct CUstream_st *st = S(s);
+		if (!st->captured) {
+			if (t->njoined == 16)
+				return fail(cudaErrorNotSupported);
+			st->captured = true;
+			st->last_seq = st->joined_seq = 0;
+			t->joined[t->njoined++] = st;
+		}
+		if (e->cap_seq > e->cap_s->joined_seq)
+			e->cap_s->joined_seq = e->cap_seq;
+		return cudaSuccess;
+	}
 	if (!capturing && async_on() && e->s && e->s != S(s))
 		enqueue(S(s), (struct qop){ QOP_WAIT, NULL, NULL, NULL, e->s, e->pos });
 	return cudaSuccess;
@@ -641,19 +727,43 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
 {
-	(void)s, (void)mode;
+	(void)mode;
 	if (capturing)
 		return fail(cudaErrorIllegalState);
+	if (!s) /* the legacy stream cannot be captured */
+		return fail(cudaErrorStreamCaptureUnsupported);
 	capturing = calloc(1, sizeof *capturing);
-	return capturing ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+	if (!capturing)
+		return fail(cudaErrorMemoryAllocation);
+	capture_gen++;
+	s->captured = true;
+	s->last_seq = s->joined_seq = 0;
+	capturing->joined[capturing->njoined++] = s;
+	return cudaSuccess;
 }
 
+/* Every stream that joined the capture must have rejoined the origin
+ * after its last operation (CUDA: cudaErrorStreamCaptureUnjoined). */
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
 {
-	(void)s;
 	*g = NULL;
-	if (!capturing)
+	if (!capturing || !s || capturing->joined[0] != s)
 		return fail(cudaErrorIllegalState);
+	struct CUstream_st *unjoined = NULL;
+	for (int i = 0; i < capturing->njoined; i++) {
+		struct CUstream_st *st = capturing->joined[i];
+		if (i > 0 && st->last_seq > st->joined_seq && !unjoined)
+			unjoined = st;
+		st->captured = false;
+	}
+	if (unjoined) {
+		fprintf(stderr, "fake CUDA: stream %d joined the capture but did not rejoin stream %d after its last operation\n",
+			unjoined->id, s->id);
+		tape_free(capturing);
+		free(capturing);
+		capturing = NULL;
+		return fail(cudaErrorStreamCaptureUnjoined);
+	}
 	*g = calloc(1, sizeof **g);
 	if (!*g)
 		return fail(cudaErrorMemoryAllocation);
@@ -666,7 +776,10 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
 cudaError_t cudaEventCreate(cudaEvent_t *e)
 {
 	*e = calloc(1, sizeof **e);
-	return *e ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+	if (!*e)
+		return fail(cudaErrorMemoryAllocation);
+	(*e)->device = current;
+	return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
@@ -683,7 +796,21 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-	if (!capturing && async_on()) {
+	if (e->device != (s ? s->device : current)) /* CUDA: the event and the stream of different devices */
+		return fail(cudaErrorInvalidResourceHandle);
+	if (capturing) {
+		struct CUstream_st *st = S(s);
+		if (!st->captured) {
+			fprintf(stderr, "fake CUDA: an event recorded on stream %d, which is not part of the running capture\n", st->id);
+			abort();
+		}
+		e->cap_s = st;
+		e->cap_gen = capture_gen;
+		e->cap_seq = st->last_seq = ++capturing->seq;
+		return cudaSuccess;
+	}
+	e->cap_s = NULL;
+	if (async_on()) {
 		e->s = S(s);
 		e->pos = e->s->n;
 		enqueue(e->s, (struct qop){ QOP_RECORD, NULL, NULL, e, NULL, 0 });
@@ -787,12 +914,15 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ge)
  * CPU's row-major kern_gemm (a column-major matrix is its transpose
  * row-major, so the operands swap) ---- */
 
-struct cublasContext { cudaStream_t s; };
+struct cublasContext { cudaStream_t s; int device; };
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
 {
 	*h = calloc(1, sizeof **h);
-	return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+	if (!*h)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	(*h)->device = current;
+	return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h)
@@ -829,7 +959,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
 	int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
 	if (m < 0 || n < 0 || k < 0 || lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) || ldc < (m > 1 ? m : 1))
 		return CUBLAS_STATUS_INVALID_VALUE;
-	if (!ON_DEVICE(a, b, c)) /* the matrices (the scalars are host memory: the default pointer mode) */
+	if (!ON_DEVICE(a, b, c) || wrong_device("cuBLAS", h->device, h->s)) /* the scalars are host memory (the default pointer mode) */
 		return CUBLAS_STATUS_EXECUTION_FAILED;
 	/* the scalars are copied: they point at the caller's stack */
 	struct gemm_args g = { ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *alpha, *beta, a, b, c, lda, ldb, ldc };
@@ -843,7 +973,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
 
 /* ---- cuDNN: NCHW float convolutions through the CPU's im2col kernel ---- */
 
-struct cudnnContext { cudaStream_t s; };
+struct cudnnContext { cudaStream_t s; int device; };
 
 /* the stream of the cuDNN call being made (one thread calls cuDNN) */
 static cudaStream_t conv_stream;
@@ -859,7 +989,10 @@ const char *cudnnGetErrorString(cudnnStatus_t status)
 cudnnStatus_t cudnnCreate(cudnnHandle_t *h)
 {
 	*h = calloc(1, sizeof **h);
-	return *h ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
+	if (!*h)
+		return CUDNN_STATUS_ALLOC_FAILED;
+	(*h)->device = current;
+	return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t cudnnDestroy(cudnnHandle_t h)
@@ -1042,7 +1175,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
 	(void)alpha;
 	if (*(const float *)beta != 0.0f)
 		return CUDNN_STATUS_NOT_SUPPORTED;
-	if (!ON_DEVICE(x, w, y, ws))
+	if (!ON_DEVICE(x, w, y, ws) || wrong_device("cuDNN", h->device, h->s))
 		return CUDNN_STATUS_EXECUTION_FAILED;
 	cudnnStatus_t st = conv_check(xd, wd, cd, yd, algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws, wsb);
 	return st != CUDNN_STATUS_SUCCESS ? st : conv(desc_of(xd, wd, cd), x, w, NULL, y, NULL, NULL);
@@ -1057,7 +1190,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
 	(void)alpha;
 	if (*(const float *)beta != 0.0f) /* the CPU kernel writes dx */
 		return CUDNN_STATUS_NOT_SUPPORTED;
-	if (!ON_DEVICE(w, dy, dx, ws))
+	if (!ON_DEVICE(w, dy, dx, ws) || wrong_device("cuDNN", h->device, h->s))
 		return CUDNN_STATUS_EXECUTION_FAILED;
 	cudnnStatus_t st = conv_check(dxd, wd, cd, dyd, algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, ws, wsb);
 	return st != CUDNN_STATUS_SUCCESS ? st : conv(desc_of(dxd, wd, cd), NULL, w, dy, NULL, dx, NULL);
@@ -1072,7 +1205,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
 	(void)alpha;
 	if (*(const float *)beta != 1.0f) /* the CPU kernel adds to dw */
 		return CUDNN_STATUS_NOT_SUPPORTED;
-	if (!ON_DEVICE(x, dy, dw, ws))
+	if (!ON_DEVICE(x, dy, dw, ws) || wrong_device("cuDNN", h->device, h->s))
 		return CUDNN_STATUS_EXECUTION_FAILED;
 	cudnnStatus_t st = conv_check(xd, dwd, cd, dyd, algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, ws, wsb);
 	return st != CUDNN_STATUS_SUCCESS ? st : conv(desc_of(xd, dwd, cd), x, NULL, dy, NULL, NULL, dw);
@@ -1164,7 +1297,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, co
  * rank 0 serves, every rank joins a Gloo communicator through it, and each
  * collective runs there at once ("device" memory is host memory) ---- */
 
-struct ncclComm { struct comm *c; struct store_client *st; };
+struct ncclComm { struct comm *c; struct store_client *st; int device; };
 
 const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "NCCL error (host stand-in)"; }
 const char *ncclGetLastError(ncclComm_t c) { (void)c; return ""; }
@@ -1189,6 +1322,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
 	*out = c;
 	if (!c)
 		return ncclSystemError;
+	c->device = current;
 	if (nranks == 1) {
 		c->c = comm_open_single();
 		return c->c ? ncclSuccess : ncclSystemError;
@@ -1267,8 +1401,12 @@ static void coll_replay(const void *q)
 /* Queued or recorded on stream s, or run at once. */
 static ncclResult_t coll(cudaStream_t s, struct coll_args a)
 {
-	if (!ON_DEVICE(a.in, a.out))
+	/* NCCL's buffers and stream are the communicator's GPU's */
+	int sd = s ? s->device : current;
+	if ((a.in && device_of(a.in) != a.c->device) || device_of(a.out) != a.c->device || sd != a.c->device) {
+		fprintf(stderr, "fake NCCL: a collective of GPU %d's communicator given memory or a stream of another GPU\n", a.c->device);
 		return ncclInvalidArgument;
+	}
 	if (tape_record_on(s, coll_replay, &a, sizeof a))
 		return ncclSuccess;
 	fake_dev_open();

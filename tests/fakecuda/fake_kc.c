@@ -627,6 +627,7 @@ static void host_tiny_step(cudaStream_t s, const void *prog)
 		struct name##_args rec_;                                                  \
 		memset(&rec_, 0, sizeof rec_);                                            \
 		rec_.s = s;                                                               \
+		fake_kernel_check(#name, s);                                              \
 		LIST(SET)                                                                 \
 		if (!tape_record_on(s, name##_replay, &rec_, sizeof rec_)) {              \
 			fake_dev_open();                                                  \

@@ -286,10 +286,11 @@ void __syncwarp(unsigned mask)
 void kemu_launch(const char *name, dim3 grid, dim3 block, size_t shared, cudaStream_t s, std::function<void()> body,
 		 const kemu_ptrs &ptrs)
 {
+	fake_kernel_check(name, s);
 	for (int i = 0; i < ptrs.n; i++)
-		if (ptrs.p[i] && !fake_is_device(ptrs.p[i])) {
-			fprintf(stderr, "kemu: kernel %s: pointer argument %d (%p) is not device memory: on a GPU the kernel faults\n",
-				name, i + 1, ptrs.p[i]);
+		if (ptrs.p[i] && !fake_reachable(ptrs.p[i])) {
+			fprintf(stderr, "kemu: kernel %s: pointer argument %d (%p) is %s: on a GPU the kernel faults\n", name, i + 1,
+				ptrs.p[i], fake_is_device(ptrs.p[i]) ? "another GPU's memory, without peer access" : "not device memory");
 			abort();
 		}
 	if (!valid(grid, block, shared)) {

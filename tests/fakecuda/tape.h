@@ -23,6 +23,12 @@ void fake_launch_failed(cudaError_t e);
  * (nested, from any thread): around the stand-in's own device work. */
 void fake_dev_open(void);
 void fake_dev_close(void);
-/* Whether p is in memory cudaMalloc gave (and not freed since). */
+/* Whether p is in memory cudaMalloc gave (and not freed since); and
+ * whether a kernel on the current GPU may reach it (its own memory, or
+ * a GPU's it has peer access to). */
 bool fake_is_device(const void *p);
+bool fake_reachable(const void *p);
+/* A kernel launch on stream s: stops the process if s is another GPU's
+ * than the current one (the launch fails on a GPU). */
+void fake_kernel_check(const char *name, cudaStream_t s);
 #endif

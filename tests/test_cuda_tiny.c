@@ -83,7 +83,9 @@ static void compare(const char *net, int classes, int steps, double *pdiff, doub
 	P->order = order, P->pos = &pos, P->ybuf = ybuf, P->step_loss = &step_loss, P->bad_target = &bad;
 	P->cfg = cfg, P->lr_table = lr, P->step = &step, P->hist = hist, P->cap = steps;
 	tiny_build(P, &tin, B);
+	CHECK(P->sm_bytes[0] > 0 && P->sm_bytes[1] == B * yw * 4); /* these models fit in shared memory */
 	double sh[1];
+	static _Alignas(16) char smem[TINY_SMEM_BYTES];
 	struct optim_coef coef;
 	float *xb = malloc((size_t)(B * xw) * 4), *yb = malloc((size_t)(B * yw) * 4);
 	*ldiff = 0;
@@ -101,7 +103,7 @@ static void compare(const char *net, int classes, int steps, double *pdiff, doub
 		exec_backward(&ref, (int)B);
 		optim_step(&cfg, sr, ref.params, ref.grads, ref.trainable, s + 1, lr[s]);
 		/* the interpreter, one thread */
-		tiny_run(0, 1, P, sh, &coef);
+		tiny_run(0, 1, P, sh, &coef, s % 2 ? NULL : smem); /* activations in shared memory, then in the executor's */
 		double got = hist[s] / (p->train.reduction == RED_SUM ? 1.0 : (double)B);
 		*ldiff = fmax(*ldiff, fabs(got - loss) / fmax(fabs(loss), 1e-6));
 	}

@@ -162,7 +162,8 @@ __global__ void __launch_bounds__(TINY_THREADS) tiny_step_kernel(const struct ti
 {
 	__shared__ double sh[TINY_THREADS];
 	__shared__ struct optim_coef coef;
-	tiny_run((int)threadIdx.x, (int)blockDim.x, P, sh, &coef);
+	__shared__ __align__(16) char smem[TINY_SMEM_BYTES];
+	tiny_run((int)threadIdx.x, (int)blockDim.x, P, sh, &coef, smem);
 }
 
 void kc_tiny_step(cudaStream_t s, const void *prog)

@@ -105,4 +105,19 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch)
 	int k = optim_state_floats(P->cfg.kind, &P->cfg);
 	for (int j = 0; j < 3; j++)
 		P->planes[j] = j < k ? exec_dev_optim(e, 0) + j * exec_dev_stride(e, 0) : NULL;
+	/* shared memory: the training activations, then the targets, as far
+	 * as they fit (rounded to 16 bytes) */
+	int64_t acts = (p->dev[0].act_train + 15) / 16 * 16, ys = (int64_t)batch * P->yw * 4;
+	memset(P->sm_base, 0, sizeof P->sm_base);
+	memset(P->sm_bytes, 0, sizeof P->sm_bytes);
+	memset(P->sm_off, 0, sizeof P->sm_off);
+	if (acts > 0 && acts <= TINY_SMEM_BYTES) {
+		P->sm_base[0] = exec_act(e, 0);
+		P->sm_bytes[0] = acts;
+		if (P->ybuf && acts + ys <= TINY_SMEM_BYTES) {
+			P->sm_base[1] = (const char *)P->ybuf;
+			P->sm_bytes[1] = ys;
+			P->sm_off[1] = acts;
+		}
+	}
 }

@@ -9,6 +9,13 @@
  * It works on the executor's own memory (same parameters, gradients,
  * optimizer planes and activation buffers), so evaluation, checkpoints and
  * the step-by-step path see one state.
+ * The step's activations and their gradients (the plan's training
+ * activation region) and the gathered targets live in the block's shared
+ * memory when they fit in TINY_SMEM_BYTES: no layer then waits on a round
+ * trip to L2 for what the layer before wrote (tiny_at maps an executor
+ * address into it; parameters, gradients and optimizer state stay in
+ * global memory, where they persist).  Sums over the block take a warp
+ * butterfly and one pass over the warps' sums: two barriers each.
  * The program (struct tiny_prog) is built once on the host (tiny.c); the
  * interpreter below is plain C as well, so tests/test_cuda_tiny.c runs it
  * on the CPU with one "thread" against the CPU backend.
@@ -33,7 +40,7 @@
 #define TINY_SYNC() ((void)0)
 #endif
 
-enum { TINY_MAX_LAYERS = 16, TINY_THREADS = 256 };
+enum { TINY_MAX_LAYERS = 16, TINY_THREADS = 256, TINY_SMEM_BYTES = 32 << 10 };
 enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_VIEW };
 enum tiny_loss { TINY_MSE, TINY_CROSS_ENTROPY };
 
@@ -77,57 +84,84 @@ struct tiny_prog {
 	int64_t trainable;
 	double *hist;                   /* hist[*step % cap] := the step's loss */
 	int64_t cap;
+	/* ranges of executor memory kept in shared memory instead (bytes == 0:
+	 * none): the training activations, then the targets */
+	const char *sm_base[2];
+	int64_t sm_bytes[2], sm_off[2];
 };
 
-/* Sum of v over the block's threads, the same in each; sh: nt doubles. */
-TINY_FN double tiny_sum(int tid, int nt, double v, double *sh)
+/* Where the step keeps executor address a: its shared-memory copy when a
+ * is in one of P's ranges and smem is given, else a itself. */
+TINY_FN void *tiny_at(const struct tiny_prog *P, char *smem, const void *a)
 {
-	sh[tid] = v;
-	TINY_SYNC();
-	for (int s = nt / 2; s > 0; s /= 2) {
-		if (tid < s)
-			sh[tid] += sh[tid + s];
-		TINY_SYNC();
-	}
-	double r = sh[0];
-	TINY_SYNC();
-	return r;
+	const char *c = (const char *)a;
+	for (int r = 0; smem && r < 2; r++)
+		if (c >= P->sm_base[r] && c < P->sm_base[r] + P->sm_bytes[r])
+			return smem + P->sm_off[r] + (c - P->sm_base[r]);
+	return (void *)c;
 }
 
-TINY_FN void tiny_forward(int tid, int nt, const struct tiny_layer *L, int n)
+/* Sum of v over the block's threads, the same in each and in a fixed
+ * order; sh: nt doubles.  On the GPU: each warp's butterfly, then the
+ * warps' sums in order (nt a multiple of 32). */
+TINY_FN double tiny_sum(int tid, int nt, double v, double *sh)
 {
+#ifdef __CUDACC__
+	for (int s = 16; s > 0; s >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, s);
+	if ((tid & 31) == 0)
+		sh[tid >> 5] = v;
+	TINY_SYNC();
+	double r = 0;
+	for (int w = 0; w < nt / 32; w++)
+		r += sh[w];
+	TINY_SYNC(); /* sh is free again */
+	return r;
+#else
+	(void)tid, (void)nt, (void)sh;
+	return v; /* one thread */
+#endif
+}
+
+TINY_FN void tiny_forward(int tid, int nt, const struct tiny_prog *P, char *smem, const struct tiny_layer *L, int n)
+{
+	const float *x = (const float *)tiny_at(P, smem, L->x);
+	float *y = (float *)tiny_at(P, smem, L->y);
 	switch (L->op) {
 	case TINY_LINEAR:
 		for (int64_t i = tid; i < (int64_t)n * L->m; i += nt) {
 			int64_t r = i / L->m;
 			int j = (int)(i % L->m);
-			const float *xr = L->x + r * L->k, *wj = L->w + (int64_t)j * L->k;
+			const float *xr = x + r * L->k, *wj = L->w + (int64_t)j * L->k;
 			float acc = 0.0f;
 			for (int q = 0; q < L->k; q++)
 				acc += xr[q] * wj[q];
-			L->y[i] = L->b ? acc + L->b[j] : acc;
+			y[i] = L->b ? acc + L->b[j] : acc;
 		}
 		break;
-	case TINY_RELU: for (int64_t i = tid; i < L->count; i += nt) L->y[i] = body_relu_fwd(L->x[i]); break;
-	case TINY_TANH: for (int64_t i = tid; i < L->count; i += nt) L->y[i] = body_tanh_fwd(L->x[i]); break;
-	case TINY_SIGMOID: for (int64_t i = tid; i < L->count; i += nt) L->y[i] = body_sigmoid_fwd(L->x[i]); break;
+	case TINY_RELU: for (int64_t i = tid; i < L->count; i += nt) y[i] = body_relu_fwd(x[i]); break;
+	case TINY_TANH: for (int64_t i = tid; i < L->count; i += nt) y[i] = body_tanh_fwd(x[i]); break;
+	case TINY_SIGMOID: for (int64_t i = tid; i < L->count; i += nt) y[i] = body_sigmoid_fwd(x[i]); break;
 	case TINY_VIEW: break;
 	}
 }
 
 /* Gradients are written, not added: the step has one micro-batch. */
-TINY_FN void tiny_backward(int tid, int nt, const struct tiny_layer *L, int n)
+TINY_FN void tiny_backward(int tid, int nt, const struct tiny_prog *P, char *smem, const struct tiny_layer *L, int n)
 {
+	const float *x = (const float *)tiny_at(P, smem, L->x), *y = (const float *)tiny_at(P, smem, L->y);
+	const float *dy = (const float *)tiny_at(P, smem, L->dy);
+	float *dx = L->dx ? (float *)tiny_at(P, smem, L->dx) : NULL;
 	switch (L->op) {
 	case TINY_LINEAR:
-		if (L->dx)
+		if (dx)
 			for (int64_t i = tid; i < (int64_t)n * L->k; i += nt) {
 				int64_t r = i / L->k;
 				int q = (int)(i % L->k);
 				float acc = 0.0f;
 				for (int j = 0; j < L->m; j++)
-					acc += L->dy[r * L->m + j] * L->w[(int64_t)j * L->k + q];
-				L->dx[i] = acc;
+					acc += dy[r * L->m + j] * L->w[(int64_t)j * L->k + q];
+				dx[i] = acc;
 			}
 		if (L->dw)
 			for (int64_t i = tid; i < (int64_t)L->m * L->k; i += nt) {
@@ -135,37 +169,40 @@ TINY_FN void tiny_backward(int tid, int nt, const struct tiny_layer *L, int n)
 				int q = (int)(i % L->k);
 				float acc = 0.0f;
 				for (int r = 0; r < n; r++)
-					acc += L->dy[(int64_t)r * L->m + j] * L->x[(int64_t)r * L->k + q];
+					acc += dy[(int64_t)r * L->m + j] * x[(int64_t)r * L->k + q];
 				L->dw[i] = acc;
 			}
 		if (L->db)
 			for (int j = tid; j < L->m; j += nt)
-				L->db[j] = body_bias_grad_col(L->dy, n, L->m, j);
+				L->db[j] = body_bias_grad_col(dy, n, L->m, j);
 		break;
-	case TINY_RELU: if (L->dx) for (int64_t i = tid; i < L->count; i += nt) L->dx[i] = body_relu_bwd(L->y[i], L->dy[i]); break;
-	case TINY_TANH: if (L->dx) for (int64_t i = tid; i < L->count; i += nt) L->dx[i] = body_tanh_bwd(L->y[i], L->dy[i]); break;
-	case TINY_SIGMOID: if (L->dx) for (int64_t i = tid; i < L->count; i += nt) L->dx[i] = body_sigmoid_bwd(L->y[i], L->dy[i]); break;
+	case TINY_RELU: if (dx) for (int64_t i = tid; i < L->count; i += nt) dx[i] = body_relu_bwd(y[i], dy[i]); break;
+	case TINY_TANH: if (dx) for (int64_t i = tid; i < L->count; i += nt) dx[i] = body_tanh_bwd(y[i], dy[i]); break;
+	case TINY_SIGMOID: if (dx) for (int64_t i = tid; i < L->count; i += nt) dx[i] = body_sigmoid_bwd(y[i], dy[i]); break;
 	case TINY_VIEW: break;
 	}
 }
 
 /* The loss and its gradient; thread 0 records weight * loss. */
-TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, double *sh)
+TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, char *smem, double *sh)
 {
 	int n = P->n, c = P->per;
 	double sum = 0;
+	const float *out = (const float *)tiny_at(P, smem, P->out);
+	float *dout = (float *)tiny_at(P, smem, P->dout);
+	const void *ybuf = tiny_at(P, smem, P->ybuf);
 	if (P->loss == TINY_MSE) {
 		int64_t count = (int64_t)n * c;
 		float g = body_mse_grad(count, P->red, P->scale);
-		const float *t = (const float *)(const void *)P->ybuf;
+		const float *t = (const float *)ybuf;
 		for (int64_t i = tid; i < count; i += nt)
-			sum += body_mse_term(P->out[i], t[i], g, &P->dout[i]);
+			sum += body_mse_term(out[i], t[i], g, &dout[i]);
 		sum = tiny_sum(tid, nt, sum, sh);
 		if (tid == 0)
 			*P->step_loss = P->weight * body_loss_reduce(sum, count, P->red);
 		return;
 	}
-	const int32_t *t = (const int32_t *)(const void *)P->ybuf;
+	const int32_t *t = (const int32_t *)ybuf;
 	double counted = 0;
 	int bad = 0;
 	for (int r = tid; r < n; r += nt) {
@@ -178,7 +215,7 @@ TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, double *
 	float g = body_class_grad((int64_t)counted, P->red, P->scale);
 	for (int r = tid; r < n; r += nt) {
 		bool on = t[r] != -100 && !body_target_bad(t[r], c, -100);
-		sum += body_ce_row(P->out + (int64_t)r * c, c, t[r], on, g, P->dout + (int64_t)r * c);
+		sum += body_ce_row(out + (int64_t)r * c, c, t[r], on, g, dout + (int64_t)r * c);
 	}
 	sum = tiny_sum(tid, nt, sum, sh);
 	if (tid == 0)
@@ -186,24 +223,26 @@ TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, double *
 }
 
 /* One training step by thread tid of nt; sh: nt doubles of shared memory,
- * coef: room for the step's optimizer coefficients (shared). */
-TINY_FN void tiny_run(int tid, int nt, const struct tiny_prog *P, double *sh, struct optim_coef *coef)
+ * coef: room for the step's optimizer coefficients (shared), smem:
+ * TINY_SMEM_BYTES of shared memory for P's ranges (NULL: none). */
+TINY_FN void tiny_run(int tid, int nt, const struct tiny_prog *P, double *sh, struct optim_coef *coef, char *smem)
 {
 	int n = P->n;
 	int64_t pos = *P->pos;
+	uint32_t *in = (uint32_t *)tiny_at(P, smem, P->in), *ybuf = (uint32_t *)tiny_at(P, smem, P->ybuf);
 	for (int64_t i = tid; i < (int64_t)n * P->xw; i += nt)
-		P->in[i] = P->data_x[P->order[pos + i / P->xw] * P->xw + i % P->xw];
+		in[i] = P->data_x[P->order[pos + i / P->xw] * P->xw + i % P->xw];
 	for (int64_t i = tid; i < (int64_t)n * P->yw; i += nt)
-		P->ybuf[i] = P->data_y[P->order[pos + i / P->yw] * P->yw + i % P->yw];
+		ybuf[i] = P->data_y[P->order[pos + i / P->yw] * P->yw + i % P->yw];
 	TINY_SYNC();
 	for (int l = 0; l < P->nlayers; l++) {
-		tiny_forward(tid, nt, &P->layer[l], n);
+		tiny_forward(tid, nt, P, smem, &P->layer[l], n);
 		TINY_SYNC();
 	}
-	tiny_loss_step(tid, nt, P, sh);
+	tiny_loss_step(tid, nt, P, smem, sh);
 	TINY_SYNC();
 	for (int l = P->nlayers - 1; l >= 0; l--) {
-		tiny_backward(tid, nt, &P->layer[l], n);
+		tiny_backward(tid, nt, P, smem, &P->layer[l], n);
 		TINY_SYNC();
 	}
 	if (tid == 0)

@@ -10,6 +10,7 @@ struct exec;
  * micro-batch count and batch; else why not (for the log). */
 const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t batch);
 /* Fill P's layers, loss and optimizer pointers from e's memory for a batch
- * of `batch`; the caller sets the data, the step words and P->cfg first. */
+ * of `batch`, and the ranges kept in shared memory; the caller sets the
+ * data (ybuf, yw), the step words and P->cfg first. */
 void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch);
 #endif

@@ -600,7 +600,8 @@ static void host_tiny_step(cudaStream_t s, const void *prog)
 {
 	double sh[1];
 	struct optim_coef coef;
-	tiny_run(0, 1, prog, sh, &coef);
+	static _Alignas(16) char smem[TINY_SMEM_BYTES];
+	tiny_run(0, 1, prog, sh, &coef, smem);
 }
 
 /* ---- the public launchers: each runs its host_ version at once, or,

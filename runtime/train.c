@@ -596,12 +596,22 @@ static int setup(struct trainer *t)
 	t->oc = train_optim_cfg(&tr->optim);
 	t->sc = train_sched_cfg(&tr->sched);
 	t->at = (struct ckpt_state){ 1, 0, 0, t->world, t->micro };
-	if (t->world > 1 && join_job(t) != 0)
-		return -1;
+	if (t->world > 1) {
+		launch_wait_begin(); /* meeting the other ranks: a rank stopped meanwhile is the hung one */
+		int joined = join_job(t);
+		launch_wait_end();
+		if (joined != 0)
+			return -1;
+	}
 	if (load_state(t) != 0)
 		return -1;
-	if (t->ddp_ok && ddp_broadcast(&t->ddp, t->e.params, p->unsharded_elems, t->err, sizeof t->err) != 0)
-		return -1; /* rank 0's parameters and buffers everywhere, as DDP's constructor does */
+	if (t->ddp_ok) { /* rank 0's parameters and buffers everywhere, as DDP's constructor does */
+		launch_wait_begin();
+		int sent = ddp_broadcast(&t->ddp, t->e.params, p->unsharded_elems, t->err, sizeof t->err);
+		launch_wait_end();
+		if (sent != 0)
+			return -1;
+	}
 	if (t->use_pipe) {
 		if (pipe_init(&t->pipe, &t->e, threads > 0 ? threads : 1, t->err, sizeof t->err) != 0)
 			return -1;

@@ -142,8 +142,10 @@ void kc_optim_state_init(cudaStream_t s, struct optim_cfg cfg, float *state, int
 
 /* ---- a whole training step of a small model (runtime/cuda/tiny.h) ---- */
 /* One block runs the step of the program at prog (a struct tiny_prog in
- * device memory): gather, forward, loss, backward, optimizer, loss record,
- * step and position advanced. */
+ * HOST memory, copied into the kernel's parameters at the launch, so its
+ * fields are read from the constant bank, not through a pointer to global
+ * memory): gather, forward, loss, backward, optimizer, loss record, step
+ * and position advanced. */
 void kc_tiny_step(cudaStream_t s, const void *prog);
 
 #ifdef __cplusplus

@@ -158,15 +158,20 @@ void kc_clip(cudaStream_t s, float *g, int64_t n, const double *sumsq, double ma
 }
 
 /* ---- a whole step of a small model: one block (tiny.h) ---- */
-__global__ void __launch_bounds__(TINY_THREADS) tiny_step_kernel(const struct tiny_prog *P)
+/* the program by value: __grid_constant__ lets tiny_run take its address
+ * without a copy to local memory */
+__global__ void __launch_bounds__(TINY_THREADS) tiny_step_kernel(const __grid_constant__ struct tiny_prog P)
 {
 	__shared__ double sh[TINY_THREADS];
 	__shared__ struct optim_coef coef;
 	__shared__ __align__(16) char smem[TINY_SMEM_BYTES];
-	tiny_run((int)threadIdx.x, (int)blockDim.x, P, sh, &coef, smem);
+	tiny_run((int)threadIdx.x, (int)blockDim.x, &P, sh, &coef, smem);
 }
+
+static_assert(sizeof(struct tiny_prog) <= 4000, "a tiny_prog must fit the 4 KB of a kernel's parameters");
 
 void kc_tiny_step(cudaStream_t s, const void *prog)
 {
-	tiny_step_kernel<<<1, TINY_THREADS, 0, s>>>((const struct tiny_prog *)prog);
+	struct tiny_prog P = *(const struct tiny_prog *)prog;
+	tiny_step_kernel<<<1, TINY_THREADS, 0, s>>>(P);
 }

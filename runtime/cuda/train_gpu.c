@@ -462,8 +462,13 @@ static int setup(struct gt *t)
 	CK(t, cudaEventCreate(&t->ev_e0));
 	CK(t, cudaEventCreate(&t->ev_e1));
 	t->events = true;
-	if (t->world > 1 && join_job(t) != 0)
-		return -1;
+	if (t->world > 1) {
+		launch_wait_begin(); /* meeting the other ranks: a rank stopped meanwhile is the hung one */
+		int joined = join_job(t);
+		launch_wait_end();
+		if (joined != 0)
+			return -1;
+	}
 	int k = p->train.optim.state_per_param;
 	t->h_params = calloc((size_t)p->unsharded_elems + 1, 4);
 	t->h_optim = calloc((size_t)(t->e.trainable * k) + 1, 4);
@@ -512,12 +517,7 @@ static int setup(struct gt *t)
 		h->step_loss = &t->w->step_loss, h->bad_target = &cuda_dev_words(&t->e)->bad_target;
 		h->cfg = t->oc, h->lr_table = t->lr_table, h->step = &t->w->step, h->hist = t->hist, h->cap = t->total_steps;
 		tiny_build(h, &t->e, t->micro);
-		cudaError_t r = cudaMalloc((void **)&t->tiny, sizeof *h);
-		rc = r == cudaSuccess ? tg_put(t, t->tiny, h, sizeof *h) : 0;
-		free(h);
-		CK(t, r);
-		if (rc != 0)
-			return -1;
+		t->tiny = h; /* each launch copies it into the kernel's parameters */
 	}
 	const char *g = getenv("TRAINC_CUDA_GRAPH");
 	t->use_graph = (!g || strcmp(g, "0") != 0) && !t->dtrain.streamed;
@@ -774,8 +774,8 @@ static void teardown(struct gt *t)
 		cudaEventDestroy(t->ev_e0);
 		cudaEventDestroy(t->ev_e1);
 	}
-	void *dev[] = { t->dtrain.x, t->dtrain.y, t->dtest.x, t->dtest.y, t->order, t->eval_order, t->ybuf, t->eval_ybuf, t->w, t->lr_table, t->hist,
-			t->tiny };
+	free(t->tiny);
+	void *dev[] = { t->dtrain.x, t->dtrain.y, t->dtest.x, t->dtest.y, t->order, t->eval_order, t->ybuf, t->eval_ybuf, t->w, t->lr_table, t->hist };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		if (dev[i])
 			cudaFree(dev[i]);

@@ -99,7 +99,7 @@ struct gt {
 	bool graph_ok, use_graph, warmed;
 	int64_t saved_step;      /* the step of the last checkpoint written */
 	int pipe_m;              /* pipeline chunks of each micro-batch (parallel.microbatches), 1: none */
-	struct tiny_prog *tiny;  /* a small model's whole step as one block (tiny.h), on the device; NULL: layer by layer */
+	struct tiny_prog *tiny;  /* a small model's whole step as one block (tiny.h), host memory; NULL: layer by layer */
 	/* a streamed training set: a loader thread fills host batches */
 	struct loader l;
 	bool loader_ok;

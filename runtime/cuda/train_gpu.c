@@ -399,8 +399,17 @@ static int setup(struct gt *t)
 	}
 	CK(t, cudaSetDevice(t->base));
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
-	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 5, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0)
+	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 5, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0) {
+		size_t free_b = 0, total_b = 0;
+		char what[sizeof t->err];
+		memcpy(what, t->err, sizeof what);
+		if (strncmp(what, "out of memory", 13) == 0 && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+			util_fail(t->err, sizeof t->err,
+				  "rank %d, GPU %d: %s, with %.1f MiB of its %.1f MiB free; lower the batch, shard the model over "
+				  "several GPUs (parallel fsdp), or place its layers on several GPUs (@device)",
+				  t->rank, t->base, what, (double)free_b / 1048576.0, (double)total_b / 1048576.0);
 		return -1;
+	}
 	t->exec_ok = true;
 	t->s = cuda_stream(&t->e);
 	t->e.seed = tr->seed;

@@ -160,6 +160,13 @@ if ls "$data"/train-images-idx3-ubyte* > /dev/null 2>&1; then
 	same res-gpu res-cpu 1e-5 "resnet_mini (batch norm, residuals), a step: GPU path = CPU"
 fi
 
+# a model larger than the GPU's memory: a clear error, not a crash
+TRAINC_FAKE_GPU_MIB=100 TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_50m.net --gpus 1 --run-dir "$tmp/run-oom" > "$tmp/oom.log" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q 'GPU 0: out of memory allocating the plan.s regions (768.4 MiB), with [0-9.]* MiB of its 100.0 MiB free; lower the batch' "$tmp/oom.log" &&
+	echo "ok a model too large for the GPU: exit 1, named with the GPU's free memory" ||
+	fail "a model too large for the GPU: exit $rc: $(cat "$tmp/oom.log")"
+
 # a checkpoint written on the GPU path and resumed there continues exactly
 run ck-full tests/cli/nets/mlp_mse.net --gpus 1 --set train.steps=14
 TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_mse.net --gpus 1 --set train.steps=6 --save "$tmp/ck" --run-dir "$tmp/run-ck1" \

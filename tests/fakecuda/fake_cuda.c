@@ -525,10 +525,30 @@ const char *cudaGetErrorString(cudaError_t error)
 	}
 }
 
+static size_t gpu_bytes(void)
+{
+	const char *v = getenv("TRAINC_FAKE_GPU_MIB");
+	return (v ? (size_t)atol(v) : 16384) << 20;
+}
+
+/* bytes allocated on device d */
+static size_t used_on(int d)
+{
+	size_t u = 0;
+	pthread_mutex_lock(&dev_lock);
+	for (int i = 0; i < nblocks; i++)
+		u += blocks[i].device == d ? blocks[i].size : 0;
+	pthread_mutex_unlock(&dev_lock);
+	return u;
+}
+
+/* out of memory as a GPU of TRAINC_FAKE_GPU_MIB would be */
 cudaError_t cudaMalloc(void **p, size_t size)
 {
 	*p = NULL;
 	NOT_WHILE_CAPTURING();
+	if (used_on(current) + size > gpu_bytes())
+		return fail(cudaErrorMemoryAllocation);
 	*p = dev_alloc(size);
 	return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
@@ -543,9 +563,9 @@ cudaError_t cudaFree(void *p)
 
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 {
-	const char *v = getenv("TRAINC_FAKE_GPU_MIB");
-	size_t mib = v ? (size_t)atol(v) : 16384;
-	*free_b = *total = mib << 20;
+	*total = gpu_bytes();
+	size_t u = used_on(current);
+	*free_b = u < *total ? *total - u : 0;
 	return cudaSuccess;
 }
 

@@ -276,6 +276,16 @@ void kemu_warp_exchange(const void *v, void *got, size_t size, int from_lane)
 		memcpy(got, gen_slots + from_lane * SLOT_BYTES, size);
 }
 
+__attribute__((noinline)) float __fmul_rn(float a, float b)
+{
+	return a * b;
+}
+
+__attribute__((noinline)) double __dmul_rn(double a, double b)
+{
+	return a * b;
+}
+
 void __syncwarp(unsigned mask)
 {
 	if (mask != 0xffffffffu)

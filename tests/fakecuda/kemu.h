@@ -48,8 +48,16 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
-/* the project's headers take their nvcc branches (tiny.h's barriers) */
+/* the project's headers take their nvcc branches (tiny.h's barriers) and
+ * their device branches: the kernels are compiled with a * b + c fused
+ * where the compiler likes (-ffp-contract=fast, FMA where the machine has
+ * it), as nvcc does by default, and __fmul_rn / __dmul_rn, which the
+ * optimizer uses to keep a product rounded on its own, are calls that
+ * nothing fuses across */
 #define __CUDACC__ 1
+#define __CUDA_ARCH__ 900
+float __fmul_rn(float a, float b);
+double __dmul_rn(double a, double b);
 
 /* the running thread: set by kemu.cc around every thread's turn */
 struct kemu_now {

@@ -100,6 +100,22 @@ static void signal_all(struct worker *ws, int n, int sig)
 			kill(ws[r].pid, sig);
 }
 
+/* Whether process pid is stopped (Linux's /proc/PID/stat state T or t);
+ * false where that cannot be read. */
+static bool is_stopped(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t k = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[k] = 0;
+	const char *close = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+	return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
 static const char *describe_status(int status, char *buf, size_t n)
 {
 	if (WIFEXITED(status))
@@ -264,12 +280,14 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 				}
 			}
 		}
-		/* a hang: blame a silent rank that is not itself waiting for others
-		 * (the longest silent of those), else the longest silent one */
+		/* a hang: blame a silent rank that is stopped (SIGSTOP, a debugger),
+		 * else one that is not itself waiting for others, else any; the
+		 * longest silent of the first kind found */
 		int hung = -1;
-		for (int pass = 0; pass < 2 && hung < 0; pass++)
+		for (int pass = 0; pass < 3 && hung < 0; pass++)
 			for (int r = 0; r < n && failed < 0 && !stop_signal; r++)
-				if (!ws[r].exited && t - ws[r].last_beat > o->timeout_s && (pass == 1 || !ws[r].waiting) &&
+				if (!ws[r].exited && t - ws[r].last_beat > o->timeout_s &&
+				    (pass == 2 || (pass == 1 ? !ws[r].waiting : is_stopped(ws[r].pid))) &&
 				    (hung < 0 || ws[r].last_beat < ws[hung].last_beat))
 					hung = r;
 		if (hung >= 0) {

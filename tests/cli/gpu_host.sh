@@ -174,5 +174,14 @@ TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_mse.net --gpus 1 --set train.s
 run ck-rest tests/cli/nets/mlp_mse.net --gpus 1 --set train.steps=14 --resume "$tmp/ck"
 grep -q 'Resumed from .* at step 6' "$tmp/ck-rest.log" || fail "the GPU path did not resume at step 6"
 same ck-full ck-rest 0 "checkpoint on the GPU path: resumed = uninterrupted"
+# checkpoints cross between the paths: written on the GPU and resumed on the
+# CPU, and the other way, each equal to the CPU's uninterrupted run
+run ckx-cpu-full tests/cli/nets/mlp_mse.net --cpus 1 --threads 1 --set train.steps=14
+"$TRAINC" tests/cli/nets/mlp_mse.net --cpus 1 --threads 1 --set train.steps=6 --save "$tmp/ckc" \
+	--run-dir "$tmp/run-ckc" > "$tmp/ckc.log" 2>&1 || { fail "CPU checkpoint at step 6:"; tail -n 5 "$tmp/ckc.log"; }
+run ckx-gpu-rest tests/cli/nets/mlp_mse.net --gpus 1 --set train.steps=14 --resume "$tmp/ckc"
+run ckx-cpu-rest tests/cli/nets/mlp_mse.net --cpus 1 --threads 1 --set train.steps=14 --resume "$tmp/ck"
+same ckx-gpu-rest ckx-cpu-full 1e-5 "CPU checkpoint resumed on the GPU path = the CPU's uninterrupted run"
+same ckx-cpu-rest ckx-cpu-full 1e-5 "GPU checkpoint resumed on the CPU = the CPU's uninterrupted run"
 
 exit $failed

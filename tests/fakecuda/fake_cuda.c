@@ -34,6 +34,8 @@
  * that joined must rejoin the origin before the capture ends.
  * Beyond that it checks nothing about the real libraries: tests/gpu/run
  * does that on a GPU.
+ * Past 1000 lines because it stands in for four libraries (the runtime,
+ * cuBLAS, cuDNN, NCCL) and the rules they enforce; each has its section.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>

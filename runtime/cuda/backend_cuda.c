@@ -57,6 +57,7 @@ struct cuda_state {
 	struct conv *conv;    /* (nnodes, EXEC_MAX_SIZES) */
 	struct cuda_dev *dev; /* device words on the first GPU: flags, loss */
 	const int64_t *step;  /* finished optimizer steps on the device, or NULL: e->step */
+	int relu_done;        /* a ReLU node the last forward call computed with its bias (bias_relu_next), or -1 */
 	char err[512];
 	bool failed;
 };
@@ -338,6 +339,7 @@ static int cu_prepare(struct exec *e, char *err, size_t errlen)
 	if (!c)
 		return util_fail(err, errlen, "out of memory");
 	e->be_state = c;
+	c->relu_done = -1;
 	c->ngpu = p->ndevices;
 	for (int d = 0; d < c->ngpu && !c->failed; d++) {
 		struct gpu *gp = &c->g[d];
@@ -466,9 +468,26 @@ static void check_launch(struct cuda_state *c, const struct node *nd, const char
 	}
 }
 
+/* Node i's bias and the ReLU right after it in one kernel: the ReLU reads
+ * only i's output, on the same GPU (TRAINC_CUDA_FUSE=0: apart). */
+static bool bias_relu_next(const struct plan *p, int i)
+{
+	static int fuse = -1;
+	if (fuse < 0) {
+		const char *v = getenv("TRAINC_CUDA_FUSE");
+		fuse = !v || strcmp(v, "0") != 0;
+	}
+	const struct node *r = i + 1 < p->nnodes ? &p->nodes[i + 1] : NULL;
+	return fuse && r && r->op == OP_RELU && r->in == i && r->device == p->nodes[i].device;
+}
+
 static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 {
 	struct cuda_state *c = st(e);
+	/* a fused ReLU counts only for the very next call: any other call in
+	 * between (a new forward from the start) computes it again */
+	int relu_done = c->relu_done;
+	c->relu_done = -1;
 	if (c->failed)
 		return;
 	const struct plan *p = e->p;
@@ -493,8 +512,12 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		/* row-major y (rows, m) = x (rows, k) wᵀ: column-major yᵀ = w_cmᵀ x_cm */
 		BLAS(c, cublasSgemm(gp->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, (int)rows, k, &one, exec_param_ptr(e, nd->param0), k, x, k,
 				    &zero, y, m));
-		if (nd->a.linear.bias)
+		if (nd->a.linear.bias && bias_relu_next(p, i)) {
+			kc_bias_relu(s, y, exec_param_ptr(e, nd->param0 + 1), exec_output(e, i + 1, train), out_n, m, 1);
+			c->relu_done = i + 1;
+		} else if (nd->a.linear.bias) {
 			kc_bias_add(s, y, exec_param_ptr(e, nd->param0 + 1), rows, m);
+		}
 		break;
 	}
 	case OP_CONV2D: {
@@ -503,9 +526,13 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 			break;
 		DNN(c, cudnnConvolutionForward(gp->dnn, &one, cv->x, x, cv->w, exec_param_ptr(e, nd->param0), cv->c[CONV_FWD], cv->fwd, gp->ws,
 					       gp->ws_bytes, &zero, cv->y, y));
-		if (nd->a.conv.bias)
-			kc_channel_bias_add(s, y, exec_param_ptr(e, nd->param0 + 1), (int)n, (int)nd->a.conv.cout,
-					    numel(&nd->out) / nd->a.conv.cout);
+		int64_t hw = numel(&nd->out) / nd->a.conv.cout;
+		if (nd->a.conv.bias && bias_relu_next(p, i)) {
+			kc_bias_relu(s, y, exec_param_ptr(e, nd->param0 + 1), exec_output(e, i + 1, train), out_n, (int)nd->a.conv.cout, hw);
+			c->relu_done = i + 1;
+		} else if (nd->a.conv.bias) {
+			kc_channel_bias_add(s, y, exec_param_ptr(e, nd->param0 + 1), (int)n, (int)nd->a.conv.cout, hw);
+		}
 		break;
 	}
 	case OP_MAXPOOL2D:
@@ -555,7 +582,10 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 			CU(c, cudaMemcpyAsync(y, x, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, s));
 		}
 		break;
-	case OP_RELU: kc_relu_fwd(s, x, y, out_n); break;
+	case OP_RELU:
+		if (relu_done != i)
+			kc_relu_fwd(s, x, y, out_n);
+		break;
 	case OP_GELU: kc_gelu_fwd(s, x, y, out_n, nd->a.gelu.tanh ? KERN_GELU_TANH : KERN_GELU_NONE); break;
 	case OP_TANH: kc_tanh_fwd(s, x, y, out_n); break;
 	case OP_SIGMOID: kc_sigmoid_fwd(s, x, y, out_n); break;

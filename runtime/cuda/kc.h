@@ -60,6 +60,10 @@ void kc_bias_add(cudaStream_t s, float *y, const float *b, int64_t rows, int m);
 void kc_bias_grad(cudaStream_t s, const float *dy, float *db, int64_t rows, int m);     /* db (m) += sum over rows of dy */
 /* y (n, c, hw) += b (c), for convolutions whose bias cuDNN does not add */
 void kc_channel_bias_add(cudaStream_t s, float *y, const float *b, int n, int c, int64_t hw);
+/* A bias and the ReLU after it in one pass: y (total) += b[(i / inner) % m],
+ * then r := relu(y) (r may be y).  Linear: inner 1, m features; conv2d:
+ * inner H*W, m channels.  The same arithmetic as the two kernels apart. */
+void kc_bias_relu(cudaStream_t s, float *y, const float *b, float *r, int64_t total, int m, int64_t inner);
 void kc_channel_bias_grad(cudaStream_t s, const float *dy, float *db, int n, int c, int64_t hw);
 
 /* ---- pooling (struct pool2d_desc of kern.h, passed by value) ---- */

@@ -168,6 +168,15 @@ __global__ void channel_bias_add_kernel(float *y, const float *b, int n, int c, 
 	FOR_EACH(i, (int64_t)n * c * hw) y[i] += b[(i / hw) % c];
 }
 
+__global__ void bias_relu_kernel(float *y, const float *b, float *r, int64_t total, int m, int64_t inner)
+{
+	FOR_EACH(i, total) {
+		float v = y[i] + b[(i / inner) % m];
+		y[i] = v;
+		r[i] = body_relu_fwd(v);
+	}
+}
+
 /* one block per channel */
 __global__ void channel_bias_grad_kernel(const float *dy, float *db, int n, int c, int64_t hw)
 {
@@ -196,6 +205,11 @@ void kc_channel_bias_add(cudaStream_t s, float *y, const float *b, int n, int c,
 {
 	int64_t total = (int64_t)n * c * hw;
 	if (total > 0) channel_bias_add_kernel<<<blocks_for(total), THREADS, 0, s>>>(y, b, n, c, hw);
+}
+
+void kc_bias_relu(cudaStream_t s, float *y, const float *b, float *r, int64_t total, int m, int64_t inner)
+{
+	if (total > 0 && m > 0 && inner > 0) bias_relu_kernel<<<blocks_for(total), THREADS, 0, s>>>(y, b, r, total, m, inner);
 }
 
 void kc_channel_bias_grad(cudaStream_t s, const float *dy, float *db, int n, int c, int64_t hw)

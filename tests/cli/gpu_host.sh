@@ -145,6 +145,10 @@ if ls "$data"/train-images-idx3-ubyte* > /dev/null 2>&1; then
 	run cnn-gpu "$tmp/cnn.net" --gpus 1 --set train.steps=4
 	TRAINC_CONV_PATH=im2col run cnn-cpu "$tmp/cnn.net" --cpus 1 --threads 1 --set train.steps=4
 	same cnn-gpu cnn-cpu 1e-5 "seed CNN with dropout, 4 steps: GPU path = CPU"
+	# its biases and ReLUs run as one kernel each (kc_bias_relu): the same
+	# arithmetic as apart
+	TRAINC_CUDA_FUSE=0 run cnn-apart "$tmp/cnn.net" --gpus 1 --set train.steps=4
+	same cnn-gpu cnn-apart 0 "seed CNN: bias and ReLU fused = apart, bit for bit"
 	run eval-gpu models/fashion_mnist_cnn.net --gpus 1 --set train.steps=2
 	run eval-cpu models/fashion_mnist_cnn.net --cpus 1 --threads 1 --set train.steps=2
 	acc_g=$(grep -o 'Accuracy: [0-9]*/[0-9]*' "$tmp/eval-gpu.log" | tail -n 1)

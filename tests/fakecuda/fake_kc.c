@@ -169,6 +169,15 @@ static void host_channel_bias_add(cudaStream_t s, float *y, const float *b, int 
 		y[i] += b[(i / hw) % c];
 }
 
+static void host_bias_relu(cudaStream_t s, float *y, const float *b, float *r, int64_t total, int m, int64_t inner)
+{
+	for (int64_t i = 0; i < total; i++) {
+		float v = y[i] + b[(i / inner) % m];
+		y[i] = v;
+		r[i] = body_relu_fwd(v);
+	}
+}
+
 /* kern_conv2d.c's order, the same as batch norm's */
 static void host_channel_bias_grad(cudaStream_t s, const float *dy, float *db, int n, int c, int64_t hw)
 {
@@ -672,6 +681,8 @@ WRAP(bias_add, L_bias_add)
 WRAP(bias_grad, L_bias_grad)
 #define L_channel_bias_add(X) X(float *, y) X(const float *, b) X(int, n) X(int, c) X(int64_t, hw)
 WRAP(channel_bias_add, L_channel_bias_add)
+#define L_bias_relu(X) X(float *, y) X(const float *, b) X(float *, r) X(int64_t, total) X(int, m) X(int64_t, inner)
+WRAP(bias_relu, L_bias_relu)
 #define L_channel_bias_grad(X) X(const float *, dy) X(float *, db) X(int, n) X(int, c) X(int64_t, hw)
 WRAP(channel_bias_grad, L_channel_bias_grad)
 #define L_maxpool2d_fwd(X) X(struct pool2d_desc, d) X(const float *, x) X(float *, y) X(int32_t *, idx)

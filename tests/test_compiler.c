@@ -4,9 +4,9 @@
  * wrap policies, placement, and the memory plan's invariants.
  */
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "net_text.h"
 #include "compiler/compile.h"
 #include "compiler/compile_impl.h"
 #include "grammar/arena.h"
@@ -17,19 +17,7 @@ static struct diag D;
 
 static struct plan *compile_text(const char *text, int world)
 {
-	char path[] = "/tmp/trainc-test-XXXXXX.net";
-	int fd = mkstemps(path, 4);
-	if (fd < 0)
-		return NULL;
-	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
-		close(fd);
-		return NULL;
-	}
-	close(fd);
-	struct compile_opts o = { path, world, NULL, 0, false };
-	struct plan *p = compile_file(&A, &D, &o);
-	unlink(path);
-	return p;
+	return net_text_compile(&A, &D, text, world);
 }
 
 static struct plan *compile_path(const char *path, int world, const char *set)

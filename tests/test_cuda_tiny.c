@@ -9,6 +9,7 @@
  */
 #include "runtime/cuda/tiny_plan.h"
 #include "tests/check.h"
+#include "tests/net_text.h"
 
 #include <stdlib.h>
 
@@ -20,18 +21,9 @@
 
 static struct plan *compile_text(struct arena *a, const char *text)
 {
-	char path[] = "/tmp/trainc-tiny-XXXXXX";
-	int fd = mkstemp(path);
-	if (fd < 0)
-		return NULL;
-	FILE *f = fdopen(fd, "w");
-	fputs(text, f);
-	fclose(f);
 	struct diag d;
 	diag_init(&d, stderr);
-	struct compile_opts o = { path, 1, NULL, 0, false };
-	struct plan *p = compile_file(a, &d, &o);
-	remove(path);
+	struct plan *p = net_text_compile(a, &d, text, 1);
 	return d.errors ? NULL : p;
 }
 

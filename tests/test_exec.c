@@ -6,9 +6,9 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "net_text.h"
 #include "compiler/compile.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
@@ -68,17 +68,9 @@ static struct arena A;
 
 static struct plan *compile_text(const char *text)
 {
-	char path[] = "/tmp/trainc-exec-XXXXXX.net";
-	int fd = mkstemps(path, 4);
-	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
-		return NULL;
-	close(fd);
 	struct diag d;
 	diag_init(&d, stderr);
-	struct compile_opts o = { path, 1, NULL, 0, false };
-	struct plan *p = compile_file(&A, &d, &o);
-	unlink(path);
-	return p;
+	return net_text_compile(&A, &d, text, 1);
 }
 
 /* conv, batchnorm, tanh, a residual, pooling, dropout, flatten, linear, gelu,

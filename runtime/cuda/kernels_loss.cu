@@ -134,17 +134,30 @@ __device__ int64_t count_targets(const int32_t *target, int n, int c, int ignore
 	return bad > 0 ? -1 : (int64_t)count;
 }
 
+/* A class loss's start, the same in every thread: the rows that count and
+ * the gradient's factor g; false, with *bad raised, if a target is out of
+ * range. */
+__device__ bool class_start(const int32_t *target, int n, int c, int ignore_index, enum kern_reduction red, float scale,
+			    double *sh, int32_t *bad, int64_t *count, float *g)
+{
+	*count = count_targets(target, n, c, ignore_index, sh);
+	if (*count < 0) {
+		if (threadIdx.x == 0 && bad)
+			*bad = 1;
+		return false;
+	}
+	*g = body_class_grad(*count, red, scale);
+	return true;
+}
+
 __global__ void __launch_bounds__(LOSS_THREADS) nll_kernel(const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
 			   enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
 {
 	__shared__ double sh[LOSS_THREADS];
-	int64_t count = count_targets(target, n, c, ignore_index, sh);
-	if (count < 0) {
-		if (threadIdx.x == 0 && bad)
-			*bad = 1;
+	int64_t count;
+	float g;
+	if (!class_start(target, n, c, ignore_index, red, scale, sh, bad, &count, &g))
 		return;
-	}
-	float g = body_class_grad(count, red, scale);
 	double acc = 0;
 	for (int i = threadIdx.x; i < n; i += blockDim.x)
 		if (target[i] != ignore_index)
@@ -164,13 +177,10 @@ __global__ void __launch_bounds__(LOSS_THREADS) cross_entropy_kernel(const float
 				     enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
 {
 	__shared__ double sh[LOSS_THREADS];
-	int64_t count = count_targets(target, n, c, ignore_index, sh);
-	if (count < 0) {
-		if (threadIdx.x == 0 && bad)
-			*bad = 1;
+	int64_t count;
+	float g;
+	if (!class_start(target, n, c, ignore_index, red, scale, sh, bad, &count, &g))
 		return;
-	}
-	float g = body_class_grad(count, red, scale);
 	int lane = threadIdx.x & 31;
 	double acc = 0;
 	for (int r = threadIdx.x >> 5; r < n; r += blockDim.x >> 5) {

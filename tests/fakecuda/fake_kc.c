@@ -451,16 +451,28 @@ static void host_mse(cudaStream_t s, const float *x, const float *target, float 
 	store_loss(loss, red == KERN_REDUCE_MEAN ? acc / (double)n : acc, weight, add);
 }
 
+/* A class loss's start: the rows that count and the gradient's factor g;
+ * false, with *bad raised, if a target is out of range. */
+static bool class_start(const int32_t *target, int n, int c, int ignore_index, enum kern_reduction red, float scale,
+			int32_t *bad, int64_t *count, float *g)
+{
+	*count = count_targets(target, n, c, ignore_index);
+	if (*count < 0) {
+		if (bad)
+			*bad = 1;
+		return false;
+	}
+	*g = body_class_grad(*count, red, scale);
+	return true;
+}
+
 static void host_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
 	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
 {
-	int64_t count = count_targets(target, n, c, ignore_index);
-	if (count < 0) {
-		if (bad)
-			*bad = 1;
+	int64_t count;
+	float g;
+	if (!class_start(target, n, c, ignore_index, red, scale, bad, &count, &g))
 		return;
-	}
-	float g = body_class_grad(count, red, scale);
 	struct slices sl;
 	slices_init(&sl, n);
 	for (int i = 0; i < n; i++)
@@ -477,13 +489,10 @@ static void host_nll(cudaStream_t s, const float *logp, const int32_t *target, f
 static void host_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
 		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
 {
-	int64_t count = count_targets(target, n, c, ignore_index);
-	if (count < 0) {
-		if (bad)
-			*bad = 1;
+	int64_t count;
+	float g;
+	if (!class_start(target, n, c, ignore_index, red, scale, bad, &count, &g))
 		return;
-	}
-	float g = body_class_grad(count, red, scale);
 	struct slices sl;
 	slices_init(&sl, n);
 	for (int r = 0; r < n; r++) {

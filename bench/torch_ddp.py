@@ -22,20 +22,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_cnn import load  # noqa: E402  (the same IDX reading and normalisation)
-from torch_net import Net  # noqa: E402  (the seed's CNN)
+from torch_net import Net, ToyModel  # noqa: E402  (the seed's CNN, the DDP tutorial's model)
 
 FASHION = "/usr/share/datasets/fashion-mnist"
-
-
-class ToyModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.net1 = nn.Linear(10, 10)
-        self.relu = nn.ReLU()
-        self.net2 = nn.Linear(10, 5)
-
-    def forward(self, x):
-        return self.net2(self.relu(self.net1(x)))
 
 
 def setup(rank, world, port):

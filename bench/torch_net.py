@@ -1,4 +1,5 @@
-"""The CNN of PyTorch's FSDP MNIST example, shared by the bench programs."""
+"""The models of the bench programs: the CNN of PyTorch's FSDP MNIST example
+and the DDP tutorial's ToyModel."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -21,3 +22,14 @@ class Net(nn.Module):
         x = torch.flatten(self.dropout1(x), 1)
         x = self.dropout2(F.relu(self.fc1(x)))
         return F.log_softmax(self.fc2(x), dim=1)
+
+
+class ToyModel(nn.Module):  # the DDP tutorial's
+    def __init__(self):
+        super().__init__()
+        self.net1 = nn.Linear(10, 10)
+        self.relu = nn.ReLU()
+        self.net2 = nn.Linear(10, 5)
+
+    def forward(self, x):
+        return self.net2(self.relu(self.net1(x)))

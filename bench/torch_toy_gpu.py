@@ -17,25 +17,18 @@ Prints one line at the end:
 --device cpu (a smoke test where there is no GPU) times the eager step
 with time.perf_counter() and prints "-" for the graph figures.
 
-Needs only torch.
+Needs only torch (and bench/torch_net.py beside it).
 """
 import argparse
+import os
 import sys
 import time
 
 import torch
 import torch.nn as nn
 
-
-class ToyModel(nn.Module):  # the DDP tutorial's
-    def __init__(self):
-        super().__init__()
-        self.net1 = nn.Linear(10, 10)
-        self.relu = nn.ReLU()
-        self.net2 = nn.Linear(10, 5)
-
-    def forward(self, x):
-        return self.net2(self.relu(self.net1(x)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_net import ToyModel  # noqa: E402  (the DDP tutorial's model)
 
 
 def timed(fn, steps, cuda):

@@ -118,10 +118,11 @@ static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 			ws += ((a > b ? a : b) + 63) / 64 * 64;
 		}
 	}
-	/* TRAINC_CONV_PATH=im2col|onednn forces one convolution path (debugging, tests) */
+	/* TRAINC_CONV_PATH=im2col|onednn|winograd forces one convolution path */
 	const char *force = getenv("TRAINC_CONV_PATH");
 	enum kern_conv_path path = !force ? KERN_CONV_AUTO : !strcmp(force, "im2col") ? KERN_CONV_IM2COL
-		: !strcmp(force, "onednn") ? KERN_CONV_DNNL : KERN_CONV_AUTO;
+		: !strcmp(force, "onednn") ? KERN_CONV_DNNL : !strcmp(force, "winograd") ? KERN_CONV_WINOGRAD
+		: KERN_CONV_AUTO;
 	c->conv_ws = cpu_alloc((int64_t)ws);
 	char *w = c->conv_ws;
 	for (int i = 0; i < p->nnodes; i++) {

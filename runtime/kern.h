@@ -43,9 +43,10 @@ void kern_linear_bwd(const float *x, const float *w, const float *dy, // dy (N, 
 		     float *dx, float *dw, float *db, int n, int k, int m);
 
 /* ---- conv2d: prepared once per exact shape, then run every step ---- */
-/* AUTO: oneDNN where it measured faster and accepts the shape, else im2col;
- * the other two force a path (for tests and comparisons). */
-enum kern_conv_path { KERN_CONV_AUTO, KERN_CONV_IM2COL, KERN_CONV_DNNL };
+/* AUTO: oneDNN where it measured faster and accepts the shape (Winograd where
+ * oneDNN has it, else direct), else im2col; the others force a path (tests,
+ * comparisons; DNNL is oneDNN's direct algorithm). */
+enum kern_conv_path { KERN_CONV_AUTO, KERN_CONV_IM2COL, KERN_CONV_DNNL, KERN_CONV_WINOGRAD };
 struct conv2d_desc {
 	int n, c_in, h, w;   /* input (n, c_in, h, w); n is the batch */
 	int c_out, kh, kw;   /* weight (c_out, c_in / groups, kh, kw) */
@@ -60,6 +61,7 @@ struct kern_conv2d {
 	int oh, ow;          /* output (n, c_out, oh, ow) */
 	float *col;          /* (c_in * kh * kw, oh * ow) im2col buffer, or NULL if unused */
 	bool direct;         /* 1x1, stride 1, no padding: the input is its own unfolding */
+	bool winograd;       /* oneDNN runs it as Winograd F(4x4, 3x3) */
 	struct conv2d_dnnl *dnnl; /* oneDNN primitives and staging, or NULL */
 };
 /* Bytes of workspace kern_conv2d_prepare needs for d; 0 if d is invalid.

@@ -215,19 +215,34 @@ static const struct conv2d_desc conv_cases[] = {
 	/* 16 input channels: AUTO's backward-data goes through oneDNN */
 	{ .n = 2, .c_in = 16, .h = 5, .w = 4, .c_out = 4, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 1, .pw = 1,
 	  .dh = 1, .dw = 1, .groups = 1, .bias = true },
+	/* channels in 16s, 3x3, stride 1: AUTO takes Winograd; 7x6 outputs cut
+	 * 4x4 tiles short, 18 images make a chunk of 9 */
+	{ .n = 18, .c_in = 16, .h = 9, .w = 6, .c_out = 32, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 0, .pw = 1,
+	  .dh = 1, .dw = 1, .groups = 1, .bias = true },
 };
+
+/* The shapes oneDNN's Winograd takes. */
+static bool winograd_shape(const struct conv2d_desc *d)
+{
+	return d->kh == 3 && d->kw == 3 && d->sh == 1 && d->sw == 1 && d->dh == 1 && d->dw == 1 && d->groups == 1 &&
+	       d->c_in % 16 == 0 && d->c_out % 16 == 0;
+}
 
 static void test_conv2d_grad(void)
 {
-	static const char *path_name[] = { "auto", "im2col", "dnnl" };
+	static const char *path_name[] = { "auto", "im2col", "dnnl", "winograd" };
 	for (size_t ci = 0; ci < sizeof conv_cases / sizeof *conv_cases; ci++)
-		for (int path = KERN_CONV_AUTO; path <= KERN_CONV_DNNL; path++) {
+		for (int path = KERN_CONV_AUTO; path <= KERN_CONV_WINOGRAD; path++) {
 			begin();
 			struct conv2d_desc d = conv_cases[ci];
 			d.path = path;
 			struct conv c;
+			if (path == KERN_CONV_WINOGRAD && !winograd_shape(&d))
+				continue;
 			if (!conv_setup(&c, &d, 10 + (uint32_t)ci * 10))
 				continue;
+			/* AUTO takes Winograd exactly where oneDNN has it */
+			CHECK(c.k.winograd == (path == KERN_CONV_WINOGRAD || (path == KERN_CONV_AUTO && winograd_shape(&d))));
 			char what[64];
 			/* forward against the definition */
 			conv_obj(&c);
@@ -239,9 +254,12 @@ static void test_conv2d_grad(void)
 							size_t at = (((size_t)n * d.c_out + co) * c.k.oh + oy) * c.k.ow + ox;
 							worst = fmax(worst, fabs(c.y[at] - conv_ref(&c, n, co, oy, ox)));
 						}
-			if (worst > 1e-5)
+			/* Winograd's transforms cost about a digit: 2e-5 on case 5's sums
+			 * of 144 products of values in [-1, 1] */
+			double tol = c.k.winograd ? 5e-5 : 1e-5;
+			if (worst > tol)
 				fprintf(stderr, "conv case %zu %s: forward off by %g\n", ci, path_name[path], worst);
-			CHECK(worst <= 1e-5);
+			CHECK(worst <= tol);
 			float *dx = floats(c.nx), *dw = floats(c.nw), *db = floats(d.c_out);
 			kern_conv2d_bwd(&c.k, c.x, c.w, c.r, dx, dw, d.bias ? db : NULL);
 			snprintf(what, sizeof what, "conv case %zu %s x", ci, path_name[path]);

@@ -55,6 +55,7 @@
  * fall out of cache); 4 beat 1 by 10% on 7x7 images, where per-call costs show. */
 #define DNNL_CHUNK 4
 #define WINO_CHUNK 16 /* seed CNN at 1 thread: chunks of 8 and 16 within 2%, 32 5% slower, 64 18% */
+#define WINO_CHUNK_BYTES (4 << 20) /* a chunk's input and output: 3.7 MB for 16 of conv2's images */
 #define DNNL_SLOTS 16 /* chunks in flight at once; more threads than this idle here */
 
 enum { PASS_FWD, PASS_BWD_DATA, PASS_BWD_W, N_PASS };
@@ -165,11 +166,16 @@ static bool plan_try(struct plan *p, const struct conv2d_desc *d, dnnl_engine_t 
 	bool all = d->path != KERN_CONV_AUTO || winograd;
 	dnnl_alg_kind_t alg = winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
 	p->winograd = winograd;
-	p->chunk = chunk_of(d->n, winograd ? WINO_CHUNK : DNNL_CHUNK);
-	p->use[PASS_FWD] = p->use[PASS_BWD_W] = true;
-	p->use[PASS_BWD_DATA] = all || d->c_in / d->groups >= 16;
 	int oh = kern_window_out(d->h, d->kh, d->sh, d->ph, d->dh, false);
 	int ow = kern_window_out(d->w, d->kw, d->sw, d->pw, d->dw, false);
+	/* large images take fewer per chunk: staging stays in cache and the
+	 * workspace does not grow 4x over direct's */
+	size_t image = ((size_t)d->c_in * d->h * d->w + (size_t)d->c_out * oh * ow) * sizeof(float);
+	size_t fit = WINO_CHUNK_BYTES / image;
+	int cap = fit < 1 ? 1 : fit < WINO_CHUNK ? (int)fit : WINO_CHUNK;
+	p->chunk = chunk_of(d->n, winograd ? cap : DNNL_CHUNK);
+	p->use[PASS_FWD] = p->use[PASS_BWD_W] = true;
+	p->use[PASS_BWD_DATA] = all || d->c_in / d->groups >= 16;
 	int g = d->groups, b = p->chunk;
 	dnnl_dims_t xd = { b, d->c_in, d->h, d->w }, yd = { b, d->c_out, oh, ow }, bd = { d->c_out };
 	dnnl_dims_t wd = { g, d->c_out / g, d->c_in / g, d->kh, d->kw };

@@ -314,6 +314,16 @@ static void test_conv2d_reference(void)
 		CHECK_NEAR(s, 10.344518728554249, 1e-4);
 		kern_conv2d_release(&c.k);
 	}
+	/* Winograd on large images takes fewer per chunk: its workspace stays
+	 * within direct's bounds (64 images of 64 channels at 112x112) */
+	struct conv2d_desc big = { .n = 64, .c_in = 64, .h = 112, .w = 112, .c_out = 64, .kh = 3, .kw = 3, .sh = 1,
+				   .sw = 1, .ph = 1, .pw = 1, .dh = 1, .dw = 1, .groups = 1, .path = KERN_CONV_WINOGRAD };
+	size_t wino = kern_conv2d_workspace(&big);
+	big.path = KERN_CONV_DNNL;
+	size_t direct = kern_conv2d_workspace(&big);
+	fprintf(stderr, "workspace for 64x64x112x112, 3x3: Winograd %.1f MiB, direct %.1f MiB\n", wino / 1048576.0,
+		direct / 1048576.0);
+	CHECK(wino > 0 && wino <= direct);
 	/* invalid shapes are refused */
 	struct kern_conv2d k;
 	struct conv2d_desc bad = d;

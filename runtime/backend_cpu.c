@@ -119,10 +119,20 @@ static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 		}
 	}
 	/* TRAINC_CONV_PATH=im2col|onednn|winograd forces one convolution path */
+	static const char *const path_names[] = { [KERN_CONV_IM2COL] = "im2col", [KERN_CONV_DNNL] = "onednn",
+						  [KERN_CONV_WINOGRAD] = "winograd" };
 	const char *force = getenv("TRAINC_CONV_PATH");
-	enum kern_conv_path path = !force ? KERN_CONV_AUTO : !strcmp(force, "im2col") ? KERN_CONV_IM2COL
-		: !strcmp(force, "onednn") ? KERN_CONV_DNNL : !strcmp(force, "winograd") ? KERN_CONV_WINOGRAD
-		: KERN_CONV_AUTO;
+	enum kern_conv_path path = KERN_CONV_AUTO;
+	if (force && *force) {
+		for (int i = KERN_CONV_IM2COL; i <= KERN_CONV_WINOGRAD; i++)
+			if (!strcmp(force, path_names[i]))
+				path = i;
+		if (path == KERN_CONV_AUTO) {
+			snprintf(err, errlen, "TRAINC_CONV_PATH=%s: not a convolution path; use im2col, onednn or "
+				 "winograd, or unset it", force);
+			return -1;
+		}
+	}
 	c->conv_ws = cpu_alloc((int64_t)ws);
 	char *w = c->conv_ws;
 	for (int i = 0; i < p->nnodes; i++) {
@@ -131,7 +141,16 @@ static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 		for (int s = 0; s < e->nsizes; s++) {
 			struct conv2d_desc d = conv_desc(p, &p->nodes[i], e->sizes[s]);
 			d.path = path;
-			if (kern_conv2d_prepare(&c->conv[i * EXEC_MAX_SIZES + s], &d, w) != 0) {
+			int rc = kern_conv2d_prepare(&c->conv[i * EXEC_MAX_SIZES + s], &d, w);
+			if (rc == KERN_ERR_UNSUPPORTED) {
+				snprintf(err, errlen, "%s: TRAINC_CONV_PATH=%s: oneDNN has no %s convolution of this "
+					 "shape%s; unset TRAINC_CONV_PATH to let trainc choose", p->nodes[i].path, force,
+					 path == KERN_CONV_WINOGRAD ? "Winograd" : "direct",
+					 path == KERN_CONV_WINOGRAD ? " (it needs 3x3, stride 1, no dilation or groups, "
+								      "channels in multiples of 16)" : "");
+				return -1;
+			}
+			if (rc != KERN_OK) {
 				snprintf(err, errlen, "%s: cannot prepare the convolution for batch %lld", p->nodes[i].path, (long long)e->sizes[s]);
 				return -1;
 			}

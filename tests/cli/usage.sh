@@ -70,4 +70,24 @@ expect 2 "does not split into 2 ranks of whole micro-batches of 3" check "$tmp/g
 expect 2 "does not split into 2 ranks of whole micro-batches of 3" "$tmp/gb.net" --gpus 2
 expect 2 "does not split into 1 rank of whole" check "$tmp/gb.net"
 
+# TRAINC_CONV_PATH: a value that is not a path, a path oneDNN lacks for the shape
+cat > "$tmp/conv.net" <<'EOF_NET'
+model C {
+    input(1, 8, 8)
+    c1 = conv2d(1, 16, kernel=3)
+    relu
+    flatten
+    fc = linear(2)
+}
+data  { train = synthetic(input=randn(1, 8, 8), target=randn(2), samples=4) }
+train { loss = mse; optimizer = sgd(lr=0.01); batch = 4; steps = 1 }
+EOF_NET
+TRAINC_CONV_PATH=bogus expect 1 "TRAINC_CONV_PATH=bogus: not a convolution path; use im2col, onednn or winograd" \
+	"$tmp/conv.net" --run-dir "$tmp/run1"
+TRAINC_CONV_PATH=winograd expect 1 "c1: TRAINC_CONV_PATH=winograd: oneDNN has no Winograd convolution of this shape" \
+	"$tmp/conv.net" --run-dir "$tmp/run2"
+for path in im2col onednn; do
+	TRAINC_CONV_PATH=$path expect 0 '' "$tmp/conv.net" --run-dir "$tmp/run-$path"
+done
+
 exit $failed

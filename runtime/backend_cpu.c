@@ -310,8 +310,6 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 		int64_t rows = out_n / nd->a.linear.out;
 		kern_linear_bwd(x, exec_param_ptr(e, nd->param0 + 0), dy, dx, exec_grad_ptr(e, nd->param0 + 0), nd->a.linear.bias ? exec_grad_ptr(e, nd->param0 + 1) : NULL, (int)rows,
 				(int)nd->a.linear.in, (int)nd->a.linear.out);
-		if (!exec_grad_ptr(e, nd->param0 + 0) && !dx)
-			break;
 		break;
 	}
 	case OP_CONV2D:

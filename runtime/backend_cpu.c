@@ -118,20 +118,19 @@ static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 			ws += ((a > b ? a : b) + 63) / 64 * 64;
 		}
 	}
-	/* TRAINC_CONV_PATH=im2col|onednn|winograd forces one convolution path */
-	static const char *const path_names[] = { [KERN_CONV_IM2COL] = "im2col", [KERN_CONV_DNNL] = "onednn",
-						  [KERN_CONV_WINOGRAD] = "winograd" };
+	/* TRAINC_CONV_PATH=im2col|onednn|winograd forces one convolution path;
+	 * auto (or unset) lets kern_conv2d choose */
+	static const char *const path_names[] = { [KERN_CONV_AUTO] = "auto", [KERN_CONV_IM2COL] = "im2col",
+						  [KERN_CONV_DNNL] = "onednn", [KERN_CONV_WINOGRAD] = "winograd" };
 	const char *force = getenv("TRAINC_CONV_PATH");
-	enum kern_conv_path path = KERN_CONV_AUTO;
-	if (force && *force) {
-		for (int i = KERN_CONV_IM2COL; i <= KERN_CONV_WINOGRAD; i++)
-			if (!strcmp(force, path_names[i]))
-				path = i;
-		if (path == KERN_CONV_AUTO) {
-			snprintf(err, errlen, "TRAINC_CONV_PATH=%s: not a convolution path; use im2col, onednn or "
-				 "winograd, or unset it", force);
-			return -1;
-		}
+	int path = force && *force ? -1 : KERN_CONV_AUTO;
+	for (int i = KERN_CONV_AUTO; path < 0 && i <= KERN_CONV_WINOGRAD; i++)
+		if (!strcmp(force, path_names[i]))
+			path = i;
+	if (path < 0) {
+		snprintf(err, errlen, "TRAINC_CONV_PATH=%s: not a convolution path; use auto, im2col, onednn or winograd",
+			 force);
+		return -1;
 	}
 	c->conv_ws = cpu_alloc((int64_t)ws);
 	char *w = c->conv_ws;

@@ -55,6 +55,13 @@ int trainc_cuda_probe(int *count, char *err, size_t errlen)
 	}
 	if (*count == 0)
 		return util_fail(err, errlen, "no CUDA device is visible");
+	/* the kernels are built for sm_75 and later (runtime/cuda/build.ninja) */
+	for (int d = 0; d < *count; d++) {
+		struct cudaDeviceProp prop;
+		if (cudaGetDeviceProperties(&prop, d) == cudaSuccess && prop.major * 10 + prop.minor < 75)
+			return util_fail(err, errlen, "GPU %d (%s) has compute capability %d.%d, and trainc's GPU kernels need 7.5 "
+					 "(Turing) or later; hide it with CUDA_VISIBLE_DEVICES", d, prop.name, prop.major, prop.minor);
+	}
 	return 0;
 }
 

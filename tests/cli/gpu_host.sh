@@ -24,6 +24,9 @@ failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 stcmp=build/tests/stcmp
 export TRAINC_PLAIN=1
+# the CPU references convolve directly: Winograd's digit of precision is
+# test_kern's to bound, not a difference of the GPU path's
+export TRAINC_CONV_PATH=onednn
 
 # run TAG ARGS...: trainc on the stand-in GPU (or --cpus in ARGS), weights in $tmp/TAG.safetensors
 run() {
@@ -170,6 +173,13 @@ rc=$?
 [ $rc = 1 ] && grep -q 'GPU 0: out of memory allocating the plan.s regions (768.4 MiB), with [0-9.]* MiB of its 100.0 MiB free; lower the batch' "$tmp/oom.log" &&
 	echo "ok a model too large for the GPU: exit 1, named with the GPU's free memory" ||
 	fail "a model too large for the GPU: exit $rc: $(cat "$tmp/oom.log")"
+
+# a GPU older than the kernels are built for: exit 2 before any work, naming it
+TRAINC_FAKE_GPUS=2 TRAINC_FAKE_CC=7.0 TRAINC_CUDA_LIB=$lib "$TRAINC" models/toy.net --gpus 1 --run-dir "$tmp/run-cc" \
+	> "$tmp/cc.log" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q 'GPU 0 (.*) has compute capability 7.0, and trainc.s GPU kernels need 7.5 (Turing) or later; hide it with CUDA_VISIBLE_DEVICES; train on CPUs with --cpus N' "$tmp/cc.log" &&
+	echo "ok a GPU of compute capability 7.0: exit 2, named" || fail "a GPU of compute capability 7.0: exit $rc: $(cat "$tmp/cc.log")"
 
 # a checkpoint written on the GPU path and resumed there continues exactly
 run ck-full tests/cli/nets/mlp_mse.net --gpus 1 --set train.steps=14

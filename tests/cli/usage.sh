@@ -82,11 +82,11 @@ model C {
 data  { train = synthetic(input=randn(1, 8, 8), target=randn(2), samples=4) }
 train { loss = mse; optimizer = sgd(lr=0.01); batch = 4; steps = 1 }
 EOF_NET
-TRAINC_CONV_PATH=bogus expect 1 "TRAINC_CONV_PATH=bogus: not a convolution path; use im2col, onednn or winograd" \
+TRAINC_CONV_PATH=bogus expect 1 "TRAINC_CONV_PATH=bogus: not a convolution path; use auto, im2col, onednn or winograd" \
 	"$tmp/conv.net" --run-dir "$tmp/run1"
 TRAINC_CONV_PATH=winograd expect 1 "c1: TRAINC_CONV_PATH=winograd: oneDNN has no Winograd convolution of this shape" \
 	"$tmp/conv.net" --run-dir "$tmp/run2"
-for path in im2col onednn; do
+for path in auto im2col onednn; do
 	TRAINC_CONV_PATH=$path expect 0 '' "$tmp/conv.net" --run-dir "$tmp/run-$path"
 done
 

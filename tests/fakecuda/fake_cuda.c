@@ -8,7 +8,8 @@
  * TRAINC_CUDA_LIB.
  * Every operation runs at once on the host; "device" memory is host
  * memory; streams and events only keep times.  Devices: TRAINC_FAKE_GPUS
- * (default 1); free memory: TRAINC_FAKE_GPU_MIB (default 16384).
+ * (default 1); free memory: TRAINC_FAKE_GPU_MIB (default 16384); compute
+ * capability: TRAINC_FAKE_CC (default 9.0).
  * NCCL's collectives run over trainc's own Gloo communicator (rank 0's
  * unique id carries the port of a store it serves), so DDP and FSDP run
  * across worker processes too.
@@ -484,6 +485,12 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
 	memset(prop, 0, sizeof *prop);
 	snprintf(prop->name, sizeof prop->name, "host stand-in for a GPU %d", device);
+	/* TRAINC_FAKE_CC=major.minor (default 9.0, a Hopper GPU) */
+	const char *cc = getenv("TRAINC_FAKE_CC");
+	if (!cc || sscanf(cc, "%d.%d", &prop->major, &prop->minor) != 2) {
+		prop->major = 9;
+		prop->minor = 0;
+	}
 	return cudaSuccess;
 }
 

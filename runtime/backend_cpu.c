@@ -105,19 +105,6 @@ static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	size_t ws = 0;
-	for (int i = 0; i < p->nnodes; i++) {
-		if (p->nodes[i].op != OP_CONV2D)
-			continue;
-		for (int s = 0; s < e->nsizes; s++) {
-			struct conv2d_desc d = conv_desc(p, &p->nodes[i], e->sizes[s]);
-			d.path = KERN_CONV_IM2COL;
-			size_t a = kern_conv2d_workspace(&d);
-			d.path = KERN_CONV_AUTO;
-			size_t b = kern_conv2d_workspace(&d);
-			ws += ((a > b ? a : b) + 63) / 64 * 64;
-		}
-	}
 	/* TRAINC_CONV_PATH=im2col|onednn|winograd forces one convolution path;
 	 * auto (or unset) lets kern_conv2d choose */
 	static const char *const path_names[] = { [KERN_CONV_AUTO] = "auto", [KERN_CONV_IM2COL] = "im2col",
@@ -132,35 +119,44 @@ static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 			 force);
 		return -1;
 	}
-	c->conv_ws = cpu_alloc((int64_t)ws);
-	char *w = c->conv_ws;
-	for (int i = 0; i < p->nnodes; i++) {
-		if (p->nodes[i].op != OP_CONV2D)
-			continue;
-		for (int s = 0; s < e->nsizes; s++) {
+	/* each convolution's workspace, sized once for the path it is prepared
+	 * with (a forced path may need more than AUTO's: direct on large images) */
+	size_t *bytes = calloc((size_t)p->nnodes * EXEC_MAX_SIZES, sizeof *bytes), ws = 0;
+	if (!bytes) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < p->nnodes; i++)
+		for (int s = 0; p->nodes[i].op == OP_CONV2D && s < e->nsizes; s++) {
 			struct conv2d_desc d = conv_desc(p, &p->nodes[i], e->sizes[s]);
 			d.path = path;
-			int rc = kern_conv2d_prepare(&c->conv[i * EXEC_MAX_SIZES + s], &d, w);
-			if (rc == KERN_ERR_UNSUPPORTED) {
+			ws += bytes[i * EXEC_MAX_SIZES + s] = (kern_conv2d_workspace(&d) + 63) / 64 * 64;
+		}
+	c->conv_ws = cpu_alloc((int64_t)ws);
+	char *w = c->conv_ws;
+	int rc = KERN_OK;
+	if (!w) {
+		snprintf(err, errlen, "out of memory for the convolutions' workspace (%.1f MiB)", ws / 1048576.0);
+		rc = -1;
+	}
+	for (int i = 0; rc == KERN_OK && i < p->nnodes; i++)
+		for (int s = 0; rc == KERN_OK && p->nodes[i].op == OP_CONV2D && s < e->nsizes; s++) {
+			struct conv2d_desc d = conv_desc(p, &p->nodes[i], e->sizes[s]);
+			d.path = path;
+			rc = kern_conv2d_prepare(&c->conv[i * EXEC_MAX_SIZES + s], &d, w);
+			w += bytes[i * EXEC_MAX_SIZES + s];
+			if (rc == KERN_ERR_UNSUPPORTED)
 				snprintf(err, errlen, "%s: TRAINC_CONV_PATH=%s: oneDNN has no %s convolution of this "
 					 "shape%s; unset TRAINC_CONV_PATH to let trainc choose", p->nodes[i].path, force,
 					 path == KERN_CONV_WINOGRAD ? "Winograd" : "direct",
 					 path == KERN_CONV_WINOGRAD ? " (it needs 3x3, stride 1, no dilation or groups, "
 								      "channels in multiples of 16)" : "");
-				return -1;
-			}
-			if (rc != KERN_OK) {
-				snprintf(err, errlen, "%s: cannot prepare the convolution for batch %lld", p->nodes[i].path, (long long)e->sizes[s]);
-				return -1;
-			}
-			d.path = KERN_CONV_IM2COL;
-			size_t a = kern_conv2d_workspace(&d);
-			d.path = KERN_CONV_AUTO;
-			size_t b = kern_conv2d_workspace(&d);
-			w += ((a > b ? a : b) + 63) / 64 * 64;
+			else if (rc != KERN_OK)
+				snprintf(err, errlen, "%s: cannot prepare the convolution for batch %lld", p->nodes[i].path,
+					 (long long)e->sizes[s]);
 		}
-	}
-	return 0;
+	free(bytes);
+	return rc == KERN_OK ? 0 : -1;
 }
 
 static void cpu_release(struct exec *e)

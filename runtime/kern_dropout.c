@@ -70,6 +70,7 @@ void kern_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n, float p
 		uint32_t w[4 * LANES];
 		philox_lanes(r, (uint64_t)g * LANES, w);
 		size_t i0 = g * 4 * LANES;
+		/* a whole group with a constant count, so apply unrolls into vectors */
 		if (n - i0 >= 4 * LANES)
 			apply(w, x + i0, y + i0, mask + i0, 4 * LANES, p, scale);
 		else

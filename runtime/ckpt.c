@@ -538,6 +538,15 @@ int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim
 		return -1;
 	}
 	uint64_t hash = strtoull(mh + 15, NULL, 16);
+	if (hash != ckpt_model_hash(p) && strstr(text, "\"shards\":")) {
+		/* no weights file to offer: the other settings can write one */
+		snprintf(err, errlen,
+			 "%s was made by a different model or settings (hash %016" PRIx64 ", this run %016" PRIx64 "); resume with the same "
+			 ".net file and --set options, or write its weights with those (trainc FILE.net --resume %s --set train.steps=%lld "
+			 "--save weights.safetensors trains nothing more) and start from them with --init weights.safetensors",
+			 folder, hash, ckpt_model_hash(p), dir, (long long)st->step);
+		return -1;
+	}
 	if (hash != ckpt_model_hash(p)) {
 		snprintf(err, errlen,
 			 "%s was made by a different model or settings (hash %016" PRIx64 ", this run %016" PRIx64 "); resume with the same "

@@ -121,6 +121,47 @@ static void cache_write(const char *path, const void *block, size_t total)
 		unlink(tmp);
 }
 
+/* Open an image/label pair and check their headers agree; the data is
+ * not read.  Returns 0 with both open, or -1 with both closed. */
+static int open_pair(struct idx_file *im, struct idx_file *lb, const char *images_path, const char *labels_path,
+		     char *err, size_t errlen)
+{
+	if (idx_open(im, images_path, 3, err, errlen) != 0)
+		return -1;
+	if (idx_open(lb, labels_path, 1, err, errlen) != 0) {
+		idx_close(im);
+		return -1;
+	}
+	if (im->dims[1] < 1 || im->dims[2] < 1) {
+		util_fail(err, errlen, "%s: byte 8: images of %lld x %lld pixels; the file is corrupt; re-download the dataset",
+			  images_path, (long long)im->dims[1], (long long)im->dims[2]);
+	} else if (lb->dims[0] != im->dims[0]) {
+		util_fail(err, errlen, "%s: byte 4: image count %lld disagrees with label count %lld in %s; "
+			  "re-download the dataset", images_path, (long long)im->dims[0], (long long)lb->dims[0], labels_path);
+	} else {
+		return 0;
+	}
+	idx_close(im);
+	idx_close(lb);
+	return -1;
+}
+
+/* The sample shape and count of a pair, from the headers alone. */
+static void describe(struct dataset *ds, const struct idx_file *im, const char *images_path, int num_classes)
+{
+	ds->kind = DATASET_IDX;
+	snprintf(ds->images_path, sizeof ds->images_path, "%s", images_path);
+	ds->n = im->dims[0];
+	ds->ndim = 3;
+	ds->shape[0] = 1;
+	ds->shape[1] = im->dims[1];
+	ds->shape[2] = im->dims[2];
+	ds->sample_numel = im->dims[1] * im->dims[2];
+	ds->target = TARGET_CLASS;
+	ds->num_classes = num_classes;
+	ds->target_numel = 1;
+}
+
 int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_path, int num_classes,
 		float mean, float std, char *err, size_t errlen)
 {
@@ -132,23 +173,9 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 		return util_fail(err, errlen, "%s: num_classes %d must be at least 1", labels_path, num_classes);
 
 	struct idx_file im, lb;
-	if (idx_open(&im, images_path, 3, err, errlen) != 0)
+	if (open_pair(&im, &lb, images_path, labels_path, err, errlen) != 0)
 		return -1;
-	if (idx_open(&lb, labels_path, 1, err, errlen) != 0) {
-		idx_close(&im);
-		return -1;
-	}
 	int64_t n = im.dims[0], h = im.dims[1], w = im.dims[2], pixels, label_bytes, total;
-	if (h < 1 || w < 1) {
-		util_fail(err, errlen, "%s: byte 8: images of %lld x %lld pixels; the file is corrupt; re-download the dataset",
-		     images_path, (long long)h, (long long)w);
-		goto bad;
-	}
-	if (lb.dims[0] != n) {
-		util_fail(err, errlen, "%s: byte 4: image count %lld disagrees with label count %lld in %s; "
-		     "re-download the dataset", images_path, (long long)n, (long long)lb.dims[0], labels_path);
-		goto bad;
-	}
 	/* im.count = n*h*w was checked by idx_open; the labels need 4n more bytes */
 	pixels = im.count;
 	if (!mul_ok(n, 4, &label_bytes) || label_bytes > INT64_MAX - pixels ||
@@ -199,16 +226,7 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 		}
 		ds->labels[i] = v;
 	}
-	ds->kind = DATASET_IDX;
-	ds->n = n;
-	ds->ndim = 3;
-	ds->shape[0] = 1;
-	ds->shape[1] = h;
-	ds->shape[2] = w;
-	ds->sample_numel = h * w;
-	ds->target = TARGET_CLASS;
-	ds->num_classes = num_classes;
-	ds->target_numel = 1;
+	describe(ds, &im, images_path, num_classes);
 	for (int p = 0; p < 256; p++)
 		ds->lut[p] = ((float)p / 255.0f - mean) / std;
 	return 0;
@@ -233,10 +251,10 @@ static int find_file(char *buf, size_t len, const char *dir, const char *name)
 	return 0;
 }
 
-int dataset_mnist(struct dataset *ds, const char *root, const char *split, float mean, float std,
-		  char *err, size_t errlen)
+/* The image and label files of root's split, in the first folder of
+ * torchvision's layouts that holds them: 0, or -1 with a message. */
+static int find_pair(const char *root, const char *split, char *images, char *labels, size_t len, char *err, size_t errlen)
 {
-	memset(ds, 0, sizeof *ds);
 	const char *prefix;
 	if (strcmp(split, "train") == 0)
 		prefix = "train";
@@ -246,19 +264,19 @@ int dataset_mnist(struct dataset *ds, const char *root, const char *split, float
 		return util_fail(err, errlen, "%s: unknown split '%s'; use \"train\" or \"test\"", root, split);
 	/* torchvision keeps the files under root/<class name>/raw/ */
 	static const char *const layouts[] = { "", "/MNIST/raw", "/FashionMNIST/raw" };
-	char images_name[64], labels_name[64], dir[4096], images[4200], labels[4200];
+	char images_name[64], labels_name[64], dir[4096];
 	snprintf(images_name, sizeof images_name, "%s-images-idx3-ubyte", prefix);
 	snprintf(labels_name, sizeof labels_name, "%s-labels-idx1-ubyte", prefix);
 	for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
 		int w = snprintf(dir, sizeof dir, "%s%s", root, layouts[i]);
 		if (w < 0 || (size_t)w >= sizeof dir)
 			return util_fail(err, errlen, "%.200s...: dataset root path too long", root);
-		int fi = find_file(images, sizeof images, dir, images_name);
-		int fl = find_file(labels, sizeof labels, dir, labels_name);
+		int fi = find_file(images, len, dir, images_name);
+		int fl = find_file(labels, len, dir, labels_name);
 		if (fi < 0 || fl < 0)
 			return util_fail(err, errlen, "%.200s...: dataset root path too long", root);
 		if (fi && fl)
-			return dataset_idx(ds, images, labels, 10, mean, std, err, errlen);
+			return 0;
 		if (fi || fl)
 			return util_fail(err, errlen, "%s: found %s but not %s/%s[.gz]; re-download the dataset",
 				    dir, fi ? images : labels, dir, fi ? labels_name : images_name);
@@ -266,6 +284,30 @@ int dataset_mnist(struct dataset *ds, const char *root, const char *split, float
 	return util_fail(err, errlen, "%s: no %s split of MNIST found; tried %s/%s[.gz], %s/MNIST/raw/%s[.gz] and "
 		    "%s/FashionMNIST/raw/%s[.gz] (and the same for the labels); download the dataset there "
 		    "or point root at it", root, split, root, images_name, root, images_name, root, images_name);
+}
+
+int dataset_mnist(struct dataset *ds, const char *root, const char *split, float mean, float std,
+		  char *err, size_t errlen)
+{
+	char images[4200], labels[4200];
+	memset(ds, 0, sizeof *ds);
+	if (find_pair(root, split, images, labels, sizeof images, err, errlen) != 0)
+		return -1;
+	return dataset_idx(ds, images, labels, 10, mean, std, err, errlen);
+}
+
+int dataset_mnist_peek(struct dataset *ds, const char *root, const char *split, char *err, size_t errlen)
+{
+	char images[4200], labels[4200];
+	struct idx_file im, lb;
+	memset(ds, 0, sizeof *ds);
+	if (find_pair(root, split, images, labels, sizeof images, err, errlen) != 0 ||
+	    open_pair(&im, &lb, images, labels, err, errlen) != 0)
+		return -1;
+	idx_close(&im);
+	idx_close(&lb);
+	describe(ds, &im, images, 10);
+	return 0;
 }
 
 static int check_shape(const char *what, int ndim, const int64_t *shape, int64_t *numel, char *err, size_t errlen)

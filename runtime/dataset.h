@@ -41,6 +41,7 @@ struct dataset {
 	uint64_t seed;
 	int64_t input_high;                     /* as synthetic_spec's */
 	size_t map_len;                         /* > 0: images and labels are a mapped cache file of this many bytes */
+	char images_path[4200];                 /* DATASET_IDX: the images file, for messages */
 };
 
 /* torchvision.datasets.MNIST(root, train=split=="train") followed by
@@ -53,6 +54,11 @@ struct dataset {
  * Returns 0, or -1 with a message in err. */
 int dataset_mnist(struct dataset *ds, const char *root, const char *split, float mean, float std,
 		  char *err, size_t errlen);
+
+/* What dataset_mnist would give, from the files' headers alone (count,
+ * sample shape, images_path; no images or labels): a quick check before
+ * loading in the background.  Returns 0, or -1 with a message in err. */
+int dataset_mnist_peek(struct dataset *ds, const char *root, const char *split, char *err, size_t errlen);
 
 /* The same from explicit paths: images (N, H, W) and labels (N), each label
  * below num_classes. */

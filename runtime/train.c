@@ -42,10 +42,42 @@
 #include "runtime/store.h"
 #include "runtime/util.h"
 
+/* The plan was made for the samples the .net file promised (mnist: 28 x 28
+ * images); files of another size would be read past or short of every
+ * planned input row. */
+static int check_images(const struct plan_dataset *pd, struct dataset *ds, char *err, size_t n)
+{
+	const struct shape *want = &pd->sample;
+	bool same = ds->ndim == want->rank;
+	for (int i = 0; same && i < ds->ndim; i++)
+		same = ds->shape[i] == want->d[i];
+	if (same)
+		return 0;
+	char b[96], hw[64] = "that shape";
+	if (want->rank == 3)
+		snprintf(hw, sizeof hw, "%lld x %lld", (long long)want->d[1], (long long)want->d[2]);
+	util_fail(err, n, "%s: byte 8: the images are %lld x %lld pixels, but the model is planned for mnist()'s %s samples (%s:%d:%d); "
+		  "resize the images to %s",
+		  ds->images_path, (long long)ds->shape[1], (long long)ds->shape[2], shape_str(want, b, sizeof b),
+		  pd->loc.src ? pd->loc.src->path : "the .net file", pd->loc.line, pd->loc.col, hw);
+	dataset_close(ds);
+	return -1;
+}
+
+/* The headers of an mnist() data set, checked against the plan before
+ * anything waits on it being loaded. */
+static int peek_data(const struct plan_dataset *pd, char *err, size_t n)
+{
+	struct dataset ds;
+	if (pd->kind != DATA_MNIST)
+		return 0;
+	return dataset_mnist_peek(&ds, pd->root, pd->split, err, n) ? -1 : check_images(pd, &ds, err, n);
+}
+
 int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, char *err, size_t n)
 {
 	if (pd->kind == DATA_MNIST)
-		return dataset_mnist(ds, pd->root, pd->split, (float)pd->mean, (float)pd->std, err, n);
+		return dataset_mnist(ds, pd->root, pd->split, (float)pd->mean, (float)pd->std, err, n) ? -1 : check_images(pd, ds, err, n);
 	struct synthetic_spec sp = { 0 };
 	sp.samples = pd->samples;
 	sp.ndim = pd->sample.rank;
@@ -335,6 +367,8 @@ int train_resume_at(const struct plan *p, const char *resume, const char *flag, 
 	if (rank == 0)
 		printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", resume, (long long)at->step, (long long)at->epoch,
 		       (long long)at->batch);
+	if (rank == 0 && p->train.steps && at->step >= p->train.steps)
+		printf("Nothing to train: train.steps is %lld; raise it (--set train.steps=N) to go on\n", (long long)p->train.steps);
 	return 0;
 }
 
@@ -543,7 +577,10 @@ static int setup(struct trainer *t)
 	if (train_open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
 		return -1;
 	t->has_test = p->test_data.kind != DATA_NONE;
-	/* the test set loads in the background: the first step need not wait for it */
+	/* the test set loads in the background: the first step need not wait
+	 * for it, but wrong or missing files stop the run before it trains */
+	if (t->has_test && peek_data(&p->test_data, t->err, sizeof t->err) != 0)
+		return -1;
 	if (t->has_test && pthread_create(&t->test_thread, NULL, load_test, t) != 0) {
 		snprintf(t->err, sizeof t->err, "cannot start the thread that loads the test set");
 		return -1;
@@ -999,7 +1036,9 @@ int train_run(const struct plan *p, const struct train_opts *o)
 	}
 	double t0 = util_now(), train_time = 0;
 	int64_t images = 0;
-	while (t->at.epoch <= t->epochs && rc == 0) {
+	/* a checkpoint taken at the last step, resumed, has nothing left to train */
+	bool spent = p->train.steps && t->at.step >= p->train.steps;
+	while (!spent && t->at.epoch <= t->epochs && rc == 0) {
 		int r = run_epoch(t, &train_time, &images);
 		if (r < 0) {
 			rc = fail(t, NULL);

@@ -93,7 +93,7 @@ static int check_data(const struct plan *p)
 			continue;
 		struct dataset ds;
 		char err[1024];
-		if (dataset_mnist(&ds, sets[i]->root, sets[i]->split, (float)sets[i]->mean, (float)sets[i]->std, err, sizeof err) != 0) {
+		if (train_open_data(p, sets[i], &ds, err, sizeof err) != 0) {
 			fprintf(stderr, "trainc: %s\n", err);
 			return -1;
 		}

@@ -20,6 +20,11 @@ for w in 1 2; do
 	[ -s "$dir/a" ] && cmp "$dir/a" "$dir/b" || { echo "losses after the resume differ at $w rank(s)"; diff "$dir/a" "$dir/b" | head; exit 1; }
 	$stcmp "$dir/full$w/weights.safetensors" "$dir/rest$w/weights.safetensors" 0
 	echo "ok resume at $w rank(s): $(wc -l < "$dir/b") later steps identical"
+	# resumed at its last step (mid-epoch): nothing more is trained
+	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=7 --resume "$dir/ck$w" --run-dir "$dir/again$w" > "$dir/out"
+	grep -q 'Nothing to train: train.steps is 7' "$dir/out" || { echo "resumed at the last step:"; cat "$dir/out"; exit 1; }
+	[ -z "$(losses "$dir/again$w")" ] || { echo "a run resumed at its last step trained on"; losses "$dir/again$w"; exit 1; }
+	$stcmp "$dir/half$w/weights.safetensors" "$dir/again$w/weights.safetensors" 0
 done
 
 # kill -9 while checkpoints are written every step

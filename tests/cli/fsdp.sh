@@ -66,6 +66,19 @@ for w in 2 1; do
 done
 echo "ok a 4-rank checkpoint resumes at 2 and 1 ranks with the same losses"
 
+# other settings cannot resume a sharded checkpoint (it has no weights
+# file); the way the refusal gives works: write the weights with the
+# checkpoint's own settings (nothing more is trained), then --init them
+if "$TRAINC" $net --cpus 2 --resume "$dir/ck" --set train.seed=5 --run-dir "$dir/o" > /dev/null 2> "$dir/o.err"; then
+	echo "a sharded checkpoint resumed under other settings"; exit 1
+fi
+grep -q "trainc FILE.net --resume $dir/ck --set train.steps=4 --save weights.safetensors trains nothing more" "$dir/o.err" ||
+	{ echo "the refusal lacks the way to the weights:"; cat "$dir/o.err"; exit 1; }
+"$TRAINC" $net --cpus 2 --resume "$dir/ck" --set train.steps=4 --save "$dir/ck4.safetensors" --run-dir "$dir/x" > "$dir/x.log"
+grep -q 'Nothing to train' "$dir/x.log" || { echo "writing a checkpoint's weights trained on"; cat "$dir/x.log"; exit 1; }
+"$TRAINC" $net --cpus 1 --set train.steps=4 --set train.seed=5 --init "$dir/ck4.safetensors" --run-dir "$dir/y" > /dev/null
+echo "ok a sharded checkpoint's weights are written and start another run"
+
 # the seed CNN under both policies, 150 steps at 2 ranks
 for f in models/fashion_mnist_cnn.net; do
 	for policy in 20000 100; do

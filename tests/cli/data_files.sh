@@ -1,0 +1,48 @@
+# MNIST-format files whose images are not the size the model was planned
+# for (mnist() promises 28 x 28) are refused before training, naming the
+# file, the header byte and the .net line, in one process and in the
+# launcher of several; before, 64 x 64 images were copied past the end of
+# every planned input row and the run "trained" with exit 0.
+set -u
+case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
+cd "$(dirname "$0")/../.." || exit 1
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+# idx DIR PREFIX SIDE: 2 images of SIDE x SIDE (SIDE < 256) and their labels
+idx() {
+	side=$(printf '\\%03o' "$3")
+	{ printf '\0\0\010\003\0\0\0\002\0\0\0'; printf "$side"; printf '\0\0\0'; printf "$side"
+	  head -c $((2 * $3 * $3)) /dev/zero; } > "$1/$2-images-idx3-ubyte"
+	printf '\0\0\010\001\0\0\0\002\001\002' > "$1/$2-labels-idx1-ubyte"
+}
+mkdir -p "$tmp/big" "$tmp/small" "$tmp/ok"
+idx "$tmp/big" train 64
+idx "$tmp/small" train 16
+idx "$tmp/ok" train 28
+idx "$tmp/ok" t10k 27
+for d in big small ok; do
+	printf 'model M {\n    input(1, 28, 28)\n    flatten\n    linear(10)\n}\ndata {\n    train = mnist("%s")\n    test = mnist("%s", split="test")\n}\ntrain { loss = cross_entropy; optimizer = sgd(0.1); batch = 2; steps = 2 }\n' \
+		"$tmp/$d" "$tmp/ok" > "$tmp/$d.net"
+done
+
+# expect NET SIDE FILE ARGS...: exit 1 and the message about FILE's SIDE x SIDE images
+expect() {
+	net=$1 side=$2 file=$3
+	shift 3
+	"$TRAINC" "$net" --run-dir "$tmp/run" "$@" > "$tmp/out" 2>&1
+	rc=$?
+	[ "$rc" -eq 1 ] || fail "$net $*: exit $rc, expected 1"
+	pat="$file: byte 8: the images are $side x $side pixels, but the model is planned for mnist\(\)'s \(1, 28, 28\) samples \($net:[0-9]+:[0-9]+\); resize the images to 28 x 28"
+	grep -Eq -- "$pat" "$tmp/out" || { fail "$net $*: no /$pat/:"; sed 's/^/    /' "$tmp/out"; }
+	[ -e "$tmp/run" ] && fail "$net $*: a run record was started for a run that cannot begin"
+	grep -q "Loss" "$tmp/out" && fail "$net $*: trained"
+}
+expect "$tmp/big.net" 64 "$tmp/big/train-images-idx3-ubyte" --threads 1
+expect "$tmp/small.net" 16 "$tmp/small/train-images-idx3-ubyte" --threads 1
+expect "$tmp/big.net" 64 "$tmp/big/train-images-idx3-ubyte" --cpus 2
+# the test split too (27 x 27), found after the training split opened fine
+expect "$tmp/ok.net" 27 "$tmp/ok/t10k-images-idx3-ubyte" --threads 1
+exit $failed

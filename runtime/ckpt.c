@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,8 +218,9 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
 	char text[1024];
 	snprintf(text, sizeof text,
 		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
+		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n"
 		 "  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
-		 st->epoch, st->batch, st->step, st->world, st->micro, ckpt_model_hash(p), p->hash);
+		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n, ckpt_model_hash(p), p->hash);
 	join(path, sizeof path, tmp, files[2]);
 	if (write_text(path, text, err, errlen) != 0)
 		goto fail;
@@ -333,8 +335,9 @@ int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_s
 	char text[1024];
 	snprintf(text, sizeof text,
 		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
+		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n"
 		 "  \"shards\": %d,\n  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
-		 st->epoch, st->batch, st->step, st->world, st->micro, st->world, ckpt_model_hash(p), p->hash);
+		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n, st->world, ckpt_model_hash(p), p->hash);
 	join(path, sizeof path, tmp, "state.json");
 	if (write_text(path, text, err, errlen) != 0)
 		return -1;
@@ -507,7 +510,13 @@ int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim
 	join(path, sizeof path, dir, "latest");
 	FILE *f = fopen(path, "r");
 	if (!f) {
-		snprintf(err, errlen, "%s: no checkpoint here (no 'latest' file: %s)", dir, strerror(errno));
+		int e = errno;
+		join(path, sizeof path, dir, "state.json");
+		if (access(path, F_OK) == 0) /* one step's folder of a checkpoint */
+			snprintf(err, errlen, "%s: is one step of a checkpoint; resume from the folder that holds it (its 'latest' names the step "
+				 "to continue from)", dir);
+		else
+			snprintf(err, errlen, "%s: no checkpoint here (no 'latest' file: %s)", dir, strerror(e));
 		return -1;
 	}
 	if (fscanf(f, "%127s", name) != 1 || strncmp(name, "step-", 5) != 0 || strchr(name, '/')) {
@@ -532,6 +541,13 @@ int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim
 	st->step = json_int(text, "step", &ok);
 	st->world = (int)json_int(text, "world", &ok);
 	st->micro = json_int(text, "micro", &ok);
+	/* absent from checkpoints made before they were kept: the epoch's
+	 * average then covers the batches after the resume */
+	const char *ls = strstr(text, "\"loss_sum\":"), *ln = strstr(text, "\"loss_n\":");
+	st->loss_sum = ls ? strtod(ls + 11, NULL) : 0;
+	st->loss_n = ln ? strtod(ln + 9, NULL) : 0;
+	if (!isfinite(st->loss_sum) || !(st->loss_n >= 0))
+		st->loss_sum = st->loss_n = 0;
 	const char *mh = strstr(text, "\"model_hash\": \"");
 	if (!ok || !mh) {
 		snprintf(err, errlen, "%s: missing fields", path);

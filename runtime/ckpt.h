@@ -21,6 +21,7 @@ struct ckpt_state {
 	int64_t step;   /* optimizer steps done */
 	int world;
 	int64_t micro;  /* samples per micro-batch per rank */
+	double loss_sum, loss_n; /* the epoch in progress so far, over every rank: summed per-sample loss, samples */
 };
 
 /* Save params (the unsharded layout) and the optimizer's k planes of

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,12 +67,16 @@ static int check_images(const struct plan_dataset *pd, struct dataset *ds, char 
 
 /* The headers of an mnist() data set, checked against the plan before
  * anything waits on it being loaded. */
-static int peek_data(const struct plan_dataset *pd, char *err, size_t n)
+static int peek_data(const struct plan_dataset *pd, int64_t *samples, char *err, size_t n)
 {
 	struct dataset ds;
+	*samples = pd->samples;
 	if (pd->kind != DATA_MNIST)
 		return 0;
-	return dataset_mnist_peek(&ds, pd->root, pd->split, err, n) ? -1 : check_images(pd, &ds, err, n);
+	if (dataset_mnist_peek(&ds, pd->root, pd->split, err, n) != 0 || check_images(pd, &ds, err, n) != 0)
+		return -1;
+	*samples = ds.n;
+	return 0;
 }
 
 int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, char *err, size_t n)
@@ -189,6 +194,9 @@ struct trainer {
 	int accum;           /* micro-batches per optimizer step */
 	int64_t epochs;
 	struct ckpt_state at; /* where training stands: epoch, micro-batches of it, steps */
+	int64_t test_n;       /* test samples, known from the headers before the set loads */
+	double ep_loss, ep_n; /* this rank's summed per-sample loss and samples of the epoch so far
+			       * (rank 0's include a resumed checkpoint's, of every rank) */
 	bool tty;
 	char err[1024];
 };
@@ -245,12 +253,9 @@ static int evaluate(struct trainer *t)
 		int m = 0;
 		for (; m < b && next < n; m++, next += t->world)
 			idx[m] = next;
-		/* a short last chunk is padded with its first sample: the forward
-		 * keeps one prepared size, the loss reads only the first m rows */
-		for (int k = m; k < b; k++)
-			idx[k] = idx[0];
-		dataset_fill(&t->test, idx, (int)b, t->ex, t->ey);
-		exec_forward(&t->e, t->ex, (int)b, false);
+		/* a short last chunk has a size of its own (setup) */
+		dataset_fill(&t->test, idx, m, t->ex, t->ey);
+		exec_forward(&t->e, t->ex, m, false);
 		if (t->e.stop) {
 			snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
 			free(idx);
@@ -315,7 +320,7 @@ void train_report_epoch(bool tty, int64_t epoch, const double sums[2], double dt
 bool train_is_weights_file(const char *path)
 {
 	size_t n = strlen(path);
-	return n > 12 && strcmp(path + n - 12, ".safetensors") == 0;
+	return n > 12 && strcasecmp(path + n - 12, ".safetensors") == 0;
 }
 
 int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen)
@@ -363,6 +368,7 @@ int train_resume_at(const struct plan *p, const char *resume, const char *flag, 
 	if (at->batch >= num_batches) { /* saved at an epoch's end */
 		at->epoch++;
 		at->batch = 0;
+		at->loss_sum = at->loss_n = 0;
 	}
 	if (rank == 0)
 		printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", resume, (long long)at->step, (long long)at->epoch,
@@ -455,6 +461,11 @@ static int checkpoint(struct trainer *t, const char *dir)
 	if (t->saved_step == t->at.step && t->at.step > 0)
 		return 0; /* checkpoint_every just wrote this step */
 	t->saved_step = t->at.step;
+	double v[2] = { t->ep_loss, t->ep_n }; /* so that a resumed epoch's average is the whole epoch's */
+	if (reduce_sums(t, v, 2) != 0)
+		return -1;
+	t->at.loss_sum = v[0];
+	t->at.loss_n = v[1];
 	if (t->sharded)
 		return sharded_checkpoint(t, dir);
 	float *params, *optim;
@@ -551,6 +562,9 @@ static int load_state(struct trainer *t)
 		rc = ckpt_load(o->resume, p, params, optim, t->e.trainable, k, &t->at, t->err, sizeof t->err);
 		if (rc == 0)
 			rc = train_resume_at(p, o->resume, "--cpus", &t->at, t->world, t->micro, t->s.num_batches, t->rank, t->err, sizeof t->err);
+		/* the epoch's sums so far, of every rank, count once: on rank 0 */
+		t->ep_loss = t->rank == 0 ? t->at.loss_sum : 0;
+		t->ep_n = t->rank == 0 ? t->at.loss_n : 0;
 	} else if (o->init) {
 		rc = weights_load(p, params, o->init, true, t->err, sizeof t->err);
 		if (rc == 0 && t->rank == 0)
@@ -579,7 +593,7 @@ static int setup(struct trainer *t)
 	t->has_test = p->test_data.kind != DATA_NONE;
 	/* the test set loads in the background: the first step need not wait
 	 * for it, but wrong or missing files stop the run before it trains */
-	if (t->has_test && peek_data(&p->test_data, t->err, sizeof t->err) != 0)
+	if (t->has_test && peek_data(&p->test_data, &t->test_n, t->err, sizeof t->err) != 0)
 		return -1;
 	if (t->has_test && pthread_create(&t->test_thread, NULL, load_test, t) != 0) {
 		snprintf(t->err, sizeof t->err, "cannot start the thread that loads the test set");
@@ -620,6 +634,11 @@ static int setup(struct trainer *t)
 	sizes[nsizes++] = lchunk;
 	sizes[nsizes++] = last - lchunk * ((last + lchunk - 1) / lchunk - 1);
 	sizes[nsizes++] = p->eval_batch;
+	/* this rank's last test chunk runs at its own size: padding it would
+	 * change batch statistics (batchnorm without running statistics) */
+	int64_t mine = t->test_n > t->rank ? (t->test_n - t->rank + t->world - 1) / t->world : 0;
+	if (t->has_test && mine % p->eval_batch)
+		sizes[nsizes++] = mine % p->eval_batch;
 	int copies = t->use_pipe ? t->micro_pipe : 1;
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
 	if (exec_init(&t->e, p, sizes, nsizes, t->sharded, copies, t->err, sizeof t->err) != 0)
@@ -632,7 +651,7 @@ static int setup(struct trainer *t)
 		t->e.loss_scale = 1.0f / (float)t->accum;
 	t->oc = train_optim_cfg(&tr->optim);
 	t->sc = train_sched_cfg(&tr->sched);
-	t->at = (struct ckpt_state){ 1, 0, 0, t->world, t->micro };
+	t->at = (struct ckpt_state){ .epoch = 1, .world = t->world, .micro = t->micro };
 	if (t->world > 1) {
 		launch_wait_begin(); /* meeting the other ranks: a rank stopped meanwhile is the hung one */
 		int joined = join_job(t);
@@ -773,7 +792,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 {
 	const struct plan *p = t->p;
 	const struct plan_train *tr = &p->train;
-	double te = util_now(), loss_sum = 0, lr = 0;
+	double te = util_now(), lr = 0;
 	int64_t seen = 0, micro_done = 0;
 	int in_step = 0;
 	bool budget_spent = false;
@@ -849,7 +868,8 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		*images += b;
 		micro_done++;
 		double per_sample = tr->reduction == RED_SUM ? loss / b : loss;
-		loss_sum += per_sample * b;
+		t->ep_loss += per_sample * b;
+		t->ep_n += b;
 		step_loss += per_sample * b;
 		step_n += b;
 		launch_beat();
@@ -891,7 +911,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 	}
 	double dt = util_now() - te;
 	*train_time += dt;
-	double sums[2] = { loss_sum, (double)seen };
+	double sums[2] = { t->ep_loss, t->ep_n };
 	if (reduce_sums(t, sums, 2) != 0)
 		return -1;
 	if (t->rank == 0)
@@ -1052,6 +1072,7 @@ int train_run(const struct plan *p, const struct train_opts *o)
 			break; /* the step budget ended mid-epoch: keep the position */
 		t->at.epoch++;
 		t->at.batch = 0;
+		t->ep_loss = t->ep_n = 0;
 	}
 	if (rc == 0)
 		rc = finish(t, t0, train_time, images);

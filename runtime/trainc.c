@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "compiler/compile.h"
 #include "compiler/print.h"
@@ -83,6 +85,46 @@ static bool parse_count(const char *s, int *out)
 	return true;
 }
 
+/* --save's destination, tried before training so that a run is not lost
+ * at its end to a missing or read-only folder: a .safetensors file is
+ * written in its folder, a checkpoint folder in itself or its parent. */
+static int check_save(const char *path)
+{
+	struct stat st;
+	bool exists = stat(path, &st) == 0, weights = train_is_weights_file(path);
+	if (exists && weights && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "trainc: --save %s: is a folder; name a file to write the weights to\n", path);
+		return -1;
+	}
+	if (exists && !weights && !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "trainc: --save %s: is a file; a checkpoint is a folder (name a new one), and weights alone go to a "
+			"name ending in .safetensors\n", path);
+		return -1;
+	}
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	if (exists && !weights)
+		snprintf(dir, sizeof dir, "%s", path);
+	else if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else
+		snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	char probe[4200];
+	snprintf(probe, sizeof probe, "%s/.trainc-save-XXXXXX", dir);
+	int fd = mkstemp(probe);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENOENT)
+			fprintf(stderr, "trainc: --save %s: the folder %s does not exist; create it first (mkdir -p %s)\n", path, dir, dir);
+		else
+			fprintf(stderr, "trainc: --save %s: cannot write in %s: %s; choose another place\n", path, dir, strerror(e));
+		return -1;
+	}
+	close(fd);
+	unlink(probe);
+	return 0;
+}
+
 /* Before spawning N workers: open the datasets once here, so a missing or
  * broken file is reported once, not by every rank. */
 static int check_data(const struct plan *p)
@@ -138,6 +180,11 @@ int main(int argc, char **argv)
 			i++;
 			continue;
 		}
+		if ((!strcmp(a, "--save") || !strcmp(a, "--init") || !strcmp(a, "--run-dir") || !strcmp(a, "--resume") ||
+		     !strcmp(a, "--set")) && i + 1 < argc && !strncmp(argv[i + 1], "--", 2))
+			return usage_error(!strcmp(a, "--set") ? "%s needs section.key=value, not the option '%s'"
+							       : "%s needs a path, not the option '%s' (a path that starts with -- can be written ./%s)",
+					   a, argv[i + 1], argv[i + 1]);
 		if (!strcmp(a, "--save")) {
 			if (i + 1 >= argc)
 				return usage_error("--save needs a file name, e.g. --save model.safetensors");
@@ -182,6 +229,9 @@ int main(int argc, char **argv)
 		return usage_error("give --gpus or --cpus, not both");
 	if (init && resume)
 		return usage_error("give --init (weights to start from) or --resume (a checkpoint to continue), not both");
+	if (strcmp(cmd, "train") != 0 && (save || init || resume || run_dir || threads))
+		return usage_error("%s is for training; 'trainc %s' does not train", save ? "--save" : init ? "--init" : resume ? "--resume" :
+				   run_dir ? "--run-dir" : "--threads", cmd);
 
 	struct arena arena = { 0 };
 	struct diag d;
@@ -227,6 +277,8 @@ int main(int argc, char **argv)
 		int ngpu = 0;
 		if (p->train_data.kind == DATA_NONE) {
 			fprintf(stderr, "trainc: %s has no data section with a training set; add data { train = ... }\n", p->path);
+			rc = 2;
+		} else if (save && wrank < 0 && check_save(save) != 0) {
 			rc = 2;
 		} else if (gpus > 0 && gpu_open(&ngpu, gerr, sizeof gerr) != 0) {
 			fprintf(stderr, "trainc: --gpus %d: %s\n", gpus, gerr);

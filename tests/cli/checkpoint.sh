@@ -11,7 +11,7 @@ stcmp=build/tests/stcmp
 sed 's/    tanh/    tanh\n    dropout(0.2)/' tests/cli/nets/mlp_mse.net > "$dir/net.net"
 losses() { grep '"kind": "step"' "$1/metrics.jsonl" | sed 's/.*"step": \([0-9]*\).*"loss": \([^,]*\),.*/\1 \2/'; }
 for w in 1 2; do
-	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=20 --run-dir "$dir/full$w" --save "$dir/ck_full$w" > /dev/null
+	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=20 --run-dir "$dir/full$w" --save "$dir/ck_full$w" > "$dir/full.out"
 	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=7 --run-dir "$dir/half$w" --save "$dir/ck$w" > /dev/null
 	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=20 --resume "$dir/ck$w" --run-dir "$dir/rest$w" > "$dir/out" 
 	grep -q 'Resumed from .* at step 7' "$dir/out"
@@ -19,7 +19,12 @@ for w in 1 2; do
 	losses "$dir/rest$w" > "$dir/b"
 	[ -s "$dir/a" ] && cmp "$dir/a" "$dir/b" || { echo "losses after the resume differ at $w rank(s)"; diff "$dir/a" "$dir/b" | head; exit 1; }
 	$stcmp "$dir/full$w/weights.safetensors" "$dir/rest$w/weights.safetensors" 0
-	echo "ok resume at $w rank(s): $(wc -l < "$dir/b") later steps identical"
+	# the resumed epoch's average covers the batches before the stop too
+	averages() { sed -n 's/^Train Epoch: \([0-9]*\)	Average loss: \([0-9.]*\).*/\1 \2/p' "$1"; }
+	averages "$dir/out" > "$dir/eb"
+	averages "$dir/full.out" | tail -n "$(wc -l < "$dir/eb")" > "$dir/ea"
+	[ -s "$dir/ea" ] && cmp -s "$dir/ea" "$dir/eb" || { echo "epoch averages after the resume differ at $w rank(s)"; diff "$dir/ea" "$dir/eb"; exit 1; }
+	echo "ok resume at $w rank(s): $(wc -l < "$dir/b") later steps and $(wc -l < "$dir/eb") epoch averages identical"
 	# resumed at its last step (mid-epoch): nothing more is trained
 	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=7 --resume "$dir/ck$w" --run-dir "$dir/again$w" > "$dir/out"
 	grep -q 'Nothing to train: train.steps is 7' "$dir/out" || { echo "resumed at the last step:"; cat "$dir/out"; exit 1; }

@@ -90,4 +90,22 @@ for path in auto im2col onednn; do
 	TRAINC_CONV_PATH=$path expect 0 '' "$tmp/conv.net" --run-dir "$tmp/run-$path"
 done
 
+# --save is tried before training: a run is not lost at its end
+expect 2 "--save $tmp/no/such/w.safetensors: the folder $tmp/no/such does not exist; create it first" \
+	models/toy.net --save "$tmp/no/such/w.safetensors" --run-dir "$tmp/run3"
+grep -q Loss "$tmp/out" && fail "trained although --save cannot be written"
+expect 2 "the folder $tmp/no does not exist" models/toy.net --save "$tmp/no/ck" --run-dir "$tmp/run4"
+: > "$tmp/afile"
+expect 2 "--save $tmp/afile: is a file; a checkpoint is a folder" models/toy.net --save "$tmp/afile" --run-dir "$tmp/run5"
+mkdir "$tmp/w.safetensors"
+expect 2 "--save $tmp/w.safetensors: is a folder; name a file" models/toy.net --save "$tmp/w.safetensors" --run-dir "$tmp/run6"
+expect 0 "Saved the weights to $tmp/W.SAFETENSORS" models/toy.net --save "$tmp/W.SAFETENSORS" --run-dir "$tmp/run7"
+[ -f "$tmp/W.SAFETENSORS" ] || fail "--save W.SAFETENSORS did not write a weights file"
+ls "$tmp" | grep -q '^\.trainc-save-' && fail "--save's probe file was left behind"
+# an option's value that is another option; training options elsewhere
+expect 2 "--set needs section.key=value, not the option '--run-dir'" models/toy.net --set --run-dir "$tmp/run8"
+expect 2 "--resume needs a path, not the option '--run-dir'" models/toy.net --resume --run-dir "$tmp/run8"
+expect 2 "--save is for training; 'trainc check' does not train" check models/toy.net --save "$tmp/x.safetensors"
+expect 2 "--threads is for training; 'trainc print' does not train" print models/toy.net --threads 2
+
 exit $failed

@@ -503,10 +503,14 @@ static int64_t json_int(const char *text, const char *key, bool *ok)
 	return strtoll(at + strlen(pat), NULL, 10);
 }
 
-int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim, int64_t trainable, int k,
-	      struct ckpt_state *st, char *err, size_t errlen)
+enum { STATE_LEN = 2048 };
+
+/* The newest checkpoint of dir: its folder, its state.json text and the
+ * position in it, checked for completeness and for this model. */
+static int read_state(const char *dir, const struct plan *p, char *folder, char *text, struct ckpt_state *st, char *err,
+		      size_t errlen)
 {
-	char path[PATH_LEN], folder[PATH_LEN], name[128] = "";
+	char path[PATH_LEN], name[128] = "";
 	join(path, sizeof path, dir, "latest");
 	FILE *f = fopen(path, "r");
 	if (!f) {
@@ -525,13 +529,12 @@ int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim
 		return -1;
 	}
 	fclose(f);
-	join(folder, sizeof folder, dir, name);
+	join(folder, PATH_LEN, dir, name);
 	if (check_manifest(folder, err, errlen) != 0)
 		return -1;
 	join(path, sizeof path, folder, "state.json");
-	char text[2048] = "";
 	f = fopen(path, "r");
-	size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+	size_t n = f ? fread(text, 1, STATE_LEN - 1, f) : 0;
 	if (f)
 		fclose(f);
 	text[n] = 0;
@@ -570,6 +573,21 @@ int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim
 			 folder, hash, ckpt_model_hash(p), folder);
 		return -1;
 	}
+	return 0;
+}
+
+int ckpt_check(const char *dir, const struct plan *p, struct ckpt_state *st, char *err, size_t errlen)
+{
+	char folder[PATH_LEN], text[STATE_LEN];
+	return read_state(dir, p, folder, text, st, err, errlen);
+}
+
+int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim, int64_t trainable, int k,
+	      struct ckpt_state *st, char *err, size_t errlen)
+{
+	char path[PATH_LEN], folder[PATH_LEN], text[STATE_LEN];
+	if (read_state(dir, p, folder, text, st, err, errlen) != 0)
+		return -1;
 	int64_t shards = 0;
 	if (strstr(text, "\"shards\":")) {
 		bool ok2 = true;

@@ -28,6 +28,9 @@ struct ckpt_state {
  * `trainable` floats. */
 int ckpt_save(const char *dir, const struct plan *p, const float *params, const float *optim, int64_t trainable, int k,
 	      const struct ckpt_state *st, char *err, size_t errlen);
+/* The checks of ckpt_load without loading: complete, this model's; the
+ * position in st. */
+int ckpt_check(const char *dir, const struct plan *p, struct ckpt_state *st, char *err, size_t errlen);
 /* Load the newest complete checkpoint in dir, checking every file's size
  * and checksum and the model (the caller checks the world size). */
 int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim, int64_t trainable, int k,

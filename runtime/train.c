@@ -350,19 +350,26 @@ int train_agree_plan(struct store_client *st, const struct plan *p, int rank, in
 	return 0;
 }
 
+int train_resume_world(const struct plan *p, const char *resume, const char *flag, const struct ckpt_state *at, int world,
+		       int64_t micro, char *err, size_t errlen)
+{
+	/* the data order is the same at any world size only for a global batch */
+	int64_t samples = at->batch * at->micro * at->world;
+	if (at->world != world && (!p->train.global_batch || (micro > 0 && samples % (micro * world) != 0)))
+		return util_fail(err, errlen,
+				 "%s was made by %d rank%s, this run has %d; with a per-rank batch the data order depends on the "
+				 "rank count, so resume with %s %d, use global_batch, or start from its weights with --init",
+				 resume, at->world, at->world == 1 ? "" : "s", world, flag, at->world);
+	return 0;
+}
+
 int train_resume_at(const struct plan *p, const char *resume, const char *flag, struct ckpt_state *at, int world, int64_t micro,
 		    int64_t num_batches, int rank, char *err, size_t errlen)
 {
-	if (at->world != world) {
-		/* the data order is the same at any world size only for a global batch */
-		int64_t samples = at->batch * at->micro * at->world;
-		if (!p->train.global_batch || samples % (micro * world) != 0)
-			return util_fail(err, errlen,
-					 "%s was made by %d rank%s, this run has %d; with a per-rank batch the data order depends on the "
-					 "rank count, so resume with %s %d, use global_batch, or start from its weights with --init",
-					 resume, at->world, at->world == 1 ? "" : "s", world, flag, at->world);
-		at->batch = samples / (micro * world);
-	}
+	if (train_resume_world(p, resume, flag, at, world, micro, err, errlen) != 0)
+		return -1;
+	if (at->world != world)
+		at->batch = at->batch * at->micro * at->world / (micro * world);
 	at->world = world;
 	at->micro = micro;
 	if (at->batch >= num_batches) { /* saved at an epoch's end */

@@ -51,6 +51,10 @@ bool train_is_weights_file(const char *path);
 /* Every rank checks through the store that all compiled the same plan. */
 struct store_client;
 int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen);
+/* Whether a checkpoint made at at->world ranks may resume at world (with a
+ * per-rank batch of micro; 0: not known yet, only the rule checked). */
+int train_resume_world(const struct plan *p, const char *resume, const char *flag, const struct ckpt_state *at, int world,
+		       int64_t micro, char *err, size_t errlen);
 /* Where a loaded checkpoint resumes at this world size and batch (flag is
  * --cpus or --gpus, for the message); prints the position on rank 0. */
 int train_resume_at(const struct plan *p, const char *resume, const char *flag, struct ckpt_state *at, int world, int64_t micro,

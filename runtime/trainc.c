@@ -21,6 +21,7 @@
 #include "compiler/print.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
+#include "runtime/ckpt.h"
 #include "runtime/dataset.h"
 #include "runtime/gpu.h"
 #include "runtime/launch.h"
@@ -54,8 +55,8 @@ static void usage(FILE *out)
 	      "               any other PATH: a checkpoint directory (weights, optimizer state,\n"
 	      "               position), written at the end and every checkpoint_every steps\n"
 	      "  --resume DIR continue exactly where the checkpoint in DIR stopped\n"
-	      "  --init PATH  start from these weights (safetensors with PyTorch's names; names,\n"
-	      "               shapes and dtypes must match the model exactly)\n"
+	      "  --init PATH  start from these weights (safetensors with PyTorch's names; names\n"
+	      "               and shapes must match the model exactly; other float types are rounded)\n"
 	      "  --run-dir D  where the run's record goes (default runs/MODEL-TIME): the .net\n"
 	      "               text that ran, run.json (plan hash, git state), metrics.jsonl, weights\n"
 	      "  --threads N  compute threads per rank (default: the cores shared among the ranks)\n",
@@ -122,6 +123,19 @@ static int check_save(const char *path)
 	}
 	close(fd);
 	unlink(probe);
+	return 0;
+}
+
+/* Before spawning N workers: a checkpoint that cannot resume here is
+ * reported once, not by every rank. */
+static int check_resume(const struct plan *p, const char *dir, int world, const char *flag)
+{
+	struct ckpt_state st;
+	char err[1024];
+	if (ckpt_check(dir, p, &st, err, sizeof err) != 0 || train_resume_world(p, dir, flag, &st, world, 0, err, sizeof err) != 0) {
+		fprintf(stderr, "trainc: %s\n", err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -310,7 +324,7 @@ int main(int argc, char **argv)
 				fprintf(stderr, "trainc: %s: %lld training samples cannot feed %d ranks; lower --cpus or add samples\n", file,
 					(long long)p->train_data.samples, o.world);
 				rc = 2;
-			} else if (check_data(p) != 0) {
+			} else if (check_data(p) != 0 || (resume && check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus") != 0)) {
 				rc = 1;
 			} else {
 				struct launch_opts lo = { o.world, p->parallel.timeout_s, 5.0 };

@@ -173,7 +173,8 @@ static int unexpected(const struct safetensors_file *f, const struct plan *p, co
 		return 0;
 	char list[512];
 	return util_fail(err, errlen, "%s: %d tensor%s the model does not have: %s (the model has %d tensors, the file %d); "
-		    "give a file saved from this model, or load it non-strictly to ignore them", f->path, nextra,
+		    "give a file saved from this model, or drop those tensors from it (in Python: "
+		    "safetensors.torch.load_file, del, save_file)", f->path, nextra,
 		    nextra == 1 ? "" : "s", name_list(list, sizeof list, extra, nextra), p->nparams, f->n);
 }
 

@@ -64,4 +64,5 @@ if "$TRAINC" "$dir/net.net" --resume "$dir/ck1" --run-dir "$dir/c2" > /dev/null 
 grep -q "weights.safetensors: 100 bytes, but the manifest says" "$dir/err" || { cat "$dir/err"; exit 1; }
 if "$TRAINC" "$dir/net.net" --cpus 2 --resume "$dir/ck_full1" --run-dir "$dir/c3" > /dev/null 2> "$dir/err"; then echo "world change accepted"; exit 1; fi
 grep -q "was made by 1 rank, this run has 2" "$dir/err" || { cat "$dir/err"; exit 1; }
+[ "$(grep -c 'was made by' "$dir/err")" = 1 ] || { echo "the refusal is not said once, by the launcher:"; cat "$dir/err"; exit 1; }
 echo "ok corrupt, truncated and mismatched checkpoints are refused by name"

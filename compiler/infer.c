@@ -129,6 +129,12 @@ bool infer_shapes(struct arena *a, struct diag *d, struct plan *p)
 	}
 	if (!ok)
 		return false;
+	const struct node *last = &p->nodes[p->nnodes - 1];
+	if (last->dtype != DT_F32 && p->train.present) {
+		diag_error(d, last->loc, "the model's output is long (int64) token ids, but a loss needs float scores; "
+			   "turn the ids into vectors with an embedding first");
+		return false;
+	}
 	ok = check_data(d, p, &p->train_data) && check_data(d, p, &p->test_data);
 	const struct plan_dataset *sets[2] = { &p->train_data, &p->test_data };
 	for (int i = 0; ok && i < 2; i++) {
@@ -141,7 +147,10 @@ bool infer_shapes(struct arena *a, struct diag *d, struct plan *p)
 		} else if (ds->input_high) {
 			for (int n = 0; n < p->nnodes; n++) {
 				const struct node *nd = &p->nodes[n];
-				if (nd->op == OP_EMBEDDING && nd->in == 0 && ds->input_high > nd->a.emb.num) {
+				int src = nd->in; /* the ids may come through flatten or a transfer */
+				while (src > 0 && (p->nodes[src].op == OP_FLATTEN || p->nodes[src].op == OP_TRANSFER))
+					src = p->nodes[src].in;
+				if (nd->op == OP_EMBEDDING && src == 0 && ds->input_high > nd->a.emb.num) {
 					diag_error(d, ds->loc, "token ids go up to %" PRId64 ", but %s has %" PRId64 " rows", ds->input_high - 1,
 						   nd->what, nd->a.emb.num);
 					ok = false;

@@ -109,6 +109,15 @@ static bool annotations(struct lower *L, const struct ast_stmt *st, const struct
 	bool ok = true;
 	*wrap = false;
 	for (const struct ast_annot *an = st->annots; an; an = an->next) {
+		const struct ast_annot *first = st->annots;
+		while (first != an && strcmp(first->name, an->name) != 0)
+			first = first->next;
+		if (first != an) {
+			diag_error(L->d, an->loc, "@%s is given twice; keep one", an->name);
+			diag_note(L->d, first->loc, "first given here");
+			ok = false;
+			continue;
+		}
 		struct varg *args;
 		int n;
 		if (!val_eval_args(&L->ec, an->args, env, &args, &n)) {
@@ -130,6 +139,7 @@ static bool annotations(struct lower *L, const struct ast_stmt *st, const struct
 				if (k < 0 || k >= PLAN_MAX_DEVICES) {
 					diag_error(L->d, s[0]->loc, "device index %" PRId64 " is out of range; a rank owns at most %d devices, numbered from 0",
 						   k, PLAN_MAX_DEVICES);
+					val_note_origin(L->d, s[0]);
 					ok = false;
 				} else {
 					inh->device = (int)k;
@@ -210,7 +220,7 @@ static bool instantiate(struct lower *L, const struct ast_section *blk, const st
 		return false;
 	}
 	/* bind the call's arguments to the block's parameters */
-	struct env env = { { 0 }, { 0 }, 0, NULL };
+	struct env env = { { 0 }, { 0 }, 0, blk };
 	const char *names[32];
 	struct val *defaults[32];
 	int np = 0;
@@ -273,7 +283,8 @@ static bool lower_stmt(struct lower *L, const struct ast_stmt *st, int scope, co
 	const char *callee = val_callee(v);
 	if (!callee) {
 		diag_error(L->d, v->loc, "expected a layer, block, residual or repeat, found %s",
-			   v->kind == V_INT ? "a number" : v->kind == V_STRING ? "a string" : "a value");
+			   v->kind == V_INT || v->kind == V_FLOAT ? "a number" : v->kind == V_STRING ? "a string" : "a value");
+		val_note_origin(L->d, v);
 		return false;
 	}
 	bool wrap;
@@ -310,6 +321,7 @@ static bool lower_stmt(struct lower *L, const struct ast_stmt *st, int scope, co
 				return false;
 			if (times < 1 || times > 100000) {
 				diag_error(L->d, s[0]->loc, "repeat count must be between 1 and 100000, not %" PRId64, times);
+				val_note_origin(L->d, s[0]);
 				return false;
 			}
 		} else if (v->kind == V_CALL && v->n) {

@@ -63,10 +63,12 @@ static bool positive(struct diag *d, const struct val *v, const char *what, int6
 {
 	if (x < min) {
 		diag_error(d, v->loc, "%s must be at least %" PRId64 ", not %" PRId64, what, min, x);
+		val_note_origin(d, v);
 		return false;
 	}
 	if (x > ((int64_t)1 << 40)) {
 		diag_error(d, v->loc, "%s %" PRId64 " is too large", what, x);
+		val_note_origin(d, v);
 		return false;
 	}
 	return true;
@@ -159,6 +161,10 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 			}
 			if (g->key) {
 				diag_error(d, g->key_loc, "input takes sizes and dtype=, not '%s'", g->key);
+				return false;
+			}
+			if (dt) {
+				diag_error(d, g->v->loc, "positional argument follows keyword argument 'dtype='; give the sizes first");
 				return false;
 			}
 			if (n->out.rank == SHAPE_MAX) {
@@ -291,8 +297,11 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 				for (int k = 0; k < s[0]->n; k++)
 					if (!get_int(d, s[0]->items[k].v, "normalized shape", &n->a.ln.d[k], 1))
 						return false;
+			} else if (s[0]->kind == V_NAME) {
+				return val_int(d, s[0], "layernorm's shape", &n->a.ln.d[0]); /* reports the name */
 			} else {
 				diag_error(d, s[0]->loc, "layernorm's shape must be an integer or a list of integers");
+				val_note_origin(d, s[0]);
 				return false;
 			}
 		}
@@ -332,6 +341,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 			return false;
 		if (n->a.drop.p < 0 || n->a.drop.p > 1) {
 			diag_error(d, s[0]->loc, "dropout probability must be between 0 and 1, not %g", n->a.drop.p);
+			val_note_origin(d, s[0]);
 			return false;
 		}
 		return true;
@@ -461,11 +471,30 @@ static bool window(struct diag *d, const struct node *n, int64_t size, int64_t k
 	return true;
 }
 
+/* Token ids (input(..., dtype="long")) are carried as integers: only an
+ * embedding reads them, and flatten (a view) and a transfer (a copy) pass
+ * them on; every other layer computes on float values. */
+static bool takes_ids(enum op op)
+{
+	return op == OP_EMBEDDING || op == OP_FLATTEN || op == OP_TRANSFER;
+}
+
+static bool need_float(struct diag *d, const struct node *n, const struct node *src)
+{
+	if (!src || src->dtype == DT_F32 || takes_ids(n->op))
+		return true;
+	diag_error(d, n->loc, "%s needs float input, but %s gives it long (int64) token ids; turn the ids into vectors with an embedding first",
+		   n->what, src->op == OP_INPUT ? "the model's input" : src->what);
+	return false;
+}
+
 bool op_infer(struct diag *d, struct node *n, const struct node *prev, const struct node *pp)
 {
 	struct shape in = prev ? prev->out : n->out;
 	char b1[96], b2[96];
 	n->out = in;
+	if (!need_float(d, n, prev) || (n->op == OP_ADD && !need_float(d, n, pp)))
+		return false;
 	switch (n->op) {
 	case OP_INPUT:
 		n->out = n->out; /* set by op_configure */
@@ -592,10 +621,6 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		return true;
 	}
 	case OP_DROPOUT: case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_TRANSFER:
-		if (prev && prev->dtype != DT_F32 && n->op != OP_TRANSFER) {
-			diag_error(d, n->loc, "%s needs floating-point input; integer token ids go through an embedding first", n->what);
-			return false;
-		}
 		return true;
 	case OP_ADD:
 		if (pp && (pp->out.rank != in.rank || memcmp(pp->out.d, in.d, sizeof in.d) != 0)) {

@@ -3,7 +3,9 @@
  * where its input is, as an unannotated module in PyTorch runs wherever its
  * input tensor lives.  Where consecutive layers sit on different devices a
  * transfer node is inserted, so the executor and the printers see every
- * copy.  A rank owns devices 0..D-1 with D = the highest index used + 1.
+ * copy; it is named after the node it feeds (PATH.to_deviceK, and
+ * PATH.skip_to_deviceK for a residual's skip input), so names stay unique.
+ * A rank owns devices 0..D-1 with D = the highest index used + 1.
  */
 #include <string.h>
 
@@ -62,7 +64,9 @@ bool place_nodes(struct arena *a, struct diag *d, struct plan *p)
 			t.unit = -1;
 			t.alias = -1;
 			t.scope = n.scope;
-			t.path = n.path[0] ? arena_printf(a, "%s.to_device%d", n.path, n.device) : arena_printf(a, "to_device%d", n.device);
+			/* a residual's skip input has a transfer of its own beside its body's */
+			const char *to = s == 1 ? "skip_to_device" : "to_device";
+			t.path = n.path[0] ? arena_printf(a, "%s.%s%d", n.path, to, n.device) : arena_printf(a, "%s%d", to, n.device);
 			t.what = t.path;
 			t.device = n.device;
 			t.dtype = out[from].dtype;

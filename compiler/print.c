@@ -98,6 +98,20 @@ static void unit_note(const struct plan *p, int u, char *buf, size_t len)
 
 static void scope_lines(const struct plan *p, struct lines *ls, int s, int depth, const char *key);
 
+/* A transfer is printed among the children of scope `in` under its path
+ * relative to that scope, the name `trainc graph` shows in full:
+ * (fc.to_device1) before fc, (to_device1) and (skip_to_device1) before a
+ * residual's sum. */
+static void transfer_line(const struct plan *p, struct lines *ls, const struct node *t, int in, int depth)
+{
+	const char *base = p->scopes[in].path, *key = t->path;
+	size_t n = strlen(base);
+	if (n && strncmp(key, base, n) == 0 && key[n] == '.')
+		key += n + 1;
+	struct line *l = add(ls, depth, "(%s): Transfer(device %d -> device %d)", key, t->a.xfer.from, t->a.xfer.to);
+	node_note(p, t, l->note, sizeof l->note);
+}
+
 static void children(const struct plan *p, struct lines *ls, int s, int depth)
 {
 	for (int c = s + 1; c < p->nscopes; c++) {
@@ -111,11 +125,8 @@ static void children(const struct plan *p, struct lines *ls, int s, int depth)
 		if (p->nodes[i].scope == s && p->nodes[i].op == OP_ADD) {
 			for (int t = 0; t < i; t++) {
 				const struct node *tn = &p->nodes[t];
-				if (tn->op == OP_TRANSFER && (p->nodes[i].in == t || p->nodes[i].in2 == t)) {
-					struct line *l = add(ls, depth, "(to_device%d): Transfer(device %d -> device %d)", tn->a.xfer.to, tn->a.xfer.from,
-							     tn->a.xfer.to);
-					node_note(p, tn, l->note, sizeof l->note);
-				}
+				if (tn->op == OP_TRANSFER && (p->nodes[i].in == t || p->nodes[i].in2 == t))
+					transfer_line(p, ls, tn, s, depth);
 			}
 			struct line *l = add(ls, depth, "(+): Add(input)");
 			node_note(p, &p->nodes[i], l->note, sizeof l->note);
@@ -137,11 +148,8 @@ static void scope_lines(const struct plan *p, struct lines *ls, int s, int depth
 		const struct node *n = &p->nodes[sc->node];
 		for (int i = 0; i < sc->node; i++) {
 			const struct node *t = &p->nodes[i];
-			if (t->op == OP_TRANSFER && t->scope == s && (i + 1 == sc->node || p->nodes[i + 1].op == OP_TRANSFER)) {
-				struct line *l = add(ls, depth, "(to_device%d): Transfer(device %d -> device %d)", t->a.xfer.to, t->a.xfer.from,
-						     t->a.xfer.to);
-				node_note(p, t, l->note, sizeof l->note);
-			}
+			if (t->op == OP_TRANSFER && t->scope == s && (i + 1 == sc->node || p->nodes[i + 1].op == OP_TRANSFER))
+				transfer_line(p, ls, t, sc->parent, depth);
 		}
 		char desc[256];
 		op_describe(n, desc, sizeof desc);

@@ -117,6 +117,19 @@ static bool first_in_file(struct gather *g, const struct ast_file *f, const stru
 	return true;
 }
 
+/* A block parameter's name (`n` or `n=default`), or NULL for a mistake
+ * reported when the block is used. */
+static const char *param_name(const struct ast_arg *a, struct loc *at)
+{
+	if (a->key) {
+		*at = a->key_loc;
+		at->len = (int)strlen(a->key);
+		return a->key;
+	}
+	*at = a->value->loc;
+	return a->value->kind == AST_NAME ? a->value->u.s : NULL;
+}
+
 static bool check_block(struct gather *g, const struct ast_section *sec)
 {
 	static const char *const reserved[] = { "residual", "repeat", "input" };
@@ -136,6 +149,17 @@ static bool check_block(struct gather *g, const struct ast_section *sec)
 		else if (keyed) {
 			diag_error(g->d, a->value->loc, "a parameter without a default cannot follow one with a default");
 			return false;
+		}
+		struct loc at;
+		const char *name = param_name(a, &at);
+		for (const struct ast_arg *b = sec->params; name && b != a; b = b->next) {
+			struct loc first;
+			const char *other = param_name(b, &first);
+			if (other && strcmp(other, name) == 0) {
+				diag_error(g->d, at, "duplicate parameter '%s' in block %s", name, sec->name);
+				diag_note(g->d, first, "'%s' is first declared here", name);
+				return false;
+			}
 		}
 	}
 	return true;

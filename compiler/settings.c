@@ -367,6 +367,10 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 		}
 		if (!val_str(r->d, s[0], "the dataset folder", &ds->root))
 			return false;
+		if (!ds->root[0]) {
+			diag_error(r->d, s[0]->loc, "the dataset folder is empty; give the folder of the IDX files, e.g. mnist(\"data/mnist\")");
+			return false;
+		}
 		ds->split = which;
 		if (s[1]) {
 			if (!val_str(r->d, s[1], "split", &ds->split))
@@ -600,6 +604,13 @@ static bool read_parallel(struct reader *r, const struct ast_section *sec, struc
 				if (b->kind != V_NAME || v[0]->items[i].key) {
 					diag_error(r->d, b->loc, "blocks takes block names");
 					return false;
+				}
+				for (int j = 0; j < i; j++) {
+					if (strcmp(v[0]->items[j].v->s, b->s) == 0) {
+						diag_error(r->d, b->loc, "block %s is named twice in the wrap policy", b->s);
+						diag_note(r->d, v[0]->items[j].v->loc, "first named here");
+						return false;
+					}
 				}
 				pp->wrap_block_locs[pp->nwrap_blocks] = b->loc;
 				pp->wrap_blocks[pp->nwrap_blocks++] = b->s;

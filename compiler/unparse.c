@@ -71,14 +71,24 @@ static void expr(struct out *o, const struct ast *e)
 	case AST_CALL: put(o, e->u.call.name); put(o, "("); args(o, e->u.call.args); put(o, ")"); return;
 	case AST_TUPLE: put(o, "("); args(o, e->u.seq.items); put(o, e->u.seq.n == 1 ? ",)" : ")"); return;
 	case AST_LIST: put(o, "["); args(o, e->u.seq.items); put(o, "]"); return;
-	case AST_BINOP:
-		put(o, "(");
-		expr(o, e->u.bin.l);
-		snprintf(b, sizeof b, " %c ", e->u.bin.op);
-		put(o, b);
-		expr(o, e->u.bin.r);
-		put(o, ")");
+	case AST_BINOP: {
+		/* ((a + b) + c): a flat chain in a loop, as value.c evaluates it */
+		int n = 0;
+		const struct ast *x = e;
+		for (; x->kind == AST_BINOP; x = x->u.bin.l, n++)
+			put(o, "(");
+		const struct ast **ops = arena_array(o->a, (size_t)n, sizeof *ops);
+		for (int k = n; k > 0; e = e->u.bin.l)
+			ops[--k] = e;
+		expr(o, x);
+		for (int k = 0; k < n; k++) {
+			snprintf(b, sizeof b, " %c ", ops[k]->u.bin.op);
+			put(o, b);
+			expr(o, ops[k]->u.bin.r);
+			put(o, ")");
+		}
 		return;
+	}
 	case AST_NEG: put(o, "-"); expr(o, e->u.neg); return;
 	}
 }

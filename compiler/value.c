@@ -3,7 +3,8 @@
  * negative modulus are reported where they happen.  Division of integers
  * floors, as Python's // does, since block parameters come from Python
  * habits ("c // 2").  Expressions deeper than AST_MAX_DEPTH are refused
- * before any recursion, so hostile input cannot exhaust the stack.
+ * before any recursion, so hostile input cannot exhaust the stack; a flat
+ * chain a + b + ... + z is walked in a loop, not by recursion.
  */
 #include "compiler/value.h"
 
@@ -40,13 +41,66 @@ static const char *kind_name(enum val_kind k)
 	return "a value";
 }
 
+void val_note_origin(struct diag *d, const struct val *v)
+{
+	for (int k = 0; v && v->from && k < 64; v = v->from, k++) {
+		char text[64];
+		val_print(v->from, text, sizeof text);
+		if (strlen(text) == sizeof text - 1)
+			strcpy(text + sizeof text - 4, "...");
+		diag_note(d, v->from->loc, "block %s's parameter '%s' gets %s here", v->param_block, v->param, text);
+	}
+}
+
+/* The parameters of the block a name was written in. */
+static int scope_params(const struct val *v, const char **names, struct loc *locs, int max)
+{
+	int n = 0;
+	for (const struct ast_arg *g = v->scope ? v->scope->params : NULL; g && n < max; g = g->next) {
+		if (g->key) {
+			names[n] = g->key;
+			locs[n] = g->key_loc;
+			locs[n].len = (int)strlen(g->key);
+		} else if (g->value->kind == AST_NAME) {
+			names[n] = g->value->u.s;
+			locs[n] = g->value->loc;
+		} else {
+			continue;
+		}
+		n++;
+	}
+	return n;
+}
+
+/* A name written where a value is expected, close to a parameter of its
+ * block: most likely that parameter misspelt.  Reports it and returns true. */
+static bool suggest_param(struct diag *d, const struct val *v)
+{
+	const char *names[32] = { 0 };
+	struct loc locs[32];
+	if (v->kind != V_NAME || v->from)
+		return false;
+	int n = scope_params(v, names, locs, 32);
+	const char *near = diag_nearest(v->s, names, n);
+	if (!near)
+		return false;
+	diag_error(d, v->loc, "name '%s' is not defined; did you mean '%s'?", v->s, near);
+	for (int k = 0; k < n; k++)
+		if (names[k] == near)
+			diag_note(d, locs[k], "'%s' is a parameter of block %s", near, v->scope->name);
+	return true;
+}
+
 static struct val *arith(struct evalctx *c, const struct ast *e, struct val *l, struct val *r)
 {
 	char op = e->u.bin.op;
 	bool lnum = l->kind == V_INT || l->kind == V_FLOAT, rnum = r->kind == V_INT || r->kind == V_FLOAT;
 	if (!lnum || !rnum) {
 		struct val *bad = lnum ? r : l;
-		diag_error(c->d, bad->loc, "arithmetic needs numbers, but this is %s", kind_name(bad->kind));
+		if (!suggest_param(c->d, bad)) {
+			diag_error(c->d, bad->loc, "arithmetic needs numbers, but this is %s", kind_name(bad->kind));
+			val_note_origin(c->d, bad);
+		}
 		return NULL;
 	}
 	if (l->kind == V_INT && r->kind == V_INT) {
@@ -109,8 +163,9 @@ static struct val *arith(struct evalctx *c, const struct ast *e, struct val *l, 
 }
 
 static struct val *eval(struct evalctx *c, const struct ast *e, const struct env *env);
+static struct val *chain(struct evalctx *c, const struct ast *e, const struct env *env);
 
-bool val_eval_args(struct evalctx *c, const struct ast_arg *args, const struct env *env, struct varg **out, int *n)
+static bool eval_args(struct evalctx *c, const struct ast_arg *args, const struct env *env, struct varg **out, int *n)
 {
 	int cnt = ast_args_count(args);
 	struct varg *items = arena_array(c->a, (size_t)(cnt ? cnt : 1), sizeof *items);
@@ -130,7 +185,7 @@ bool val_eval_args(struct evalctx *c, const struct ast_arg *args, const struct e
 
 static struct val *eval(struct evalctx *c, const struct ast *e, const struct env *env)
 {
-	struct val *v, *l, *r;
+	struct val *v, *l;
 	switch (e->kind) {
 	case AST_INT: v = mk(c, V_INT, e->loc); v->i = e->u.i; return v;
 	case AST_FLOAT: v = mk(c, V_FLOAT, e->loc); v->f = e->u.f; return v;
@@ -142,23 +197,27 @@ static struct val *eval(struct evalctx *c, const struct ast *e, const struct env
 				v = arena_alloc(c->a, sizeof *v);
 				*v = *env->vals[k];
 				v->loc = e->loc;
+				v->from = env->vals[k];
+				v->param = env->names[k];
+				v->param_block = env->block->name;
 				return v;
 			}
 		}
 		v = mk(c, V_NAME, e->loc);
 		v->s = e->u.s;
 		v->name_loc = e->loc;
+		v->scope = env ? env->block : NULL;
 		return v;
 	case AST_CALL:
 		v = mk(c, V_CALL, e->loc);
 		v->s = e->u.call.name;
 		v->name_loc = e->u.call.name_loc;
-		if (!val_eval_args(c, e->u.call.args, env, &v->items, &v->n))
+		if (!eval_args(c, e->u.call.args, env, &v->items, &v->n))
 			return NULL;
 		return v;
 	case AST_TUPLE: case AST_LIST:
 		v = mk(c, e->kind == AST_TUPLE ? V_TUPLE : V_LIST, e->loc);
-		if (!val_eval_args(c, e->u.seq.items, env, &v->items, &v->n))
+		if (!eval_args(c, e->u.seq.items, env, &v->items, &v->n))
 			return NULL;
 		return v;
 	case AST_NEG:
@@ -170,22 +229,53 @@ static struct val *eval(struct evalctx *c, const struct ast *e, const struct env
 		diag_error(c->d, l->loc, "cannot negate %s", kind_name(l->kind));
 		return NULL;
 	case AST_BINOP:
-		l = eval(c, e->u.bin.l, env);
-		r = eval(c, e->u.bin.r, env);
-		if (!l || !r)
-			return NULL;
-		return arith(c, e, l, r);
+		return chain(c, e, env);
 	}
 	return NULL;
 }
 
+/* a + b + ... + z: the operators down the left operands, folded from the
+ * innermost out, each right operand evaluated even after an error so that
+ * every mistake in the chain is reported. */
+static struct val *chain(struct evalctx *c, const struct ast *e, const struct env *env)
+{
+	const struct ast *few[16], **ops = few;
+	int n = 0;
+	for (const struct ast *x = e; x->kind == AST_BINOP; x = x->u.bin.l)
+		n++;
+	if (n > 16)
+		ops = arena_array(c->a, (size_t)n, sizeof *ops);
+	int k = n;
+	const struct ast *x = e;
+	for (; x->kind == AST_BINOP; x = x->u.bin.l)
+		ops[--k] = x;
+	struct val *acc = eval(c, x, env);
+	for (k = 0; k < n; k++) {
+		struct val *r = eval(c, ops[k]->u.bin.r, env);
+		acc = acc && r ? arith(c, ops[k], acc, r) : NULL;
+	}
+	return acc;
+}
+
+static bool too_deep(struct evalctx *c, const struct ast *e)
+{
+	if (e->depth <= AST_MAX_DEPTH)
+		return false;
+	diag_error(c->d, e->loc, "expression nested more than %d deep", AST_MAX_DEPTH);
+	return true;
+}
+
 struct val *val_eval(struct evalctx *c, const struct ast *e, const struct env *env)
 {
-	if (e->depth > AST_MAX_DEPTH) {
-		diag_error(c->d, e->loc, "expression nested more than %d deep", AST_MAX_DEPTH);
-		return NULL;
-	}
-	return eval(c, e, env);
+	return too_deep(c, e) ? NULL : eval(c, e, env);
+}
+
+bool val_eval_args(struct evalctx *c, const struct ast_arg *args, const struct env *env, struct varg **out, int *n)
+{
+	for (const struct ast_arg *g = args; g; g = g->next)
+		if (too_deep(c, g->value))
+			return false;
+	return eval_args(c, args, env, out, n);
 }
 
 bool val_bind(struct diag *d, const char *callee, struct loc at, const struct varg *args, int nargs,
@@ -195,8 +285,15 @@ bool val_bind(struct diag *d, const char *callee, struct loc at, const struct va
 	for (int k = 0; k < nnames; k++)
 		slot[k] = NULL;
 	int pos = 0;
+	const struct varg *keyword = NULL;
 	for (int i = 0; i < nargs; i++) {
 		const struct varg *g = &args[i];
+		if (!g->key && keyword) {
+			diag_error(d, g->v->loc, "positional argument follows keyword argument '%s='; positional arguments come first",
+				   keyword->key);
+			ok = false;
+			continue;
+		}
 		if (!g->key) {
 			if (pos >= npos) {
 				if (npos == 0)
@@ -209,6 +306,7 @@ bool val_bind(struct diag *d, const char *callee, struct loc at, const struct va
 			slot[pos++] = g->v;
 			continue;
 		}
+		keyword = g;
 		int k = 0;
 		while (k < nnames && strcmp(names[k], g->key) != 0)
 			k++;
@@ -228,7 +326,12 @@ bool val_bind(struct diag *d, const char *callee, struct loc at, const struct va
 		if (slot[k]) {
 			struct loc kl = g->key_loc;
 			kl.len = (int)strlen(g->key);
-			diag_error(d, kl, "argument '%s' of %s given twice", g->key, callee);
+			if (k < pos) {
+				diag_error(d, kl, "argument '%s' of %s given twice, by position and by keyword", g->key, callee);
+				diag_note(d, slot[k]->loc, "'%s' is given by position here", g->key);
+			} else {
+				diag_error(d, kl, "argument '%s' of %s given twice", g->key, callee);
+			}
 			ok = false;
 			continue;
 		}
@@ -240,7 +343,13 @@ bool val_bind(struct diag *d, const char *callee, struct loc at, const struct va
 
 static bool mismatch(struct diag *d, const struct val *v, const char *what, const char *want)
 {
-	diag_error(d, v->loc, "%s must be %s, not %s", what, want, kind_name(v->kind));
+	if (suggest_param(d, v))
+		return false;
+	if (v->kind == V_NAME && !v->from)
+		diag_error(d, v->loc, "name '%s' is not defined; %s must be %s", v->s, what, want);
+	else
+		diag_error(d, v->loc, "%s must be %s, not %s", what, want, kind_name(v->kind));
+	val_note_origin(d, v);
 	return false;
 }
 

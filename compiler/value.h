@@ -30,6 +30,12 @@ struct val {
 	struct loc name_loc;
 	struct varg *items; /* TUPLE, LIST, CALL arguments */
 	int n;
+	const struct ast_section *scope; /* NAME: the block it was written in, else NULL */
+	/* A block parameter's value where the body uses it: the value the
+	 * parameter was bound to (a call's argument or the default), which may
+	 * itself come from an outer block's parameter. */
+	const struct val *from;
+	const char *param, *param_block;
 };
 
 /* Block parameters in scope while a block body is expanded. */
@@ -37,7 +43,7 @@ struct env {
 	const char *names[32];
 	struct val *vals[32];
 	int n;
-	const struct env *up; /* not searched: blocks see only their own parameters */
+	const struct ast_section *block; /* whose parameters these are */
 };
 
 struct evalctx {
@@ -52,11 +58,18 @@ bool val_eval_args(struct evalctx *c, const struct ast_arg *args, const struct e
 
 /* Bind args to the parameter names of a callee: slot[k] gets the argument
  * for names[k] (positional first, then by key) or NULL.  Reports unknown
- * keys (with the nearest name), repeats and surplus positionals. */
+ * keys (with the nearest name), repeats, surplus positionals and a
+ * positional after a keyword. */
 bool val_bind(struct diag *d, const char *callee, struct loc at, const struct varg *args, int nargs,
 	      const char *const *names, int npos, int nnames, struct val **slot);
 
-/* Typed reads: report at v->loc and return false on a mismatch. */
+/* After an error about v: notes pointing at the call (or default) that
+ * gave v to a block parameter, outermost call last. */
+void val_note_origin(struct diag *d, const struct val *v);
+
+/* Typed reads: report at v->loc and return false on a mismatch.  A name
+ * where a value is expected is reported as not defined, with the nearest
+ * parameter of its block suggested. */
 bool val_int(struct diag *d, const struct val *v, const char *what, int64_t *out);
 bool val_num(struct diag *d, const struct val *v, const char *what, double *out);
 bool val_bool(struct diag *d, const struct val *v, const char *what, bool *out);

@@ -135,7 +135,9 @@ struct ast *ast_binop(struct arena *a, struct loc at, char op, struct ast *l, st
 	e->u.bin.op = op;
 	e->u.bin.l = l;
 	e->u.bin.r = r;
-	e->depth = (l->depth > r->depth ? l->depth : r->depth) + 1;
+	/* a left operand continues a flat chain (a + b + c), which walkers
+	 * iterate; only the right operand nests */
+	e->depth = l->depth > r->depth + 1 ? l->depth : r->depth + 1;
 	return e;
 }
 

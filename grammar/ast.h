@@ -35,7 +35,9 @@ struct ast_arg {
 struct ast {
 	enum ast_kind kind;
 	struct loc loc;
-	int depth; /* nesting depth, bounded so later recursion is safe */
+	int depth; /* nesting depth, bounded so later recursion is safe; a
+	            * binary operator's left operand does not count, so walkers
+	            * iterate down the left operands (a + b + ... + z is flat) */
 	union {
 		int64_t i;
 		double f;

@@ -1,7 +1,8 @@
 /* test_compiler.c: unit tests of the front end and the compiler passes:
- * the arena, suggestions, parsing, arithmetic, the seed CNN's state_dict
- * names and counts against PyTorch's, FSDP units under both of the seed's
- * wrap policies, placement, and the memory plan's invariants.
+ * the arena, suggestions, parsing, arithmetic (a long flat sum included),
+ * the seed CNN's state_dict names and counts against PyTorch's, FSDP units
+ * under both of the seed's wrap policies, placement, and the memory plan's
+ * invariants.
  */
 #include <stdlib.h>
 
@@ -73,6 +74,18 @@ static void test_arithmetic(void)
 	/* floor division as Python's // */
 	p = compile_text("block B(d) {\n l = linear(d, 10 + (0 - 7) / 2)\n}\nmodel M {\n input(6)\n b = B(6)\n}\n", 1);
 	CHECK(p && p->nodes[1].a.linear.out == 6);
+	/* a flat sum of 5000 terms is not nesting: evaluated, and written back
+	 * in the canonical text, without deep recursion */
+	enum { TERMS = 5000 };
+	char *text = malloc(TERMS * 2 + 64);
+	int at = sprintf(text, "model M {\n input(6)\n l = linear(1");
+	for (int k = 1; k < TERMS; k++)
+		at += sprintf(text + at, "+1");
+	sprintf(text + at, " - 2 * 3)\n}\n");
+	p = compile_text(text, 1);
+	free(text);
+	CHECK(p && p->nodes[1].a.linear.out == TERMS - 6);
+	CHECK(p && strstr(p->text, "((((1 + 1) + 1) + 1) + 1)") && strstr(p->text, " - (2 * 3))"));
 }
 
 static void test_seed_cnn_names(void)

@@ -270,7 +270,7 @@ static bool apply_set(struct gather *g, const char *set)
 		diag_error(g->d, nowhere, "--set %s: only data, train and parallel settings can be overridden", set);
 		return false;
 	}
-	const char *text = arena_printf(g->a, "%s { %s = %s }\n", sec_name, key, eq + 1);
+	const char *text = arena_printf(g->a, "%s { %s = %s\n}\n", sec_name, key, eq + 1); /* a comment ends at the line */
 	struct source *src = source_from_string(g->a, "--set", text);
 	int before = g->d->errors;
 	struct ast_file *f = ast_parse(g->a, g->d, src);

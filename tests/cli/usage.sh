@@ -61,6 +61,7 @@ expect 2 "only data, train and parallel" check models/mnist_cnn.net --set model.
 expect 2 "did you mean 'epochs'" check models/mnist_cnn.net --set train.epoch=2
 expect 2 "epochs must be at least 1, not 0" check models/mnist_cnn.net --set train.epochs=0
 expect 0 '' check models/mnist_cnn.net --set train.epochs=1
+expect 0 '' check models/mnist_cnn.net --set 'train.epochs=1 # a comment, as in the file'
 [ -s "$tmp/out" ] || [ -s "$tmp/err" ] && fail "check with a valid --set printed something"
 
 # errors that depend on the rank count name the count given, not a first one-rank look

@@ -49,6 +49,7 @@ struct gpu {
 	void *ws;           /* cuDNN workspace, the largest any of its convolutions asked for */
 	size_t ws_bytes;
 	cudaEvent_t ev;     /* for ordering other GPUs' streams after this one */
+	double *hits;       /* a GPU but the first: argmax hits of a loss computed here, before the first GPU adds them */
 };
 
 struct cuda_state {
@@ -166,6 +167,12 @@ void cuda_join(struct exec *e)
 	for (int d = 1; d < c->ngpu; d++)
 		follow(c, d, 0);
 	CU(c, cudaSetDevice(device_base)); /* the first GPU's stream goes on: its kernels launch there */
+}
+
+void cuda_note(struct exec *e, cudaError_t r, const char *what)
+{
+	if (r != cudaSuccess)
+		failf(st(e), "%s failed: %s", what, cudaGetErrorString(r));
 }
 
 struct cuda_dev *cuda_dev_words(struct exec *e)
@@ -356,6 +363,8 @@ static int cu_prepare(struct exec *e, char *err, size_t errlen)
 			BLAS(c, cublasSetWorkspace(gp->blas, gp->blas_ws, BLAS_WS));
 		DNN(c, cudnnCreate(&gp->dnn));
 		DNN(c, cudnnSetStream(gp->dnn, gp->stream));
+		if (d > 0)
+			CU(c, cudaMalloc((void **)&gp->hits, sizeof *gp->hits));
 		/* a rank's GPUs read each other's memory (the loss reads targets
 		 * gathered on the first, every optimizer its step words) */
 		for (int o = 0; o < c->ngpu && !c->failed; o++) {
@@ -437,6 +446,8 @@ static void cu_release(struct exec *e)
 			cublasDestroy(gp->blas);
 		if (gp->blas_ws)
 			cudaFree(gp->blas_ws);
+		if (gp->hits)
+			cudaFree(gp->hits);
 		if (gp->ev)
 			cudaEventDestroy(gp->ev);
 		if (gp->stream)
@@ -736,6 +747,27 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 	check_launch(c, nd, "backward");
 }
 
+/* *correct (on the first GPU) += the argmax hits of the output on GPU d.
+ * The count adds with atomics, and over PCIe a peer's memory takes none
+ * (cudaDevP2PAttrNativeAtomicSupported): another GPU counts into a word of
+ * its own, which the first GPU then adds in.  Hits are whole numbers, so
+ * the sum is the same either way.  Leaves GPU d current. */
+static void count_hits(struct cuda_state *c, int d, const float *out, const void *y, int n, int per, double *correct)
+{
+	if (d == 0) {
+		kc_argmax_correct(c->g[0].stream, out, y, n, per, correct);
+		return;
+	}
+	struct gpu *gp = &c->g[d];
+	CU(c, cudaMemsetAsync(gp->hits, 0, sizeof *gp->hits, gp->stream));
+	kc_argmax_correct(gp->stream, out, y, n, per, gp->hits);
+	follow(c, d, 0);
+	on(c, 0);
+	kc_f64_axpy(c->g[0].stream, correct, gp->hits, 1.0, true);
+	follow(c, 0, d); /* the next count on GPU d zeroes the word after this read */
+	on(c, d);
+}
+
 void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, double weight, bool add, double *correct)
 {
 	struct cuda_state *c = st(e);
@@ -747,7 +779,8 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 	float *dout = train ? (float *)(void *)(exec_act(e, last) + p->mem[last].grad_off) : NULL;
 	int64_t per = numel(&p->nodes[last].out);
 	enum kern_reduction red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
-	cudaStream_t s = on(c, p->nodes[last].device)->stream; /* on the output's GPU */
+	int d = p->nodes[last].device;
+	cudaStream_t s = on(c, d)->stream; /* on the output's GPU */
 	switch (p->train.loss) {
 	case LOSS_MSE:
 		kc_mse(s, out, y, dout, per * n, red, e->loss_scale, loss, weight, add);
@@ -755,12 +788,12 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 	case LOSS_NLL:
 		kc_nll(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target);
 		if (correct)
-			kc_argmax_correct(s, out, y, n, (int)per, correct);
+			count_hits(c, d, out, y, n, (int)per, correct);
 		break;
 	case LOSS_CROSS_ENTROPY:
 		kc_cross_entropy(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target);
 		if (correct)
-			kc_argmax_correct(s, out, y, n, (int)per, correct);
+			count_hits(c, d, out, y, n, (int)per, correct);
 		break;
 	}
 }

@@ -32,6 +32,10 @@ extern const struct backend_ops backend_cuda;
 /* The first CUDA, cuBLAS or cuDNN failure of this executor (call,
  * file:line, the library's message), or NULL. */
 const char *cuda_error(struct exec *e);
+/* Keep r, the result of a CUDA call the trainer made for this executor
+ * (what: the call and where), as its first failure unless it succeeded:
+ * cuda_error then reports it, and the backend skips its later work. */
+void cuda_note(struct exec *e, cudaError_t r, const char *what);
 /* The stream of the rank's first GPU (inputs, targets, the step words),
  * and of its device d. */
 cudaStream_t cuda_stream(struct exec *e);

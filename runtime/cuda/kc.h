@@ -108,7 +108,9 @@ void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlo
 	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad);
 void kc_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
 		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad);
-/* *correct += rows whose first maximal logit is at the target class */
+/* *correct += rows whose first maximal logit is at the target class; an
+ * atomic add, so correct is memory of the stream's own GPU (a peer's takes
+ * no atomics over PCIe) */
 void kc_argmax_correct(cudaStream_t s, const float *logits, const int32_t *target, int n, int c, double *correct);
 
 /* ---- data on the device ---- */

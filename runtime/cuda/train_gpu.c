@@ -425,7 +425,7 @@ static int setup(struct gt *t)
 		t->e.loss_scale = 1.0f / (float)t->accum;
 	t->oc = train_optim_cfg(&tr->optim);
 	t->sc = train_sched_cfg(&tr->sched);
-	t->at = (struct ckpt_state){ 1, 0, 0, t->world, t->micro };
+	t->at = (struct ckpt_state){ .epoch = 1, .world = t->world, .micro = t->micro };
 	CK(t, cudaMalloc((void **)&t->w, sizeof *t->w));
 	CK(t, cudaMemsetAsync(t->w, 0, sizeof *t->w, t->s));
 	cuda_use_step(&t->e, &t->w->step);

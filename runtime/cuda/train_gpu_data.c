@@ -56,6 +56,31 @@ static void nap(double s)
 	nanosleep(&ts, NULL);
 }
 
+/* Abort every NCCL communicator of the rank (one per GPU). */
+static void abort_comms(struct gt *t)
+{
+	for (int d = 0; d < t->ngpu; d++)
+		if (t->dcomm[d])
+			comm_nccl_abort(t->dcomm[d]);
+}
+
+/* Poll every NCCL communicator of the rank: a collective of any of them
+ * may hold the compute stream (the first GPU's waits for every GPU's last
+ * bucket).  On an error, all are aborted and t->err names the GPU whose
+ * communicator failed; -1. */
+static int poll_comms(struct gt *t, const char *what)
+{
+	for (int d = 0; d < t->ngpu; d++) {
+		char why[sizeof t->err - 128];
+		if (t->dcomm[d] && comm_nccl_poll(t->dcomm[d], why, sizeof why) != 0) {
+			abort_comms(t);
+			return util_fail(t->err, sizeof t->err, "rank %d: the NCCL communicator of GPU %d failed during %s: %s", t->rank,
+					 t->base + d, what, why);
+		}
+	}
+	return 0;
+}
+
 /* Wait for the compute stream, watching NCCL; bounded by the job timeout. */
 int tg_wait(struct gt *t, const char *what)
 {
@@ -70,18 +95,18 @@ int tg_wait(struct gt *t, const char *what)
 			rc = util_fail(t->err, sizeof t->err, "rank %d: the GPU failed during %s: %s", t->rank, what, cudaGetErrorString(q));
 			break;
 		}
-		if (t->comm && comm_nccl_poll(t->comm, t->err, sizeof t->err) != 0) {
+		if (poll_comms(t, what) != 0) {
 			rc = -1;
 			break;
 		}
 		if (util_now() > deadline) {
-			if (t->comm)
-				comm_nccl_abort(t->comm);
+			abort_comms(t);
 			rc = util_fail(t->err, sizeof t->err,
 				       "rank %d: %s did not finish within %g s; a collective is stuck (%s; another rank died or stalled), "
-				       "communicator aborted", t->rank, what, 2 * t->p->parallel.timeout_s,
+				       "%s aborted", t->rank, what, 2 * t->p->parallel.timeout_s,
 				       t->sharded ? "FSDP's all-gathers and reduce-scatters" : t->comm ? "the DDP gradient all-reduce"
-				       : "no collective runs here, so the GPU itself hangs");
+				       : "no collective runs here, so the GPU itself hangs",
+				       t->ngpu > 1 ? "the communicators of all the rank's GPUs" : "its communicator");
 			break;
 		}
 		nap(pause);
@@ -108,23 +133,31 @@ int tg_reduce_host(struct gt *t, double *v, int n)
 	return tg_get(t, v, t->w->sums, (size_t)n * sizeof *v);
 }
 
-/* ---- FSDP's memory on the rank's GPUs (struct fsdp_dev) ---- */
+/* ---- FSDP's memory on the rank's GPUs (struct fsdp_dev) ----
+ * FSDP calls these between layers, after a layer on any GPU of the rank:
+ * each makes the first GPU current, whose stream the shards' work goes on
+ * (a kernel launched on another GPU's stream fails).  The table returns no
+ * status: a failure becomes the executor's (cuda_note), which the step
+ * reports, so no step goes on with stale gradients. */
 
 static void fdev_zero(void *ctx, float *p, int64_t n)
 {
 	struct gt *t = ctx;
-	cudaMemsetAsync(p, 0, (size_t)n * 4, t->s);
+	cuda_note(&t->e, cudaSetDevice(t->base), "cudaSetDevice before zeroing FSDP gradients");
+	cuda_note(&t->e, cudaMemsetAsync(p, 0, (size_t)n * 4, t->s), "cudaMemsetAsync zeroing FSDP gradients");
 }
 
 static void fdev_copy(void *ctx, float *dst, const float *src, int64_t n)
 {
 	struct gt *t = ctx;
-	cudaMemcpyAsync(dst, src, (size_t)n * 4, cudaMemcpyDeviceToDevice, t->s);
+	cuda_note(&t->e, cudaSetDevice(t->base), "cudaSetDevice before copying FSDP gradients");
+	cuda_note(&t->e, cudaMemcpyAsync(dst, src, (size_t)n * 4, cudaMemcpyDeviceToDevice, t->s), "cudaMemcpyAsync of FSDP gradients");
 }
 
 static void fdev_add(void *ctx, float *dst, const float *src, int64_t n)
 {
 	struct gt *t = ctx;
+	cuda_note(&t->e, cudaSetDevice(t->base), "cudaSetDevice before adding FSDP gradients");
 	kc_accumulate(t->s, dst, src, n);
 }
 

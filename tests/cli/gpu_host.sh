@@ -4,7 +4,7 @@
 # over Gloo), and its runs are compared with the CPU trainer's: the
 # one-kernel step and the layer-by-layer step, streamed and device-resident
 # data, two devices per rank with and without a pipeline, DDP and FSDP
-# (FULL_SHARD, SHARD_GRAD_OP) at 2 ranks, DDP over ranks of 2 devices, the
+# (FULL_SHARD, SHARD_GRAD_OP) at 2 ranks, DDP and FSDP over ranks of 2 devices, the
 # seed CNN with dropout, embeddings, batch norm and residuals, plain and
 # sharded checkpoints resumed, evaluation, and CUDA-graph steps against
 # step-by-step ones.  The
@@ -91,7 +91,9 @@ TRAINC_FAKE_GPUS=2 run mp4-gpu models/toy_mp.net --gpus 2 --set train.steps=10 -
 run mp4-cpu models/toy_mp.net --cpus 2 --threads 1 --set train.steps=10 --set parallel.microbatches=4
 same mp4-gpu mp4-cpu 1e-5 "toy_mp pipelined: 2 GPUs = 2 CPU devices"
 # a rank of 2 GPUs that evaluates a test set, with data on the device and
-# streamed in micro-batches (every kernel launched where its GPU is current)
+# streamed in micro-batches (every kernel launched where its GPU is current;
+# the output's GPU counts accuracy hits in its own memory, as the stand-in
+# refuses an atomic onto another GPU's)
 TRAINC_FAKE_GPUS=2 run mpe-gpu tests/cli/nets/mp_eval.net --gpus 2
 TRAINC_FAKE_GPUS=2 TRAINC_GPU_STREAM=1 run mpe-stream tests/cli/nets/mp_eval.net --gpus 2 --set parallel.microbatches=2
 run mpe-cpu tests/cli/nets/mp_eval.net --cpus 2 --threads 1
@@ -124,6 +126,13 @@ printf 'import "%s/models/toy_mp.net"\nparallel fsdp { wrap = size(min_params=50
 TRAINC_FAKE_GPUS=4 run mpf-gpu "$tmp/mpf.net" --gpus 4 --set train.steps=10
 run mpf-cpu "$tmp/mpf.net" --cpus 4 --threads 1 --set train.steps=10
 same mpf-gpu mpf-cpu 1e-6 "FSDP over 2 ranks of 2 GPUs = 2 ranks of 2 CPU devices"
+# units whose layers alternate between a rank's 2 GPUs, pipelined: a
+# unit's gradients are zeroed, and an older unit's added into its shard,
+# right after a layer on the second GPU (the stand-in stops a kernel
+# launched on the first GPU's stream while the second is current)
+TRAINC_FAKE_GPUS=4 run fsdp2dev-gpu tests/cli/nets/fsdp_2dev.net --gpus 4 --set parallel.microbatches=2
+run fsdp2dev-cpu tests/cli/nets/fsdp_2dev.net --cpus 4 --threads 1 --set parallel.microbatches=2
+same fsdp2dev-gpu fsdp2dev-cpu 1e-6 "FSDP, layers alternating between 2 GPUs of each rank, pipelined: GPU path = CPU"
 # an FSDP checkpoint (one shard per rank) written and resumed on the GPU path
 TRAINC_FAKE_GPUS=2 run fck-full tests/cli/nets/mlp_fsdp.net --gpus 2 --set train.steps=8
 TRAINC_FAKE_GPUS=2 TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_fsdp.net --gpus 2 --set train.steps=4 --save "$tmp/fck" \

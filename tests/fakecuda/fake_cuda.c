@@ -28,7 +28,8 @@
  * workspace of a convolution).  CUDA's rules for several GPUs hold: a
  * kernel launches only on a stream of the current GPU, an event records
  * only on a stream of its own GPU, a library handle serves the GPU it was
- * created on, a kernel reaches another GPU's memory only with peer access,
+ * created on, a kernel reaches another GPU's memory only with peer access
+ * and updates atomically only its own GPU's (as over PCIe),
  * NCCL's buffers and stream are its communicator's GPU's.  So do capture's:
  * a stream takes part only after waiting for an event of the capture, work
  * on any other stream while capturing is an error here, and every stream
@@ -110,6 +111,30 @@ struct CUgraphNode_st { int unused; };
 
 static _Thread_local struct tape *capturing;
 static _Thread_local long capture_gen; /* captures begun on this thread */
+
+/* A collective lost to TRAINC_FAKE_NCCL_FAIL (the NCCL section): 1 while
+ * it holds this process's streams, 2 once a query has found them not
+ * ready; 0 when none does, or after its communicator was aborted. */
+static int stuck;
+
+/* A query of a stream or event: not ready while a lost collective holds it. */
+static cudaError_t stuck_query(void)
+{
+	if (!stuck)
+		return cudaSuccess;
+	stuck = 2;
+	return cudaErrorNotReady;
+}
+
+/* A blocking wait: on a GPU it never returns behind a lost collective. */
+static void stuck_wait(const char *call)
+{
+	if (stuck) {
+		fprintf(stderr, "fake CUDA: %s waits behind a failed NCCL collective: on a GPU it never returns (query the stream "
+				"and poll NCCL instead)\n", call);
+		abort();
+	}
+}
 
 /* ---- device memory: allocations are carved in order from one reserved
  * range (never reused; a freed block's pages are given back), kept
@@ -244,17 +269,26 @@ static void *dev_alloc(size_t size)
 	return p; /* fresh pages read as zeros */
 }
 
-/* the device whose memory q is in, or -1 */
-static int device_of(const void *q)
+/* the device whose memory q is in, or -1; *lo and *hi (when not NULL)
+ * get the bounds of its allocation */
+static int device_span(const void *q, const void **lo, const void **hi)
 {
 	const char *c = q;
 	int d = -1;
 	pthread_mutex_lock(&dev_lock);
 	for (int i = 0; i < nblocks && d < 0; i++)
-		if (c >= blocks[i].p && c < blocks[i].p + blocks[i].size)
+		if (c >= blocks[i].p && c < blocks[i].p + blocks[i].size) {
 			d = blocks[i].device;
+			if (lo && hi)
+				*lo = blocks[i].p, *hi = blocks[i].p + blocks[i].size;
+		}
 	pthread_mutex_unlock(&dev_lock);
 	return d;
+}
+
+static int device_of(const void *q)
+{
+	return device_span(q, NULL, NULL);
 }
 
 bool fake_is_device(const void *q)
@@ -274,6 +308,22 @@ void fake_kernel_check(const char *name, cudaStream_t s)
 	if (sd != current) {
 		fprintf(stderr, "fake CUDA: kernel %s launched on a stream of GPU %d while GPU %d is current: on a GPU the launch fails\n",
 			name, sd, current);
+		abort();
+	}
+}
+
+int fake_stream_device(cudaStream_t s)
+{
+	return s ? s->device : current;
+}
+
+void fake_atomic_check(const char *name, int d, const void *p, const void **lo, const void **hi)
+{
+	int at = device_span(p, lo, hi);
+	if (at != d) {
+		fprintf(stderr, "fake CUDA: kernel %s on GPU %d made an atomic update of %s: atomics on a peer's memory are not "
+				"guaranteed over PCIe (cudaDevP2PAttrNativeAtomicSupported); count on the kernel's own GPU and add "
+				"the result over\n", name, d, at >= 0 ? "another GPU's memory" : "memory that is not device memory");
 		abort();
 	}
 }
@@ -513,6 +563,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags)
 cudaError_t cudaDeviceSynchronize(void)
 {
 	NOT_WHILE_CAPTURING();
+	stuck_wait("cudaDeviceSynchronize");
 	drain_all();
 	return cudaSuccess;
 }
@@ -719,6 +770,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
 	NOT_WHILE_CAPTURING();
+	stuck_wait("cudaStreamSynchronize");
 	drain(S(s), S(s)->n - 1);
 	return cudaSuccess;
 }
@@ -727,7 +779,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 {
 	NOT_WHILE_CAPTURING();
 	drain(S(s), S(s)->n - 1);
-	return cudaSuccess;
+	return stuck_query();
 }
 
 /* While capturing, a stream that waits for an event recorded in the
@@ -856,12 +908,13 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
 	NOT_WHILE_CAPTURING();
 	if (e->s)
 		drain(e->s, e->pos);
-	return cudaSuccess;
+	return stuck_query();
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
 	NOT_WHILE_CAPTURING();
+	stuck_wait("cudaEventSynchronize");
 	if (e->s)
 		drain(e->s, e->pos);
 	return cudaSuccess;
@@ -1325,9 +1378,33 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, co
 
 /* ---- NCCL over Gloo: the unique id carries the TCP port of a store that
  * rank 0 serves, every rank joins a Gloo communicator through it, and each
- * collective runs there at once ("device" memory is host memory) ---- */
+ * collective runs there at once ("device" memory is host memory).
+ * TRAINC_FAKE_NCCL_FAIL=G:N loses the Nth collective of GPU G's
+ * communicator as a real one is lost when a peer fails mid-way: the call
+ * enqueues it and succeeds, it never completes, so every stream query of
+ * the process says not ready (and a blocking wait stops it, as it would
+ * hang on a GPU), and later collectives wait behind it, until that
+ * communicator is aborted; its
+ * ncclCommGetAsyncError reports the failure once a query has waited. ---- */
 
-struct ncclComm { struct comm *c; struct store_client *st; int device; };
+struct ncclComm { struct comm *c; struct store_client *st; int device, ncoll; bool lost; };
+
+/* Whether this collective of c is the one TRAINC_FAKE_NCCL_FAIL loses
+ * (or c already lost one: later ones never start either). */
+static bool lose(struct ncclComm *c)
+{
+	static int gpu = -2, nth;
+	if (gpu == -2) {
+		const char *v = getenv("TRAINC_FAKE_NCCL_FAIL");
+		if (!v || sscanf(v, "%d:%d", &gpu, &nth) != 2)
+			gpu = -1;
+	}
+	if (c->lost || c->device != gpu || ++c->ncoll != nth)
+		return c->lost;
+	c->lost = true;
+	stuck = 1;
+	return true;
+}
 
 const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "NCCL error (host stand-in)"; }
 const char *ncclGetLastError(ncclComm_t c) { (void)c; return ""; }
@@ -1368,7 +1445,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
 	return ncclSuccess;
 }
 
-ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *r) { (void)c; *r = ncclSuccess; return ncclSuccess; }
+ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *r)
+{
+	*r = c->lost && stuck == 2 ? ncclSystemError : ncclSuccess;
+	return ncclSuccess;
+}
 ncclResult_t ncclCommFinalize(ncclComm_t c) { (void)c; return ncclSuccess; }
 
 ncclResult_t ncclCommDestroy(ncclComm_t c)
@@ -1382,7 +1463,12 @@ ncclResult_t ncclCommDestroy(ncclComm_t c)
 	return ncclSuccess;
 }
 
-ncclResult_t ncclCommAbort(ncclComm_t c) { return ncclCommDestroy(c); }
+ncclResult_t ncclCommAbort(ncclComm_t c)
+{
+	if (c && c->lost)
+		stuck = 0;
+	return ncclCommDestroy(c);
+}
 
 static size_t type_size(ncclDataType_t t)
 {
@@ -1459,6 +1545,8 @@ static ncclResult_t coll(cudaStream_t s, struct coll_args a)
 		fprintf(stderr, "fake NCCL: a collective of GPU %d's communicator given memory or a stream of another GPU\n", a.c->device);
 		return ncclInvalidArgument;
 	}
+	if (stuck || lose(a.c))
+		return ncclSuccess; /* queued behind the lost collective: on a GPU the call would not wait for it */
 	if (tape_record_on(s, coll_replay, &a, sizeof a))
 		return ncclSuccess;
 	fake_dev_open();

@@ -12,6 +12,9 @@
  * plane by plane): losses, activations, pools, softmax and the optimizer
  * equal the CPU backend bit for bit; normalisation differs from it only by
  * its vectorised float sums.  Neither matches the GPU's last bits.
+ * The one check it makes beyond fake_cuda.c's launch rules: a kernel that
+ * adds with atomics (argmax hits, the embedding's gradient) updates memory
+ * of its own stream's GPU.
  * Does not: check launches, emulate device memory, or run concurrently.
  */
 #include "runtime/cuda/kc.h"
@@ -351,6 +354,8 @@ static void host_embedding_fwd(cudaStream_t s, const int32_t *idx, const float *
 static void host_embedding_bwd(cudaStream_t s, const int32_t *idx, const float *dy, float *dw, int64_t n, int vocab, int dim,
 		      int padding_idx)
 {
+	if (dw && n > 0) /* the kernel adds with atomics */
+		fake_atomic_check("embedding_bwd", fake_stream_device(s), dw, NULL, NULL);
 	for (int64_t e = 0; dw && dim > 0 && e < n * dim; e++) {
 		int32_t id = idx[e / dim];
 		if (id != padding_idx && id >= 0 && id < vocab)
@@ -520,6 +525,8 @@ static void host_cross_entropy(cudaStream_t s, const float *logits, const int32_
 
 static void host_argmax_correct(cudaStream_t s, const float *logits, const int32_t *target, int n, int c, double *correct)
 {
+	if (n > 0) /* the kernel adds with an atomic */
+		fake_atomic_check("argmax_correct", fake_stream_device(s), correct, NULL, NULL);
 	double hits = 0;
 	for (int r = 0; r < n; r++)
 		hits += body_argmax_hit(logits + (int64_t)r * c, c, target[r]);

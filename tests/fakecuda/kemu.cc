@@ -48,6 +48,7 @@ struct launch {
 	const char *name;
 	dim3 grid, block;
 	std::function<void()> body;
+	int device; /* its stream's GPU */
 };
 
 /* the scheduler: the fibers and barriers of the running block; one launch
@@ -59,6 +60,7 @@ struct sched {
 	std::vector<unsigned char> slots; /* per warp: 2 generations x 32 lanes x SLOT_BYTES */
 	unsigned nt = 0, live = 0, arrived = 0, gen = 0;
 	bool waited = false, progress = false, direct = false;
+	const void *alo = nullptr, *ahi = nullptr; /* an allocation checked for atomics in this launch */
 	jmp_buf main;
 };
 
@@ -195,6 +197,7 @@ void run(const launch &k)
 {
 	std::lock_guard<std::mutex> hold(run_lock);
 	S.k = &k;
+	S.alo = S.ahi = nullptr;
 	S.nt = k.block.x;
 	S.waited = S.direct = false;
 	kemu_now.grid = k.grid;
@@ -286,6 +289,15 @@ __attribute__((noinline)) double __dmul_rn(double a, double b)
 	return a * b;
 }
 
+void kemu_atomic_at(const void *p)
+{
+	if (!S.k)
+		die("an atomic outside a kernel");
+	if (p >= S.alo && p < S.ahi)
+		return;
+	fake_atomic_check(S.k->name, S.k->device, p, &S.alo, &S.ahi);
+}
+
 void __syncwarp(unsigned mask)
 {
 	if (mask != 0xffffffffu)
@@ -311,7 +323,7 @@ void kemu_launch(const char *name, dim3 grid, dim3 block, size_t shared, cudaStr
 		fprintf(stderr, "kemu: kernel %s: only one-dimensional grids and blocks are emulated\n", name);
 		abort();
 	}
-	std::unique_ptr<launch> k(new launch{ name, grid, block, std::move(body) });
+	std::unique_ptr<launch> k(new launch{ name, grid, block, std::move(body), fake_stream_device(s) });
 	const launch *p = k.get();
 	if (!tape_record_on(s, replay, &p, sizeof p)) {
 		fake_dev_open();

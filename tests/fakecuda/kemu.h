@@ -14,7 +14,8 @@
  * have exited or wait elsewhere) stops the process with the kernel's name.
  * Launch shapes are checked as CUDA checks them (cudaErrorInvalidConfiguration
  * at the next cudaGetLastError), and every pointer argument must point
- * into memory cudaMalloc gave (a host pointer stops the process).
+ * into memory cudaMalloc gave (a host pointer stops the process); an
+ * atomic must update memory of its own stream's GPU.
  * TRAINC_KEMU_ORDER=reverse runs the blocks and, between barriers, the
  * threads in reverse order: a kernel whose result depends on the order of
  * its threads (a race) answers differently in the two orders;
@@ -102,9 +103,14 @@ template <typename T> T __shfl_sync(unsigned mask, T v, int lane, int width = 32
 	return got;
 }
 
+/* Stops the process unless p is memory of the running kernel's own GPU:
+ * atomics on a peer's memory are not guaranteed over PCIe. */
+void kemu_atomic_at(const void *p);
+
 /* one block runs at a time on one OS thread, so a plain update is atomic */
 template <typename T> T atomicAdd(T *p, T v)
 {
+	kemu_atomic_at(p);
 	T old = *p;
 	*p = old + v;
 	return old;

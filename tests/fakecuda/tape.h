@@ -31,4 +31,12 @@ bool fake_reachable(const void *p);
 /* A kernel launch on stream s: stops the process if s is another GPU's
  * than the current one (the launch fails on a GPU). */
 void fake_kernel_check(const char *name, cudaStream_t s);
+/* The GPU of stream s (NULL: the current one). */
+int fake_stream_device(cudaStream_t s);
+/* An atomic update at p by kernel `name` running on GPU d: stops the
+ * process unless p is GPU d's own memory (atomics on a peer's memory are
+ * not guaranteed over PCIe).  *lo and *hi (when not NULL) get the bounds
+ * of p's allocation, which the caller may take as checked for the rest of
+ * the launch. */
+void fake_atomic_check(const char *name, int d, const void *p, const void **lo, const void **hi);
 #endif

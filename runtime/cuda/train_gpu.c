@@ -270,7 +270,7 @@ static int evaluate(struct gt *t)
 		int m = (int)(t->eval_count - at < EB ? t->eval_count - at : EB);
 		cuda_join(e); /* the last chunk's loss read the targets this one overwrites */
 		if (t->dtest.streamed) {
-			/* this chunk's samples, the short last one padded with its first (as train.c) */
+			/* this chunk's samples, the short last one filled up with its first (the forward reads m) */
 			for (int64_t k = 0; k < EB; k++)
 				t->hidx[k] = k < m ? t->rank + (at + k) * t->world : t->rank + at * t->world;
 			dataset_fill(&t->test, t->hidx, (int)EB, t->htx, t->hty);
@@ -281,7 +281,7 @@ static int evaluate(struct gt *t)
 			kc_gather_rows(t->s, in, t->dtest.x, t->dtest.xw, t->eval_order + at, &w->zero, EB);
 			kc_gather_rows(t->s, t->eval_ybuf, t->dtest.y, t->dtest.yw, t->eval_order + at, &w->zero, EB);
 		}
-		exec_forward_range(e, 1, p->nnodes, (int)EB, false);
+		exec_forward_range(e, 1, p->nnodes, m, false); /* the padding rows of a short chunk are not read */
 		/* the seed sums per-sample losses and divides by the set size */
 		cuda_loss(e, t->eval_ybuf, m, false, &w->sums[0], p->train.reduction == RED_SUM ? 1.0 : (double)m, true, &w->sums[1]);
 	}
@@ -397,8 +397,11 @@ static int setup(struct gt *t)
 	 * pipeline chunks), the epoch's last one (chunked alike), the test batch */
 	t->pipe_m = p->parallel.microbatches > 1 ? (int)p->parallel.microbatches : 1;
 	int64_t lchunk = (last + t->pipe_m - 1) / t->pipe_m, chunk = (B + t->pipe_m - 1) / t->pipe_m;
-	int64_t sizes[5] = { chunk, B - chunk * ((B + chunk - 1) / chunk - 1), lchunk, last - lchunk * ((last + lchunk - 1) / lchunk - 1),
-			     p->eval_batch };
+	/* and this rank's last test chunk, at its own size: padding it would
+	 * change batch statistics (batchnorm without running statistics) */
+	int64_t tn = t->has_test ? t->test.n : 0, mine = tn > t->rank ? (tn - t->rank + t->world - 1) / t->world : 0;
+	int64_t sizes[6] = { chunk, B - chunk * ((B + chunk - 1) / chunk - 1), lchunk, last - lchunk * ((last + lchunk - 1) / lchunk - 1),
+			     p->eval_batch, mine % p->eval_batch ? mine % p->eval_batch : p->eval_batch };
 	for (int d = 0; d < t->ngpu; d++) {
 		CK(t, cudaSetDevice(t->base + d));
 		CK(t, cudaStreamCreateWithFlags(&t->cs[d], cudaStreamNonBlocking));
@@ -406,7 +409,7 @@ static int setup(struct gt *t)
 	}
 	CK(t, cudaSetDevice(t->base));
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
-	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 5, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0) {
+	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 6, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0) {
 		size_t free_b = 0, total_b = 0;
 		char what[sizeof t->err];
 		memcpy(what, t->err, sizeof what);
@@ -462,7 +465,7 @@ static int setup(struct gt *t)
 		int64_t *h = malloc((size_t)(t->eval_len + 1) * sizeof *h);
 		if (!h)
 			return util_fail(t->err, sizeof t->err, "out of memory");
-		/* a short last chunk is padded with its first sample, as train.c */
+		/* a short last chunk's gather fills the rest with its first sample; the forward reads m rows */
 		for (int64_t i = 0; i < t->eval_len; i++)
 			h[i] = i < t->eval_count ? t->rank + i * t->world : t->rank + (t->eval_count - 1) / EB * EB * t->world;
 		cudaError_t r2 = cudaMalloc((void **)&t->eval_order, (size_t)(t->eval_len + 1) * sizeof *h);
@@ -618,7 +621,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	int64_t nb = t->smp.num_batches, B = t->micro;
 	if (tg_set_epoch(t, t->at.epoch) != 0)
 		return -1;
-	double te = util_now(), loss_sum = 0;
+	double te = util_now();
 	int64_t seen = 0, micro_done = 0, graph_steps = 0;
 	bool budget_spent = false, timing = false;
 	while (t->at.batch < nb) {
@@ -658,6 +661,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 		t->at.step++;
 		micro_done += count;
 		seen += samples;
+		t->ep_n += (double)samples;
 		*images += samples;
 		launch_beat();
 		bool log = micro_done % tr->log_interval < (int64_t)count || t->at.batch == nb;
@@ -668,15 +672,21 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 			double last = 0, sum = 0;
 			if (read_losses(t, samples, &last, &sum) != 0)
 				return -1;
-			loss_sum += sum;
+			t->ep_loss += sum;
 			if (t->rank == 0)
 				train_report_step(t->rd_ok ? &t->rd : NULL, t->tty, true, &t->at, t->at.batch * B, t->smp.num_samples, last,
 						  sched_lr(&t->sc, tr->optim.lr, t->at.epoch - 1, t->at.step - 1),
 						  (double)seen * t->world / (util_now() - te));
 		}
-		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
-		    (close_span(t, &timing, &graph_steps) != 0 || tg_checkpoint(t, t->o->save) != 0))
-			return -1;
+		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0) {
+			/* the losses so far, for the epoch's sums the checkpoint keeps */
+			double last, sum;
+			if (close_span(t, &timing, &graph_steps) != 0 || read_losses(t, samples, &last, &sum) != 0)
+				return -1;
+			t->ep_loss += sum;
+			if (tg_checkpoint(t, t->o->save) != 0)
+				return -1;
+		}
 		if (tr->steps && t->at.step >= tr->steps) {
 			budget_spent = true;
 			break;
@@ -694,12 +704,12 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	double last, sum;
 	if (read_losses(t, 1, &last, &sum) != 0)
 		return -1;
-	loss_sum += sum;
+	t->ep_loss += sum;
 	if (tg_wait(t, "the epoch") != 0)
 		return -1;
 	double dt = util_now() - te;
 	*train_time += dt;
-	double sums[2] = { loss_sum, (double)seen };
+	double sums[2] = { t->ep_loss, t->ep_n };
 	if (tg_reduce_host(t, sums, 2) != 0)
 		return -1;
 	if (t->rank == 0)
@@ -846,7 +856,9 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 	float loop_ms = 0;
 	if (rc == 0 && cudaEventRecord(t->ev_e0, t->s) != cudaSuccess)
 		rc = util_fail(t->err, sizeof t->err, "cudaEventRecord failed");
-	while (rc == 0 && t->at.epoch <= t->epochs_total) {
+	/* a checkpoint taken at the last step, resumed, has nothing left to train */
+	bool spent = p->train.steps && t->at.step >= p->train.steps;
+	while (!spent && rc == 0 && t->at.epoch <= t->epochs_total) {
 		int r = run_epoch(t, &train_time, &images);
 		if (r < 0 || (t->has_test && evaluate(t) != 0)) {
 			rc = -1;
@@ -856,6 +868,7 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 			break;
 		t->at.epoch++;
 		t->at.batch = 0;
+		t->ep_loss = t->ep_n = 0;
 	}
 	if (rc == 0 && (cudaEventRecord(t->ev_e1, t->s) != cudaSuccess || cudaEventSynchronize(t->ev_e1) != cudaSuccess ||
 			cudaEventElapsedTime(&loop_ms, t->ev_e0, t->ev_e1) != cudaSuccess))

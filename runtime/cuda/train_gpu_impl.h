@@ -117,6 +117,8 @@ struct gt {
 	int accum, epochs_total;
 	int64_t read_step;       /* steps whose losses were read back */
 	struct ckpt_state at;
+	double ep_loss, ep_n;    /* this rank's summed per-sample loss and samples of the epoch so far (rank 0's
+				  * include a resumed checkpoint's, of every rank) */
 	bool tty;
 	char err[1024];
 };

@@ -67,6 +67,9 @@ int tg_load_state(struct gt *t)
 		if (rc == 0)
 			rc = train_resume_at(p, o->resume, "--gpus", &t->at, t->world, t->micro, t->smp.num_batches, t->rank, t->err,
 					     sizeof t->err);
+		/* the epoch's sums so far, of every rank, count once: on rank 0 */
+		t->ep_loss = t->rank == 0 ? t->at.loss_sum : 0;
+		t->ep_n = t->rank == 0 ? t->at.loss_n : 0;
 	} else if (o->init) {
 		rc = weights_load(p, t->h_params, o->init, true, t->err, sizeof t->err);
 		if (rc == 0 && t->rank == 0)
@@ -164,6 +167,11 @@ int tg_checkpoint(struct gt *t, const char *dir)
 	if (t->saved_step == t->at.step && t->at.step > 0)
 		return 0; /* checkpoint_every just wrote this step */
 	t->saved_step = t->at.step;
+	double v[2] = { t->ep_loss, t->ep_n }; /* so that a resumed epoch's average is the whole epoch's */
+	if (tg_reduce_host(t, v, 2) != 0)
+		return -1;
+	t->at.loss_sum = v[0];
+	t->at.loss_n = v[1];
 	if (t->sharded)
 		return sharded_checkpoint(t, dir);
 	if (download_state(t, true) != 0)

@@ -10,26 +10,11 @@ case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRA
 cd "$(dirname "$0")/../.." || exit 1
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-cat > "$tmp/bn.net" <<'EOF_NET'
-model B {
-    input(2, 3, 3)
-    conv = conv2d(2, 4, kernel=1)
-    bn = batchnorm2d(4, track_running_stats=false)
-    relu
-    flatten
-    fc = linear(3)
-}
-data {
-    train = synthetic(input=randn(2, 3, 3), target=classes(3), samples=8)
-    test = synthetic(input=randn(2, 3, 3), target=classes(3), samples=6)
-}
-train { loss = cross_entropy; optimizer = sgd(lr=0.1); batch = 4; steps = 2 }
-EOF_NET
 # loss N B [ARGS]: the test loss with N test samples at test_batch B
 loss() {
 	n=$1 b=$2
 	shift 2
-	"$TRAINC" "$tmp/bn.net" --set "data.test=synthetic(input=randn(2, 3, 3), target=classes(3), samples=$n)" \
+	"$TRAINC" tests/cli/nets/bn_eval.net --set "data.test=synthetic(input=randn(2, 3, 3), target=classes(3), samples=$n)" \
 		--set train.test_batch="$b" --run-dir "$tmp/r$n-$b$*" "$@" > "$tmp/out" 2>&1 || { cat "$tmp/out"; echo "run failed" >&2; exit 1; }
 	sed -n 's/.*"kind": "eval".*"loss": \([^,]*\),.*/\1/p' "$tmp/r$n-$b$*/metrics.jsonl" | tail -n 1 # the last epoch's
 }

@@ -140,6 +140,23 @@ TRAINC_FAKE_GPUS=2 TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_fsdp.net --
 grep -q '(2 shards)' "$tmp/fck1.log" || fail "the FSDP checkpoint was not sharded: $(grep Checkpoint "$tmp/fck1.log")"
 TRAINC_FAKE_GPUS=2 run fck-rest tests/cli/nets/mlp_fsdp.net --gpus 2 --set train.steps=8 --resume "$tmp/fck"
 same fck-full fck-rest 0 "FSDP sharded checkpoint on the GPU path: resumed = uninterrupted"
+# the resumed epoch's average covers the steps before the stop too
+grep 'Average loss' "$tmp/fck-rest.log" | cut -f 1,2 > "$tmp/avg-rest"
+grep 'Average loss' "$tmp/fck-full.log" | cut -f 1,2 | tail -n "$(wc -l < "$tmp/avg-rest")" > "$tmp/avg-full"
+[ -s "$tmp/avg-rest" ] && cmp -s "$tmp/avg-full" "$tmp/avg-rest" ||
+	fail "epoch averages after a resume on the GPU path: $(cat "$tmp/avg-full") against $(cat "$tmp/avg-rest")"
+# resumed at its last step: nothing more is trained
+TRAINC_FAKE_GPUS=2 TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_fsdp.net --gpus 2 --set train.steps=4 --resume "$tmp/fck" \
+	--run-dir "$tmp/run-fck2" > "$tmp/fck2.log" 2>&1 || { fail "resuming at the last step:"; tail -n 5 "$tmp/fck2.log"; }
+grep -q 'Nothing to train' "$tmp/fck2.log" && ! grep -q '"kind": "step"' "$tmp/run-fck2/metrics.jsonl" ||
+	fail "a GPU run resumed at its last step trained on: $(cat "$tmp/fck2.log")"
+# evaluation with batch statistics (batchnorm without running statistics)
+# and a short last test chunk, which runs at its own size on both paths
+run bneval-gpu tests/cli/nets/bn_eval.net --gpus 1
+run bneval-cpu tests/cli/nets/bn_eval.net --cpus 1 --threads 1
+evloss() { sed -n 's/.*"kind": "eval".*"loss": \([^,]*\),.*/\1/p' "$tmp/run-$1/metrics.jsonl"; }
+awk -v a="$(evloss bneval-gpu)" -v b="$(evloss bneval-cpu)" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-6) }' ||
+	fail "evaluation with a short last chunk and batch statistics: GPU $(evloss bneval-gpu), CPU $(evloss bneval-cpu)"
 
 # embeddings (token ids), batch norm, residuals, pools
 run tok-gpu models/token_mlp.net --gpus 1 --set train.steps=8

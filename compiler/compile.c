@@ -31,6 +31,7 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 		return NULL;
 	struct plan *p = arena_alloc(a, sizeof *p);
 	p->path = o->path;
+	p->sources = s.sources;
 	p->world = o->world > 0 ? o->world : 1;
 	/* the model usually comes first in a file: report its errors first */
 	bool ok = lower_model(a, d, &s, p);

@@ -206,6 +206,7 @@ struct plan_parallel {
 struct plan {
 	const char *model_name;
 	const char *path;          /* the main .net file */
+	const struct source *sources; /* every file read: the main one, its imports ("--set" for options) */
 	int world;                 /* ranks the plan was made for */
 	int ndevices;              /* devices per rank (from @device) */
 	struct loc device_loc;     /* the @device annotation with the highest index */

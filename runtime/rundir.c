@@ -324,6 +324,15 @@ static int write_run(struct rundir *r, const struct plan *p, const char *version
 	commit[0] = 0;
 	if (p->path)
 		git_info(p->path, commit, sizeof commit, &dirty);
+	/* the files it imports count too, each in the repository that holds it */
+	for (const struct source *src = p->sources; src && dirty == 0; src = src->next) {
+		char c2[80];
+		int d2 = -1;
+		if (src->path && strcmp(src->path, "--set") != 0 && strcmp(src->path, p->path) != 0) {
+			git_info(src->path, c2, sizeof c2, &d2);
+			dirty = d2 == 1 ? 1 : dirty;
+		}
+	}
 
 	FILE *f = open_in(r, "run.json", "w", file, sizeof file);
 	if (!f)
@@ -406,11 +415,19 @@ int rundir_metric_step(struct rundir *r, int64_t step, int64_t epoch, double los
 	return rundir_metric(r, fields);
 }
 
-int rundir_metric_eval(struct rundir *r, int64_t epoch, double loss, double accuracy)
+int rundir_metric_eval(struct rundir *r, int64_t step, int64_t epoch, double loss, double accuracy)
 {
-	char fields[192], a[32], b[32];
-	snprintf(fields, sizeof fields, "\"kind\": \"eval\", \"epoch\": %lld, \"loss\": %s, \"accuracy\": %s",
-		 (long long)epoch, number(a, sizeof a, loss), number(b, sizeof b, accuracy));
+	char fields[224], a[32], b[32];
+	snprintf(fields, sizeof fields, "\"kind\": \"eval\", \"step\": %lld, \"epoch\": %lld, \"loss\": %s, \"accuracy\": %s",
+		 (long long)step, (long long)epoch, number(a, sizeof a, loss), number(b, sizeof b, accuracy));
+	return rundir_metric(r, fields);
+}
+
+int rundir_metric_epoch(struct rundir *r, int64_t step, int64_t epoch, double loss, double images_per_s)
+{
+	char fields[224], a[32], b[32];
+	snprintf(fields, sizeof fields, "\"kind\": \"epoch\", \"step\": %lld, \"epoch\": %lld, \"loss\": %s, \"images_per_s\": %s",
+		 (long long)step, (long long)epoch, number(a, sizeof a, loss), number(b, sizeof b, images_per_s));
 	return rundir_metric(r, fields);
 }
 

@@ -47,9 +47,14 @@ int rundir_metric(struct rundir *r, const char *json_fields);
  * NaN and infinities are written as null. */
 int rundir_metric_step(struct rundir *r, int64_t step, int64_t epoch, double loss, double lr, double images_per_s);
 
-/* An evaluation: "kind": "eval", epoch, loss, accuracy (a fraction, NaN
- * when the targets are not classes). */
-int rundir_metric_eval(struct rundir *r, int64_t epoch, double loss, double accuracy);
+/* An evaluation: "kind": "eval", step (optimizer steps done), epoch, loss,
+ * accuracy (a fraction, NaN when the targets are not classes). */
+int rundir_metric_eval(struct rundir *r, int64_t step, int64_t epoch, double loss, double accuracy);
+
+/* An epoch's end (or the part of it a step budget ran): "kind": "epoch",
+ * step, epoch, loss (the average over the epoch's samples, every rank's),
+ * images_per_s. */
+int rundir_metric_epoch(struct rundir *r, int64_t step, int64_t epoch, double loss, double images_per_s);
 
 /* The run directory, to place files such as weights.safetensors in. */
 const char *rundir_path(const struct rundir *r);

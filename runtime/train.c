@@ -195,6 +195,7 @@ struct trainer {
 	int64_t epochs;
 	struct ckpt_state at; /* where training stands: epoch, micro-batches of it, steps */
 	int64_t test_n;       /* test samples, known from the headers before the set loads */
+	double eval_busy;     /* seconds the communicator was busy during evaluation */
 	double ep_loss, ep_n; /* this rank's summed per-sample loss and samples of the epoch so far
 			       * (rank 0's include a resumed checkpoint's, of every rank) */
 	bool tty;
@@ -237,8 +238,23 @@ static int reduce_sums(struct trainer *t, double *v, int n)
 	return rc;
 }
 
-/* Each rank takes test samples rank, rank + world, ...; sums are reduced. */
+static int evaluate_all(struct trainer *t);
+
+/* Evaluation's collectives (FSDP's gathers, the sums) are not training's:
+ * they leave the waiting and busy times the run's last lines report. */
 static int evaluate(struct trainer *t)
+{
+	double wait0 = t->fsdp_ok ? t->fsdp.wait_s : 0, busy0 = t->comm ? comm_busy(t->comm) : 0;
+	int rc = evaluate_all(t);
+	if (t->fsdp_ok)
+		t->fsdp.wait_s = wait0;
+	if (t->comm)
+		t->eval_busy += comm_busy(t->comm) - busy0;
+	return rc;
+}
+
+/* Each rank takes test samples rank, rank + world, ...; sums are reduced. */
+static int evaluate_all(struct trainer *t)
 {
 	const struct plan *p = t->p;
 	if (test_ready(t) != 0)
@@ -279,15 +295,15 @@ static int evaluate(struct trainer *t)
 		return -1;
 	if (t->rank != 0)
 		return 0;
-	train_report_eval(p, t->rd_ok ? &t->rd : NULL, t->at.epoch, sums);
+	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums);
 	return 0;
 }
 
-void train_report_eval(const struct plan *p, struct rundir *rd, int64_t epoch, const double sums[3])
+void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3])
 {
 	double avg = sums[0] / sums[2];
 	if (rd)
-		rundir_metric_eval(rd, epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
+		rundir_metric_eval(rd, at->step, at->epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
 	if (p->test_data.target == TGT_CLASS)
 		printf("\nTest set: Average loss: %.4f, Accuracy: %.0f/%.0f (%.0f%%)\n\n", avg, sums[1], sums[2], 100.0 * sums[1] / sums[2]);
 	else
@@ -310,11 +326,23 @@ void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_
 	}
 }
 
-void train_report_epoch(bool tty, int64_t epoch, const double sums[2], double dt)
+void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double dt)
 {
+	double avg = sums[1] ? sums[0] / sums[1] : 0.0;
 	if (tty)
 		fputs("\r\033[K", stdout);
-	printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)epoch, sums[1] ? sums[0] / sums[1] : 0.0, sums[1] / dt);
+	printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)at->epoch, avg, sums[1] / dt);
+	if (rd)
+		rundir_metric_epoch(rd, at->step, at->epoch, avg, sums[1] / dt);
+}
+
+const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum)
+{
+	if (accum > 1)
+		snprintf(buf, n, "batch %lld per rank in %d micro-batches of %lld", (long long)micro * accum, accum, (long long)micro);
+	else
+		snprintf(buf, n, "batch %lld per rank", (long long)micro);
+	return buf;
 }
 
 bool train_is_weights_file(const char *path)
@@ -922,7 +950,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 	if (reduce_sums(t, sums, 2) != 0)
 		return -1;
 	if (t->rank == 0)
-		train_report_epoch(t->tty, t->at.epoch, sums, dt);
+		train_report_epoch(t->rd_ok ? &t->rd : NULL, t->tty, &t->at, sums, dt);
 	return budget_spent ? 1 : 0;
 }
 
@@ -986,7 +1014,7 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 		printf("\n");
 	}
 	if (t->ddp_ok && t->rank == 0 && train_time > 0) {
-		double busy = comm_busy(t->comm);
+		double busy = comm_busy(t->comm) - t->eval_busy;
 		printf("DDP: %.1f%% of the training time waiting for gradient all-reduce; %.0f%% of the all-reduce time hidden "
 		       "behind the backward pass\n", 100.0 * t->ddp.wait_s / train_time,
 		       busy > 0 ? 100.0 * (1.0 - (t->ddp.wait_s < busy ? t->ddp.wait_s : busy) / busy) : 0.0);
@@ -1000,7 +1028,7 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 	if (t->fsdp_ok && train_time > 0) {
 		const struct devplan *dp = &t->p->dev[0];
 		int64_t planned = dp->bytes[REG_PARAMS] + dp->bytes[REG_GRADS] + dp->bytes[REG_OPTIM] + dp->bytes[REG_COMM];
-		double busy = comm_busy(t->comm);
+		double busy = comm_busy(t->comm) - t->eval_busy;
 		printf("FSDP rank %d: %.1f%% of the training time waiting for all-gather / reduce-scatter (%.0f%% of their time "
 		       "hidden behind compute); parameters, gradients, optimizer state and gather buffers: planned %.2f MiB, "
 		       "allocated %.2f MiB\n",
@@ -1055,10 +1083,10 @@ int train_run(const struct plan *p, const struct train_opts *o)
 	}
 	if (t->rank == 0) {
 		char c1[32], c2[32];
-		printf("%s: %s parameters, %s training samples, %d rank%s, batch %lld per rank%s, %lld epoch%s\n", p->model_name,
+		char bw[96];
+		printf("%s: %s parameters, %s training samples, %d rank%s, %s, %lld epoch%s\n", p->model_name,
 		       print_count(p->total_params, c1, sizeof c1), print_count(t->train.n, c2, sizeof c2), t->world, t->world == 1 ? "" : "s",
-		       (long long)t->micro,
-		       t->accum > 1 ? " (accumulated)" : "", (long long)t->epochs, t->epochs == 1 ? "" : "s");
+		       train_batch_words(bw, sizeof bw, t->micro, t->accum), (long long)t->epochs, t->epochs == 1 ? "" : "s");
 		fflush(stdout);
 	}
 	double t0 = util_now(), train_time = 0;

@@ -37,15 +37,19 @@ void train_progress(int64_t epoch, int64_t seen, int64_t total, double loss, dou
 /* Print the test line as the seed does (and record it): sums are the
  * summed loss, the correct count and the samples, over every rank. */
 struct rundir;
-void train_report_eval(const struct plan *p, struct rundir *rd, int64_t epoch, const double sums[3]);
+struct ckpt_state;
+void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3]);
 /* Rank 0's report of a step: the terminal's progress bar (tty), or at a
  * log point the seed's "Train Epoch: E [done/total (P%)]  Loss: L" line and
  * the metrics record; done samples of total this epoch, loss the step's. */
-struct ckpt_state;
 void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_state *at, int64_t done, int64_t total, double loss,
 		       double lr, double rate);
-/* Rank 0's line at an epoch's end: sums are the summed loss and samples. */
-void train_report_epoch(bool tty, int64_t epoch, const double sums[2], double dt);
+/* Rank 0's line at an epoch's end (and its metrics line): sums are the
+ * summed loss and samples. */
+void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double dt);
+/* "batch B per rank", or with accumulation "batch B per rank in A
+ * micro-batches of M", into buf. */
+const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum);
 /* PATH.safetensors names a weights file; any other path a checkpoint folder. */
 bool train_is_weights_file(const char *path);
 /* Every rank checks through the store that all compiled the same plan. */

@@ -35,9 +35,9 @@ static void usage(FILE *out)
 {
 	fputs("usage: trainc FILE.net [--gpus N | --cpus N] [--set section.key=value]... [--save PATH] [--resume DIR] [--init PATH]\n"
 	      "                       [--run-dir DIR] [--threads N]\n"
-	      "       trainc check FILE.net [--set section.key=value]...\n"
+	      "       trainc check FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
 	      "       trainc print FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
-	      "       trainc graph FILE.net [--set section.key=value]...\n"
+	      "       trainc graph FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
 	      "       trainc --help | --version\n"
 	      "\n"
 	      "Compiles a .net model description into a static training plan and runs it.\n"
@@ -168,6 +168,16 @@ int main(int argc, char **argv)
 	if (argc > 1 && (!strcmp(argv[1], "check") || !strcmp(argv[1], "print") || !strcmp(argv[1], "graph"))) {
 		cmd = argv[1];
 		i = 2;
+	} else if (argc > 1 && !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	} else if (argc > 1 && argv[1][0] != '-' && !strchr(argv[1], '.') && !strchr(argv[1], '/') && access(argv[1], F_OK) != 0) {
+		/* not a file: a command, misspelt */
+		static const char *const cmds[] = { "check", "print", "graph", "help" };
+		const char *near = diag_nearest(argv[1], cmds, 4);
+		if (near)
+			return usage_error("unknown command '%s'; did you mean '%s'?", argv[1], near);
+		return usage_error("unknown command '%s'; the commands are check, print and graph, or give a .net file to train", argv[1]);
 	}
 	for (; i < argc; i++) {
 		const char *a = argv[i];

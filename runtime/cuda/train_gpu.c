@@ -301,7 +301,7 @@ static int evaluate(struct gt *t)
 		return -1;
 	if (t->rank != 0)
 		return 0;
-	train_report_eval(p, t->rd_ok ? &t->rd : NULL, t->at.epoch, sums);
+	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums);
 	return 0;
 }
 
@@ -713,7 +713,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	if (tg_reduce_host(t, sums, 2) != 0)
 		return -1;
 	if (t->rank == 0)
-		train_report_epoch(t->tty, t->at.epoch, sums, dt);
+		train_report_epoch(t->rd_ok ? &t->rd : NULL, t->tty, &t->at, sums, dt);
 	return budget_spent ? 1 : 0;
 }
 
@@ -839,9 +839,10 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 	int rc = setup(t);
 	if (rc == 0 && t->rank == 0) {
 		char c1[32], c2[32];
-		printf("%s: %s parameters, %s training samples, %d rank%s on GPU%s, batch %lld per rank%s, %d epoch%s\n", p->model_name,
+		char bw[96];
+		printf("%s: %s parameters, %s training samples, %d rank%s on GPU%s, %s, %d epoch%s\n", p->model_name,
 		       print_count(p->total_params, c1, sizeof c1), print_count(t->train.n, c2, sizeof c2), t->world, t->world == 1 ? "" : "s",
-		       t->world == 1 ? "" : "s", (long long)t->micro, t->accum > 1 ? " (accumulated)" : "", t->epochs_total,
+		       t->world == 1 ? "" : "s", train_batch_words(bw, sizeof bw, t->micro, t->accum), t->epochs_total,
 		       t->epochs_total == 1 ? "" : "s");
 		struct cudaDeviceProp prop;
 		if (cudaGetDeviceProperties(&prop, t->base) != cudaSuccess)

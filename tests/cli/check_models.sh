@@ -1,13 +1,7 @@
 # Every model in models/ checks clean: exit 0 and no output at all.  The
 # same files with CRLF line ends, and with UTF-8 in comments and strings,
 # compile to the same plan.
-set -u
-case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
-cd "$(dirname "$0")/../.." || exit 1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
+. "$(dirname "$0")/preamble.inc"
 
 # clean FILE: `trainc check FILE` exits 0 and prints nothing
 clean() {

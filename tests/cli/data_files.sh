@@ -3,13 +3,7 @@
 # file, the header byte and the .net line, in one process and in the
 # launcher of several; before, 64 x 64 images were copied past the end of
 # every planned input row and the run "trained" with exit 0.
-set -u
-case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
-cd "$(dirname "$0")/../.." || exit 1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
+. "$(dirname "$0")/preamble.inc"
 
 # idx DIR PREFIX SIDE: 2 images of SIDE x SIDE (SIDE < 256) and their labels
 idx() {

@@ -26,4 +26,4 @@ done
 $stcmp "$dir/g1.safetensors" "$dir/g2.safetensors" 1e-5
 $stcmp "$dir/g1.safetensors" "$dir/g4.safetensors" 1e-5
 $stcmp "$dir/g1.safetensors" "$dir/one.safetensors" 1e-5
-grep -q 'batch 2 per rank (accumulated)' "$dir/logg4"
+grep -q 'batch 4 per rank in 2 micro-batches of 2' "$dir/logg4"

@@ -5,11 +5,7 @@
 # set of 6 at test_batch 4 (chunks 0-3, 4-5) less one of 4 at test_batch 4,
 # and from a test set of 6 at test_batch 2 less one of 4 at test_batch 2.
 # Padding the short chunk with copies of a sample, as before, breaks this.
-set -u
-case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
-cd "$(dirname "$0")/../.." || exit 1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/preamble.inc"
 # loss N B [ARGS]: the test loss with N test samples at test_batch B
 loss() {
 	n=$1 b=$2

@@ -79,6 +79,13 @@ grep -q 'Nothing to train' "$dir/x.log" || { echo "writing a checkpoint's weight
 "$TRAINC" $net --cpus 1 --set train.steps=4 --set train.seed=5 --init "$dir/ck4.safetensors" --run-dir "$dir/y" > /dev/null
 echo "ok a sharded checkpoint's weights are written and start another run"
 
+# the share of training time spent waiting leaves evaluation's gathers out
+# (with a test pass longer than training it read 170%)
+"$TRAINC" models/mlp_blocks.net --cpus 2 --threads 1 --set train.steps=5 --set train.test_batch=5000 --run-dir "$dir/mb" > "$dir/mb.log"
+share=$(sed -n 's/^FSDP rank 0: \([0-9.]*\)% of the training time waiting.*/\1/p' "$dir/mb.log")
+awk -v s="$share" 'BEGIN { exit !(s != "" && s <= 100) }' || { echo "FSDP's waiting share of training time: '$share'%"; exit 1; }
+echo "ok FSDP's waiting share excludes evaluation: $share%"
+
 # the seed CNN under both policies, 150 steps at 2 ranks
 for f in models/fashion_mnist_cnn.net; do
 	for policy in 20000 100; do

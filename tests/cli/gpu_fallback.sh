@@ -4,13 +4,7 @@
 # exits 2 saying why and what to do; the same binary trains on CPUs; the
 # GPU checks skip cleanly.  On a machine with a GPU the same script checks
 # that --gpus trains instead.
-set -u
-case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
-cd "$(dirname "$0")/../.." || exit 1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
+. "$(dirname "$0")/preamble.inc"
 
 # trainc itself needs no CUDA library at load time
 if ldd "$TRAINC" | grep -Eq 'libcuda|libcudart|libcublas|libcudnn|libnccl'; then

@@ -2,13 +2,7 @@
 # itself when it is installed, else by structure: one digraph, balanced
 # braces and quotes, every statement terminated, every edge between
 # declared nodes, and one node per layer of the model.
-set -u
-case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
-cd "$(dirname "$0")/../.." || exit 1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
+. "$(dirname "$0")/preamble.inc"
 
 check_dot() {
 	f=$1 out=$2

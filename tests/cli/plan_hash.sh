@@ -2,13 +2,7 @@
 # the plan: the same file gives the same hash every time, comments and
 # layout do not change it, a setting that changes the plan does
 # (--set train.epochs=1), and so does the world size.
-set -u
-case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
-cd "$(dirname "$0")/../.." || exit 1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
+. "$(dirname "$0")/preamble.inc"
 # hash ARGS...: the plan hash of `trainc print ARGS...`; runs in $(...), so
 # it reports a missing hash on stderr and prints nothing (callers compare)
 hash() {

@@ -2,13 +2,7 @@
 # PyTorch's MNIST example under size_based_auto_wrap_policy(min_params=20000):
 # fc1 is its own unit (1,179,776 params); the root unit keeps the other
 # 20,106; 1,199,882 parameters in all, as torch counts them.
-set -u
-case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
-cd "$(dirname "$0")/../.." || exit 1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
+. "$(dirname "$0")/preamble.inc"
 has() { grep -qF -- "$1" "$tmp/out" || fail "print lacks '$1'"; }
 
 "$TRAINC" print models/mnist_cnn.net --gpus 2 > "$tmp/out" 2> "$tmp/err"

@@ -3,13 +3,7 @@
 # fc2.weight fc2.bias, with PyTorch's shapes.  Checked twice: from the
 # module tree of `trainc print`, and from the tensors `trainc --save` writes
 # after one step on synthetic data (so no dataset is needed).
-set -u
-case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
-cd "$(dirname "$0")/../.." || exit 1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
+. "$(dirname "$0")/preamble.inc"
 want='conv1.weight conv1.bias conv2.weight conv2.bias fc1.weight fc1.bias fc2.weight fc2.bias'
 
 # 1. from print: each Conv2d/Linear line gives NAME.weight and, unless

@@ -1,13 +1,7 @@
 # Hostile and oversized inputs end quickly with exit 0 or 2: never a crash
 # (a signal), never a hang (20 s limit; a healthy run takes well under
 # one second).  Every exit 2 ends with the "N errors" line.
-set -u
-case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
-cd "$(dirname "$0")/../.." || exit 1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
+. "$(dirname "$0")/preamble.inc"
 
 model='model Net {
     input(16)

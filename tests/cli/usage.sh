@@ -1,13 +1,7 @@
 # The command line: --help, --version, unknown options, missing, directory
 # and empty files, and bad --cpus values all give exit 2 and a message
 # that says what is wrong.
-set -u
-case $TRAINC in */*) TRAINC=$(cd "$(dirname "$TRAINC")" && pwd)/$(basename "$TRAINC") || exit 1 ;; esac
-cd "$(dirname "$0")/../.." || exit 1
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
+. "$(dirname "$0")/preamble.inc"
 
 # run ARGS...: exit status in $rc, stdout in $tmp/out, stderr in $tmp/err
 run() {
@@ -35,6 +29,9 @@ expect 0 '^trainc [0-9]+\.[0-9]+\.[0-9]+$' --version
 
 expect 2 "unknown option '--frobnicate'" check models/mnist_cnn.net --frobnicate
 expect 2 "unknown option" --frobnicate
+expect 2 "unknown command 'prnt'; did you mean 'print'\\?" prnt models/toy.net
+expect 2 "unknown command 'frobnicate'; the commands are check, print and graph" frobnicate
+expect 0 '^usage: trainc' help
 expect 2 "cannot open 'no/such/file\.net'" check no/such/file.net
 expect 2 "'models' is a directory" check models
 : > "$tmp/empty.net"

@@ -53,12 +53,12 @@ struct node {
 		struct { int64_t in, out; bool bias; } linear;
 		struct { int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups; bool bias; } conv;
 		struct { int64_t kh, kw, sh, sw, ph, pw, dh, dw; bool ceil_mode, count_include_pad; } pool;
-		struct { int64_t oh, ow; } apool;
+		struct { int64_t oh, ow; bool single; } apool; /* single: one size given, as PyTorch prints it */
 		struct { int64_t c; double eps, momentum; bool affine, track; } bn;
 		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine; } ln;
 		struct { int64_t num, dim, padding_idx; } emb; /* padding_idx -1: none */
 		struct { double p; } drop;
-		struct { int dim; } softmax; /* per-sample dimension index, 0-based */
+		struct { int dim, written; } softmax; /* per-sample dimension index, 0-based; the dim as written */
 		struct { int start, end, start_arg, end_arg; } flat; /* per-sample dims start..end merged; args as written */
 		struct { bool tanh; } gelu;
 		struct { int from, to; } xfer;

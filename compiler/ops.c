@@ -258,6 +258,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		BIND("output");
 		if (!s[0])
 			return missing(d, call, callee, "an output size");
+		n->a.apool.single = s[0] && s[0]->kind == V_INT;
 		return get_pair(d, s[0], "output size", &n->a.apool.oh, &n->a.apool.ow, 1);
 	}
 	case OP_BATCHNORM2D: {
@@ -388,7 +389,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 			diag_error(d, s[0]->loc, "dim %" PRId64 " is out of range", dim);
 			return false;
 		}
-		n->a.softmax.dim = (int)dim;
+		n->a.softmax.dim = n->a.softmax.written = (int)dim;
 		return true;
 	}
 	case OP_RELU: case OP_TANH: case OP_SIGMOID: {
@@ -741,7 +742,10 @@ void op_describe(const struct node *n, char *buf, int len)
 			 n->a.pool.ph);
 		return;
 	case OP_ADAPTIVE_AVGPOOL2D:
-		snprintf(buf, l, "%s(output_size=(%" PRId64 ", %" PRId64 "))", t, n->a.apool.oh, n->a.apool.ow);
+		if (n->a.apool.single)
+			snprintf(buf, l, "%s(output_size=%" PRId64 ")", t, n->a.apool.oh);
+		else
+			snprintf(buf, l, "%s(output_size=(%" PRId64 ", %" PRId64 "))", t, n->a.apool.oh, n->a.apool.ow);
 		return;
 	case OP_BATCHNORM2D:
 		snprintf(buf, l, "%s(%" PRId64 ", eps=%s, momentum=%s, affine=%s, track_running_stats=%s)", t, n->a.bn.c,
@@ -772,7 +776,7 @@ void op_describe(const struct node *n, char *buf, int len)
 		snprintf(buf, l, "%s(approximate='%s')", t, n->a.gelu.tanh ? "tanh" : "none");
 		return;
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX:
-		snprintf(buf, l, "%s(dim=%d)", t, n->a.softmax.dim + 1);
+		snprintf(buf, l, "%s(dim=%d)", t, n->a.softmax.written); /* as written, as PyTorch prints it */
 		return;
 	case OP_TRANSFER:
 		snprintf(buf, l, "Transfer(device %d -> device %d)", n->a.xfer.from, n->a.xfer.to);

@@ -326,14 +326,14 @@ void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_
 	}
 }
 
-void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double dt)
+void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double rate)
 {
 	double avg = sums[1] ? sums[0] / sums[1] : 0.0;
 	if (tty)
 		fputs("\r\033[K", stdout);
-	printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)at->epoch, avg, sums[1] / dt);
+	printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)at->epoch, avg, rate);
 	if (rd)
-		rundir_metric_epoch(rd, at->step, at->epoch, avg, sums[1] / dt);
+		rundir_metric_epoch(rd, at->step, at->epoch, avg, rate);
 }
 
 const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum)
@@ -946,11 +946,11 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 	}
 	double dt = util_now() - te;
 	*train_time += dt;
-	double sums[2] = { t->ep_loss, t->ep_n };
-	if (reduce_sums(t, sums, 2) != 0)
+	double sums[3] = { t->ep_loss, t->ep_n, (double)seen }; /* the rate counts this run's samples alone */
+	if (reduce_sums(t, sums, 3) != 0)
 		return -1;
 	if (t->rank == 0)
-		train_report_epoch(t->rd_ok ? &t->rd : NULL, t->tty, &t->at, sums, dt);
+		train_report_epoch(t->rd_ok ? &t->rd : NULL, t->tty, &t->at, sums, sums[2] / dt);
 	return budget_spent ? 1 : 0;
 }
 

@@ -45,8 +45,8 @@ void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckp
 void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_state *at, int64_t done, int64_t total, double loss,
 		       double lr, double rate);
 /* Rank 0's line at an epoch's end (and its metrics line): sums are the
- * summed loss and samples. */
-void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double dt);
+ * epoch's summed loss and samples, rate this run's images/s in it. */
+void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double rate);
 /* "batch B per rank", or with accumulation "batch B per rank in A
  * micro-batches of M", into buf. */
 const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum);

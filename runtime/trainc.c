@@ -102,14 +102,17 @@ static int check_save(const char *path)
 			"name ending in .safetensors\n", path);
 		return -1;
 	}
-	char dir[4096];
-	const char *slash = strrchr(path, '/');
+	char dir[4096], name[4096];
+	snprintf(name, sizeof name, "%s", path);
+	for (size_t n = strlen(name); n > 1 && name[n - 1] == '/'; n--)
+		name[n - 1] = 0; /* "ck/" is the folder ck */
+	const char *slash = strrchr(name, '/');
 	if (exists && !weights)
-		snprintf(dir, sizeof dir, "%s", path);
+		snprintf(dir, sizeof dir, "%s", name);
 	else if (!slash)
 		snprintf(dir, sizeof dir, ".");
 	else
-		snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+		snprintf(dir, sizeof dir, "%.*s", slash == name ? 1 : (int)(slash - name), name);
 	char probe[4200];
 	snprintf(probe, sizeof probe, "%s/.trainc-save-XXXXXX", dir);
 	int fd = mkstemp(probe);

@@ -709,11 +709,11 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 		return -1;
 	double dt = util_now() - te;
 	*train_time += dt;
-	double sums[2] = { t->ep_loss, t->ep_n };
-	if (tg_reduce_host(t, sums, 2) != 0)
+	double sums[3] = { t->ep_loss, t->ep_n, (double)seen }; /* the rate counts this run's samples alone */
+	if (tg_reduce_host(t, sums, 3) != 0)
 		return -1;
 	if (t->rank == 0)
-		train_report_epoch(t->rd_ok ? &t->rd : NULL, t->tty, &t->at, sums, dt);
+		train_report_epoch(t->rd_ok ? &t->rd : NULL, t->tty, &t->at, sums, sums[2] / dt);
 	return budget_spent ? 1 : 0;
 }
 

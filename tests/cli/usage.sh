@@ -93,6 +93,7 @@ expect 2 "--save $tmp/no/such/w.safetensors: the folder $tmp/no/such does not ex
 	models/toy.net --save "$tmp/no/such/w.safetensors" --run-dir "$tmp/run3"
 grep -q Loss "$tmp/out" && fail "trained although --save cannot be written"
 expect 2 "the folder $tmp/no does not exist" models/toy.net --save "$tmp/no/ck" --run-dir "$tmp/run4"
+expect 0 "Checkpoint: step 1 saved to $tmp/new/" models/toy.net --save "$tmp/new/" --run-dir "$tmp/run4b"
 : > "$tmp/afile"
 expect 2 "--save $tmp/afile: is a file; a checkpoint is a folder" models/toy.net --save "$tmp/afile" --run-dir "$tmp/run5"
 mkdir "$tmp/w.safetensors"

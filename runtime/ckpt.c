@@ -556,6 +556,12 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 		snprintf(err, errlen, "%s: missing fields", path);
 		return -1;
 	}
+	if (st->epoch < 1 || st->batch < 0 || st->step < 0 || st->world < 1 || st->micro < 1) {
+		snprintf(err, errlen, "%s: a position no run reaches (epoch %lld, batch %lld, step %lld, %d ranks, micro-batch %lld); "
+			 "the checkpoint is damaged", path, (long long)st->epoch, (long long)st->batch, (long long)st->step, st->world,
+			 (long long)st->micro);
+		return -1;
+	}
 	uint64_t hash = strtoull(mh + 15, NULL, 16);
 	if (hash != ckpt_model_hash(p) && strstr(text, "\"shards\":")) {
 		/* no weights file to offer: the other settings can write one */

@@ -264,8 +264,12 @@ static int evaluate_all(struct trainer *t)
 	if (!idx)
 		return -1;
 	double sums[3] = { 0, 0, 0 }; /* loss, correct, samples */
-	int64_t next = t->rank;
+	int64_t next = t->rank, chunks = 0;
+	/* sharded FSDP all-gathers in every forward: each rank runs as many as
+	 * rank 0, the one with the most test samples */
+	int64_t rounds = t->sharded ? ((n + t->world - 1) / t->world + b - 1) / b : 0;
 	while (next < n) {
+		chunks++;
 		int m = 0;
 		for (; m < b && next < n; m++, next += t->world)
 			idx[m] = next;
@@ -287,6 +291,17 @@ static int evaluate_all(struct trainer *t)
 		sums[0] += p->train.reduction == RED_SUM ? loss : loss * m;
 		sums[1] += (double)c;
 		sums[2] += m;
+	}
+	for (; chunks < rounds; chunks++) { /* a chunk of sample 0, not counted */
+		for (int64_t i = 0; i < b; i++)
+			idx[i] = 0;
+		dataset_fill(&t->test, idx, (int)b, t->ex, t->ey);
+		exec_forward(&t->e, t->ex, (int)b, false);
+		if (t->e.stop) {
+			snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
+			free(idx);
+			return -1;
+		}
 	}
 	free(idx);
 	if (t->fsdp_ok)
@@ -676,9 +691,9 @@ static int setup(struct trainer *t)
 		sizes[nsizes++] = mine % p->eval_batch;
 	int copies = t->use_pipe ? t->micro_pipe : 1;
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
+	t->exec_ok = true; /* exec_free releases a partial exec_init too */
 	if (exec_init(&t->e, p, sizes, nsizes, t->sharded, copies, t->err, sizeof t->err) != 0)
 		return -1;
-	t->exec_ok = true;
 	t->e.seed = tr->seed;
 	t->e.rank = (uint32_t)t->rank; /* dropout masks differ per step and per rank */
 	/* mean losses: each micro-batch contributes its share of the step's mean */

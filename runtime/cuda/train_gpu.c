@@ -285,6 +285,15 @@ static int evaluate(struct gt *t)
 		/* the seed sums per-sample losses and divides by the set size */
 		cuda_loss(e, t->eval_ybuf, m, false, &w->sums[0], p->train.reduction == RED_SUM ? 1.0 : (double)m, true, &w->sums[1]);
 	}
+	/* sharded FSDP all-gathers in every forward: a rank with fewer test
+	 * chunks than rank 0 runs uncounted ones on zeros until it has as many */
+	int64_t n = t->has_test ? t->test.n : 0, mine = (t->eval_count + EB - 1) / EB;
+	int64_t rounds = t->sharded ? ((n + t->world - 1) / t->world + EB - 1) / EB : 0;
+	for (; mine < rounds; mine++) {
+		cuda_join(e);
+		CK(t, cudaMemsetAsync(in, 0, (size_t)EB * (size_t)t->dtest.xw * 4, t->s));
+		exec_forward_range(e, 1, p->nnodes, (int)EB, false);
+	}
 	cuda_join(e);
 	if (t->fsdp_ok) {
 		fsdp_release_all(&t->fsdp);

@@ -79,6 +79,19 @@ grep -q 'Nothing to train' "$dir/x.log" || { echo "writing a checkpoint's weight
 "$TRAINC" $net --cpus 1 --set train.steps=4 --set train.seed=5 --init "$dir/ck4.safetensors" --run-dir "$dir/y" > /dev/null
 echo "ok a sharded checkpoint's weights are written and start another run"
 
+# ranks with different numbers of test chunks (3 samples, test_batch 1, 2
+# ranks: 2 chunks and 1) all gather as often: rank 1 waited for a partner
+# to the timeout; the loss is that of the unsharded run
+for shard in full none; do
+	timeout 120 "$TRAINC" tests/cli/nets/mlp_fsdp.net --cpus 2 --set train.steps=2 --set train.test_batch=1 \
+		--set 'data.test=synthetic(input=randn(12), target=randn(4), samples=3)' --set parallel.timeout=30 \
+		--set "parallel.shard=\"$shard\"" --run-dir "$dir/ev$shard" > "$dir/ev$shard.log" 2>&1 ||
+		{ echo "uneven test chunks, shard=$shard:"; tail -5 "$dir/ev$shard.log"; exit 1; }
+done
+a=$(grep 'Test set' "$dir/evfull.log") b=$(grep 'Test set' "$dir/evnone.log")
+[ -n "$a" ] && [ "$a" = "$b" ] || { echo "uneven test chunks: '$a' sharded, '$b' not"; exit 1; }
+echo "ok sharded evaluation with uneven test chunks per rank: $a"
+
 # the share of training time spent waiting leaves evaluation's gathers out
 # (with a test pass longer than training it read 170%)
 "$TRAINC" models/mlp_blocks.net --cpus 2 --threads 1 --set train.steps=5 --set train.test_batch=5000 --run-dir "$dir/mb" > "$dir/mb.log"

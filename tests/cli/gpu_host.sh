@@ -150,6 +150,15 @@ TRAINC_FAKE_GPUS=2 TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_fsdp.net --
 	--run-dir "$tmp/run-fck2" > "$tmp/fck2.log" 2>&1 || { fail "resuming at the last step:"; tail -n 5 "$tmp/fck2.log"; }
 grep -q 'Nothing to train' "$tmp/fck2.log" && ! grep -q '"kind": "step"' "$tmp/run-fck2/metrics.jsonl" ||
 	fail "a GPU run resumed at its last step trained on: $(cat "$tmp/fck2.log")"
+# sharded evaluation with a different number of test chunks per rank (3
+# samples at test_batch 1 over 2 ranks): every rank gathers as often
+uneven="--set train.steps=2 --set train.test_batch=1 --set data.test=synthetic(input=randn(12),target=randn(4),samples=3) --set parallel.timeout=30"
+# shellcheck disable=SC2086
+TRAINC_FAKE_GPUS=2 run unev-gpu tests/cli/nets/mlp_fsdp.net --gpus 2 $uneven
+# shellcheck disable=SC2086
+run unev-cpu tests/cli/nets/mlp_fsdp.net --cpus 2 --threads 1 $uneven
+grep -q 'Test set' "$tmp/unev-cpu.log" && [ "$(grep 'Test set' "$tmp/unev-gpu.log")" = "$(grep 'Test set' "$tmp/unev-cpu.log")" ] ||
+	fail "sharded evaluation with uneven chunks: GPU '$(grep 'Test set' "$tmp/unev-gpu.log")', CPU '$(grep 'Test set' "$tmp/unev-cpu.log")'"
 # evaluation with batch statistics (batchnorm without running statistics)
 # and a short last test chunk, which runs at its own size on both paths
 run bneval-gpu tests/cli/nets/bn_eval.net --gpus 1

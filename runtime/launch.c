@@ -40,6 +40,9 @@ struct worker {
 };
 
 static int sig_pipe[2] = { -1, -1 };
+/* on a terminal rank 0's stdout passes through as it comes, so that its
+ * progress bar redraws in place (the other ranks' lines stay prefixed) */
+static bool relay_raw, raw_mid_line; /* mid-line: rank 0's last byte was not a newline */
 
 static void on_signal(int sig)
 {
@@ -54,6 +57,10 @@ static void on_signal(int sig)
 static void emit(struct worker *w, int rank, int stream, const char *line, int len)
 {
 	FILE *f = stream ? stderr : stdout;
+	if (raw_mid_line) { /* over rank 0's progress bar, which its next update redraws */
+		fputs("\r\033[K", stdout);
+		fflush(stdout);
+	}
 	if (rank == 0)
 		fprintf(f, "%.*s\n", len, line);
 	else
@@ -73,6 +80,14 @@ static bool pump(struct worker *w, int rank, int stream, int fd)
 	ssize_t n = read(fd, buf, sizeof buf);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return true;
+	if (relay_raw && rank == 0 && stream == 0) {
+		if (n <= 0)
+			return false;
+		fwrite(buf, 1, (size_t)n, stdout);
+		fflush(stdout);
+		raw_mid_line = buf[n - 1] != '\n';
+		return true;
+	}
 	if (n <= 0) {
 		if (w->plen[stream])
 			emit(w, rank, stream, w->partial[stream], w->plen[stream]);
@@ -134,6 +149,10 @@ static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], in
 	pid_t pid = fork();
 	if (pid != 0)
 		return pid;
+	if (rank == 0 && relay_raw) /* its stdout reaches the terminal as written */
+		setenv("TRAINC_TTY", "1", 1);
+	else
+		unsetenv("TRAINC_TTY");
 	/* the worker dies with the launcher, even if the launcher is killed */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
@@ -174,6 +193,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 {
 	(void)argc;
 	int n = o->world;
+	relay_raw = isatty(STDOUT_FILENO) && !getenv("TRAINC_PLAIN");
 	struct worker *ws = calloc((size_t)n, sizeof *ws);
 	struct store_server *store = store_server_new();
 	char err[256];

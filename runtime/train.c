@@ -758,7 +758,7 @@ static int setup(struct trainer *t)
 			 sizeof t->err) != 0)
 		return -1;
 	t->loader_ok = true;
-	t->tty = t->rank == 0 && isatty(STDOUT_FILENO) && !getenv("TRAINC_PLAIN");
+	t->tty = t->rank == 0 && (isatty(STDOUT_FILENO) || getenv("TRAINC_TTY")) && !getenv("TRAINC_PLAIN");
 	return 0;
 }
 

@@ -441,7 +441,8 @@ static void test_rundir_named(void)
 
 	CHECK(rundir_metric_step(&r, 3, 1, 0.25, 1e-3, 1234.5) == 0);
 	CHECK(rundir_metric_step(&r, 4, 1, NAN, INFINITY, 0.1) == 0);
-	CHECK(rundir_metric_eval(&r, 1, 0.5, 0.9875) == 0);
+	CHECK(rundir_metric_eval(&r, 4, 1, 0.5, 0.9875) == 0);
+	CHECK(rundir_metric_epoch(&r, 4, 1, 0.375, 99.5) == 0);
 	CHECK(rundir_metric(&r, "\"kind\": \"note\", \"text\": \"hi\"") == 0);
 	CHECK(rundir_metric(&r, "") == 0);
 	/* flushed: readable before close */
@@ -449,14 +450,15 @@ static void test_rundir_named(void)
 	CHECK(contains(j, ", \"kind\": \"step\", \"step\": 3, \"epoch\": 1, \"loss\": 0.25, \"lr\": 0.001, "
 		      "\"images_per_s\": 1234.5}\n"));
 	CHECK(contains(j, "\"step\": 4, \"epoch\": 1, \"loss\": null, \"lr\": null, \"images_per_s\": 0.1}\n"));
-	CHECK(contains(j, "\"kind\": \"eval\", \"epoch\": 1, \"loss\": 0.5, \"accuracy\": 0.9875}\n"));
+	CHECK(contains(j, "\"kind\": \"eval\", \"step\": 4, \"epoch\": 1, \"loss\": 0.5, \"accuracy\": 0.9875}\n"));
+	CHECK(contains(j, "\"kind\": \"epoch\", \"step\": 4, \"epoch\": 1, \"loss\": 0.375, \"images_per_s\": 99.5}\n"));
 	CHECK(contains(j, ", \"kind\": \"note\", \"text\": \"hi\"}\n"));
 	int lines = 0, starts = 1;
 	for (const char *s = j; *s; s = strchr(s, '\n') + 1) {
 		lines++;
 		starts &= !strncmp(s, "{\"time\": ", 9);
 	}
-	CHECK(lines == 5 && starts);
+	CHECK(lines == 6 && starts);
 	const char *last = strrchr(j, '{');
 	CHECK(last && strchr(last, ',') == NULL && last[strlen(last) - 2] == '}');
 	rundir_close(&r);

@@ -550,7 +550,7 @@ static int setup(struct gt *t)
 	const char *g = getenv("TRAINC_CUDA_GRAPH");
 	t->use_graph = (!g || strcmp(g, "0") != 0) && !t->dtrain.streamed;
 	t->read_step = t->at.step;
-	t->tty = t->rank == 0 && isatty(STDOUT_FILENO) && !getenv("TRAINC_PLAIN");
+	t->tty = t->rank == 0 && (isatty(STDOUT_FILENO) || getenv("TRAINC_TTY")) && !getenv("TRAINC_PLAIN");
 	return launch_floor(t);
 }
 

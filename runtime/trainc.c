@@ -303,7 +303,7 @@ int main(int argc, char **argv)
 		char gerr[1024];
 		int ngpu = 0;
 		if (p->train_data.kind == DATA_NONE) {
-			fprintf(stderr, "trainc: %s has no data section with a training set; add data { train = ... }\n", p->path);
+			fprintf(stderr, "trainc: error: %s has no data section with a training set; add data { train = ... }\n", p->path);
 			rc = 2;
 		} else if (save && wrank < 0 && check_save(save) != 0) {
 			rc = 2;

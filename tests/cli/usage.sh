@@ -88,6 +88,10 @@ for path in auto im2col onednn; do
 	TRAINC_CONV_PATH=$path expect 0 '' "$tmp/conv.net" --run-dir "$tmp/run-$path"
 done
 
+# a file that trains nothing: an error without a place in the file
+printf 'model M {\n    input(4)\n    linear(2)\n}\n' > "$tmp/nodata.net"
+expect 2 "^trainc: error: $tmp/nodata.net has no data section with a training set; add data" "$tmp/nodata.net"
+
 # --save is tried before training: a run is not lost at its end
 expect 2 "--save $tmp/no/such/w.safetensors: the folder $tmp/no/such does not exist; create it first" \
 	models/toy.net --save "$tmp/no/such/w.safetensors" --run-dir "$tmp/run3"

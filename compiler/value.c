@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/ops.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
 
@@ -345,7 +346,9 @@ static bool mismatch(struct diag *d, const struct val *v, const char *what, cons
 {
 	if (suggest_param(d, v))
 		return false;
-	if (v->kind == V_NAME && !v->from)
+	if (v->kind == V_NAME && !v->from && op_lookup(v->s) >= 0) /* a layer where a value goes */
+		diag_error(d, v->loc, "%s must be %s, not the layer '%s'", what, want, v->s);
+	else if (v->kind == V_NAME && !v->from)
 		diag_error(d, v->loc, "name '%s' is not defined; %s must be %s", v->s, what, want);
 	else
 		diag_error(d, v->loc, "%s must be %s, not %s", what, want, kind_name(v->kind));

@@ -164,6 +164,20 @@ static void prune(const char *dir)
 	}
 }
 
+/* Rename the finished folder tmp to final.  A folder final already there
+ * (the same step saved again, as by a resume that trains nothing) is
+ * swapped out in one step, so `latest` never names a missing folder. */
+static int put_in_place(const char *tmp, const char *final)
+{
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+		remove_tree(tmp); /* now the old folder */
+		return 0;
+	}
+	if (errno != ENOENT) /* a file system without exchange: the old way */
+		remove_tree(final);
+	return rename(tmp, final);
+}
+
 /* Point `latest` at step-N, atomically, then drop old saves. */
 static int point_latest(const char *dir, int64_t step, char *err, size_t errlen)
 {
@@ -240,8 +254,7 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
 	join(path, sizeof path, tmp, "manifest.txt");
 	if (write_text(path, manifest, err, errlen) != 0 || fsync_path(tmp, true) != 0)
 		goto fail;
-	remove_tree(final);
-	if (rename(tmp, final) != 0 || fsync_path(dir, true) != 0) {
+	if (put_in_place(tmp, final) != 0 || fsync_path(dir, true) != 0) {
 		snprintf(err, errlen, "%s: cannot move the checkpoint into place: %s", final, strerror(errno));
 		goto fail;
 	}
@@ -368,8 +381,7 @@ int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_s
 	free(manifest);
 	if (rc != 0 || fsync_path(tmp, true) != 0)
 		return -1;
-	remove_tree(final);
-	if (rename(tmp, final) != 0 || fsync_path(dir, true) != 0) {
+	if (put_in_place(tmp, final) != 0 || fsync_path(dir, true) != 0) {
 		snprintf(err, errlen, "%s: cannot move the checkpoint into place: %s", final, strerror(errno));
 		return -1;
 	}

@@ -42,7 +42,19 @@ struct worker {
 static int sig_pipe[2] = { -1, -1 };
 /* on a terminal rank 0's stdout passes through as it comes, so that its
  * progress bar redraws in place (the other ranks' lines stay prefixed) */
-static bool relay_raw, raw_mid_line; /* mid-line: rank 0's last byte was not a newline */
+static bool relay_raw;
+static bool raw_mid_line, raw_bar; /* rank 0's output has an unfinished line; it holds a carriage return (a bar) */
+
+/* Before another line reaches the terminal: a progress bar is cleared (its
+ * next update redraws it), any other unfinished line of rank 0's is ended. */
+static void end_raw_line(void)
+{
+	if (!raw_mid_line)
+		return;
+	fputs(raw_bar ? "\r\033[K" : "\n", stdout);
+	fflush(stdout);
+	raw_mid_line = raw_bar = false;
+}
 
 static void on_signal(int sig)
 {
@@ -57,10 +69,7 @@ static void on_signal(int sig)
 static void emit(struct worker *w, int rank, int stream, const char *line, int len)
 {
 	FILE *f = stream ? stderr : stdout;
-	if (raw_mid_line) { /* over rank 0's progress bar, which its next update redraws */
-		fputs("\r\033[K", stdout);
-		fflush(stdout);
-	}
+	end_raw_line();
 	if (rank == 0)
 		fprintf(f, "%.*s\n", len, line);
 	else
@@ -85,7 +94,10 @@ static bool pump(struct worker *w, int rank, int stream, int fd)
 			return false;
 		fwrite(buf, 1, (size_t)n, stdout);
 		fflush(stdout);
-		raw_mid_line = buf[n - 1] != '\n';
+		for (ssize_t i = 0; i < n; i++) {
+			raw_mid_line = buf[i] != '\n';
+			raw_bar = buf[i] == '\r' || (raw_bar && raw_mid_line);
+		}
 		return true;
 	}
 	if (n <= 0) {
@@ -276,6 +288,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		while (read(sig_pipe[0], &sig, 1) == 1) {
 			if ((sig == SIGINT || sig == SIGTERM) && !stop_signal) {
 				stop_signal = sig;
+				end_raw_line();
 				fprintf(stderr, "trainc: %s: stopping %d worker%s\n", sig == SIGINT ? "interrupted" : "terminated", n, n == 1 ? "" : "s");
 				signal_all(ws, n, SIGTERM);
 				kill_at = t + o->grace_s;
@@ -337,6 +350,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	if (stop_signal) {
 		rc = 128 + stop_signal;
 	} else if (failed >= 0) {
+		end_raw_line();
 		fprintf(stderr, "trainc: %s\n", why);
 		struct worker *w = &ws[failed];
 		int k = w->ntail < TAIL_LINES ? w->ntail : TAIL_LINES;

@@ -351,6 +351,11 @@ void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at
 		rundir_metric_epoch(rd, at->step, at->epoch, avg, rate);
 }
 
+void train_report_spent(const struct plan *p)
+{
+	printf("Nothing to train: train.steps is %lld; raise it (--set train.steps=N) to go on\n", (long long)p->train.steps);
+}
+
 const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum)
 {
 	if (accum > 1)
@@ -423,8 +428,6 @@ int train_resume_at(const struct plan *p, const char *resume, const char *flag, 
 	if (rank == 0)
 		printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", resume, (long long)at->step, (long long)at->epoch,
 		       (long long)at->batch);
-	if (rank == 0 && p->train.steps && at->step >= p->train.steps)
-		printf("Nothing to train: train.steps is %lld; raise it (--set train.steps=N) to go on\n", (long long)p->train.steps);
 	return 0;
 }
 
@@ -1108,6 +1111,8 @@ int train_run(const struct plan *p, const struct train_opts *o)
 	int64_t images = 0;
 	/* a checkpoint taken at the last step, resumed, has nothing left to train */
 	bool spent = p->train.steps && t->at.step >= p->train.steps;
+	if (spent && t->rank == 0)
+		train_report_spent(p);
 	while (!spent && t->at.epoch <= t->epochs && rc == 0) {
 		int r = run_epoch(t, &train_time, &images);
 		if (r < 0) {

@@ -47,6 +47,8 @@ void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_
 /* Rank 0's line at an epoch's end (and its metrics line): sums are the
  * epoch's summed loss and samples, rate this run's images/s in it. */
 void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double rate);
+/* Rank 0's line for a resumed run already at train.steps. */
+void train_report_spent(const struct plan *p);
 /* "batch B per rank", or with accumulation "batch B per rank in A
  * micro-batches of M", into buf. */
 const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum);

@@ -418,6 +418,7 @@ static int setup(struct gt *t)
 	}
 	CK(t, cudaSetDevice(t->base));
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
+	t->exec_ok = true; /* exec_free releases a partial exec_init_on too */
 	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 6, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0) {
 		size_t free_b = 0, total_b = 0;
 		char what[sizeof t->err];
@@ -429,7 +430,6 @@ static int setup(struct gt *t)
 				  t->rank, t->base, what, (double)free_b / 1048576.0, (double)total_b / 1048576.0);
 		return -1;
 	}
-	t->exec_ok = true;
 	t->s = cuda_stream(&t->e);
 	t->e.seed = tr->seed;
 	t->e.rank = (uint32_t)t->rank;
@@ -868,6 +868,8 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 		rc = util_fail(t->err, sizeof t->err, "cudaEventRecord failed");
 	/* a checkpoint taken at the last step, resumed, has nothing left to train */
 	bool spent = p->train.steps && t->at.step >= p->train.steps;
+	if (spent && t->rank == 0)
+		train_report_spent(p);
 	while (!spent && rc == 0 && t->at.epoch <= t->epochs_total) {
 		int r = run_epoch(t, &train_time, &images);
 		if (r < 0 || (t->has_test && evaluate(t) != 0)) {

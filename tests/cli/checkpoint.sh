@@ -30,6 +30,11 @@ for w in 1 2; do
 	grep -q 'Nothing to train: train.steps is 7' "$dir/out" || { echo "resumed at the last step:"; cat "$dir/out"; exit 1; }
 	[ -z "$(losses "$dir/again$w")" ] || { echo "a run resumed at its last step trained on"; losses "$dir/again$w"; exit 1; }
 	$stcmp "$dir/half$w/weights.safetensors" "$dir/again$w/weights.safetensors" 0
+	# and saved into the checkpoint it resumed from: the step's folder is
+	# swapped for the new one in one rename, and it still resumes
+	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=7 --resume "$dir/ck$w" --save "$dir/ck$w" --run-dir "$dir/same$w" > /dev/null
+	ls -a "$dir/ck$w" | grep -v '^\.*$' | grep -qv '^latest$\|^step-0000000[57]$' && { echo "leftovers in the checkpoint:"; ls -a "$dir/ck$w"; exit 1; }
+	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=7 --resume "$dir/ck$w" --run-dir "$dir/same2$w" | grep -q 'Nothing to train'
 done
 
 # kill -9 while checkpoints are written every step

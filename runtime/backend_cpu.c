@@ -249,7 +249,7 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 	}
 	case OP_DROPOUT:
 		if (train) {
-			struct rng r = rng_stream(e->seed + 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1), RNG_DROPOUT, e->rank, (uint32_t)e->step);
+			struct rng r = rng_stream(exec_dropout_seed(e, i), RNG_DROPOUT, e->rank, (uint32_t)e->step);
 			kern_dropout_fwd(x, y, (uint8_t *)save, (size_t)out_n, (float)nd->a.drop.p, &r);
 		} else if (y != x) {
 			memcpy(y, x, (size_t)out_n * 4);

@@ -197,10 +197,32 @@ void exec_init_params(struct exec *e, uint64_t seed)
 /* The micro-batch this thread works on: pipeline stages run on threads of
  * their own, each on its own micro-batch's copy of the activations. */
 static _Thread_local int current_mb;
+static _Thread_local int64_t current_first; /* its first sample's place in the batch */
 
 void exec_set_micro(int mb)
 {
 	current_mb = mb;
+	current_first = 0;
+}
+
+void exec_set_micro_at(int mb, int64_t first)
+{
+	current_mb = mb;
+	current_first = first;
+}
+
+/* Dropout's stream for layer i: keyed by the layer's place among the
+ * model's layers (device transfers not counted, so placement does not
+ * change masks) and by where this micro-batch starts in the optimizer
+ * step, so that the micro-batches of one step draw different masks; the
+ * rank and the step select the counter block (rng_stream). */
+uint64_t exec_dropout_seed(const struct exec *e, int i)
+{
+	int layer = i;
+	for (int k = 0; k < i; k++)
+		layer -= e->p->nodes[k].op == OP_TRANSFER;
+	uint64_t first = (uint64_t)(e->step_first + current_first);
+	return e->seed + 0x9E3779B97F4A7C15ull * (uint64_t)(layer + 1) + 0xD1B54A32D192ED03ull * first;
 }
 
 char *exec_act(struct exec *e, int node)

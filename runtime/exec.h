@@ -33,6 +33,7 @@ struct exec {
 	uint64_t seed;
 	uint32_t rank;
 	int64_t step;                  /* dropout stream of the current step */
+	int64_t step_first;            /* samples of this step before the current micro-batch (dropout streams) */
 	float loss_scale;              /* multiplies the loss's gradient (micro-steps) */
 	void (*after_backward)(void *ctx, int node); /* called after each layer's backward */
 	void *hook_ctx;
@@ -88,6 +89,10 @@ void exec_forward_range(struct exec *e, int begin, int end, int n, bool train);
 void exec_backward_begin(struct exec *e);
 void exec_backward_range(struct exec *e, int begin, int end, int n);
 void exec_set_micro(int mb);
+/* The same for a micro-batch whose first sample is first in its batch
+ * (dropout draws by it: exec_dropout_seed). */
+void exec_set_micro_at(int mb, int64_t first);
+uint64_t exec_dropout_seed(const struct exec *e, int i);
 bool *exec_written(struct exec *e);
 /* Forward again, checking each layer's output: the first node whose output
  * holds a NaN or an infinity, or -1.  For reporting a non-finite loss. */

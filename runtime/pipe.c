@@ -46,7 +46,7 @@ static void run_job(struct pipe *pp, int d)
 		for (int mb = 0; mb < pp->k; mb++) {
 			if (s > 0)
 				wait_for(pp, &pp->fdone[s - 1][mb]);
-			exec_set_micro(mb);
+			exec_set_micro_at(mb, pp->first[mb]);
 			double t0 = util_now();
 			exec_forward_range(e, pp->st[s].begin, pp->st[s].end, pp->size[mb], pp->train);
 			if (s == last) {

@@ -816,7 +816,9 @@ static int run_chunks(struct trainer *t, const float *x, const void *y, int b, d
 		const float *xc = x + (size_t)at * xrow;
 		/* a mean over the batch: each chunk's gradient weighs n / b */
 		t->e.loss_scale = base * (p->train.reduction == RED_SUM ? 1.0f : (float)n / (float)b);
+		exec_set_micro_at(0, at); /* its own dropout masks */
 		exec_forward(&t->e, xc, n, true);
+		exec_set_micro(0);
 		double l;
 		long hits;
 		if (t->e.stop) {
@@ -869,6 +871,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		if (t->ddp_ok)
 			t->ddp.enabled = last_micro;
 		t->e.step = t->at.step + 1;
+		t->e.step_first = (int64_t)in_step * t->micro; /* the micro-batches of a step draw their own dropout masks */
 		double loss;
 		long correct;
 		if (t->use_pipe) {

@@ -233,6 +233,50 @@ static long allocations_in_steps(long *big)
 	return during;
 }
 
+/* Dropout's masks: a micro-batch of a step draws its own (the second of
+ * two equal micro-batches repeated the first's), the same again for the
+ * same place and step, and a device transfer before the layer (placement)
+ * changes nothing. */
+static void test_dropout_streams(void)
+{
+	static const char *const nets[2] = {
+		"model M {\n    input(64)\n    drop = dropout(0.5)\n    fc = linear(4)\n}\n"
+		"data { train = synthetic(input=randn(64), target=randn(4), samples=8) }\n"
+		"train { loss = mse; optimizer = sgd(lr=0.1); batch = 4 }\n",
+		"model M {\n    input(64)\n    drop = dropout(0.5) @device(1)\n    fc = linear(4) @device(1)\n}\n"
+		"data { train = synthetic(input=randn(64), target=randn(4), samples=8) }\n"
+		"train { loss = mse; optimizer = sgd(lr=0.1); batch = 4 }\n",
+	};
+	float x[4 * 64], y[2][3][4 * 64];
+	for (int i = 0; i < 4 * 64; i++)
+		x[i] = 1.0f;
+	for (int v = 0; v < 2; v++) {
+		struct plan *p = compile_text(nets[v]);
+		CHECK(p != NULL);
+		if (!p)
+			return;
+		struct exec e;
+		char err[256];
+		int64_t sizes[1] = { 4 };
+		CHECK(exec_init(&e, p, sizes, 1, false, 1, err, sizeof err) == 0);
+		exec_init_params(&e, 1);
+		int drop = -1;
+		for (int k = 0; k < p->nnodes; k++)
+			drop = p->nodes[k].op == OP_DROPOUT ? k : drop;
+		e.step = 1;
+		const int64_t firsts[3] = { 0, 4, 0 };
+		for (int r = 0; r < 3; r++) {
+			e.step_first = firsts[r];
+			exec_forward(&e, x, 4, true);
+			memcpy(y[v][r], exec_output(&e, drop, true), sizeof y[v][r]);
+		}
+		exec_free(&e);
+	}
+	CHECK(memcmp(y[0][0], y[0][1], sizeof y[0][0]) != 0); /* the step's second micro-batch: other masks */
+	CHECK(memcmp(y[0][0], y[0][2], sizeof y[0][0]) == 0); /* the same place again: the same masks */
+	CHECK(memcmp(y[0], y[1], sizeof y[0]) == 0);          /* on another device: the same masks */
+}
+
 /* With im2col convolutions nothing at all is allocated in a step. */
 static void test_training_step_allocates_nothing(void)
 {
@@ -259,6 +303,7 @@ int main(void)
 	kern_set_threads(2);
 	RUN(test_network_gradients);
 	RUN(test_token_gradients);
+	RUN(test_dropout_streams);
 	RUN(test_training_step_allocates_nothing);
 	RUN(test_onednn_allocates_no_tensors);
 	arena_release(&A);

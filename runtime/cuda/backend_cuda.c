@@ -583,8 +583,8 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 	}
 	case OP_DROPOUT:
 		if (train) {
-			/* the CPU's stream: keyed by node, rank and step, so masks match */
-			struct rng r = rng_stream(e->seed + 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1), RNG_DROPOUT, e->rank, (uint32_t)e->step);
+			/* the CPU's stream (layer, micro-batch, rank, step), so masks match */
+			struct rng r = rng_stream(exec_dropout_seed(e, i), RNG_DROPOUT, e->rank, (uint32_t)e->step);
 			if (c->step)
 				kc_dropout_fwd_at(s, x, y, (uint8_t *)save, out_n, (float)nd->a.drop.p, r, c->step);
 			else

@@ -116,6 +116,7 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 	}
 	memset(t->issued, 0, sizeof t->issued);
 	float base_scale = e->loss_scale;
+	e->step_first = 0;
 	for (int m = 0; m < count; m++) {
 		int64_t b = sizes[m];
 		cuda_join(e); /* the last micro-batch's loss read the targets this one overwrites */
@@ -132,7 +133,7 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 		if (t->dtrain.streamed && tg_feed_streamed(t, b, first, size, k, yb) != 0)
 			return -1;
 		for (int j = 0; j < k; j++) {
-			exec_set_micro(j);
+			exec_set_micro_at(j, first[j]); /* each chunk draws its own dropout masks */
 			if (!t->dtrain.streamed && tg_feed(t, size[j], yb + (size_t)(first[j] * t->dtrain.yw) * 4) != 0)
 				return -1;
 			exec_forward_range(e, 1, p->nnodes, (int)size[j], true);
@@ -161,6 +162,7 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 				snprintf(t->err, sizeof t->err, "rank %d: %s", t->rank, t->fsdp.err);
 			return -1;
 		}
+		e->step_first += b;
 	}
 	for (int d = 0; d < t->ngpu; d++) /* each GPU's optimizer waits for its last bucket */
 		if (t->issued[d]) {

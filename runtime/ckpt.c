@@ -41,20 +41,36 @@ static bool resumable_setting(const char *line, size_t len)
 	return false;
 }
 
+/* The next line of s that a resumed run may not change, or NULL at the end. */
+static const char *next_kept(const char *s, size_t *len)
+{
+	while (*s) {
+		const char *e = strchr(s, '\n');
+		*len = e ? (size_t)(e - s) : strlen(s);
+		if (!resumable_setting(s, *len))
+			return s;
+		s += *len + (e ? 1 : 0);
+	}
+	return NULL;
+}
+
 uint64_t ckpt_model_hash(const struct plan *p)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
-	const char *s = p->text;
-	while (*s) {
-		const char *e = strchr(s, '\n');
-		size_t len = e ? (size_t)(e - s) : strlen(s);
-		if (!resumable_setting(s, len)) {
-			for (size_t i = 0; i <= len && s[i]; i++) {
-				h ^= (unsigned char)s[i];
-				h *= 0x100000001b3ull;
-			}
+	size_t len, len2;
+	for (const char *s = next_kept(p->text, &len); s; s = next_kept(s + len + (s[len] ? 1 : 0), &len)) {
+		/* a section left empty by its resumable settings is the same as
+		 * one without a body: `parallel ddp { timeout = 60 }` is `parallel ddp` */
+		const char *n = len >= 2 && !strncmp(s + len - 2, " {", 2) ? next_kept(s + len + 1, &len2) : NULL;
+		bool empty = n && len2 == 1 && *n == '}';
+		for (size_t i = 0; i < len - (empty ? 2 : 0); i++) {
+			h ^= (unsigned char)s[i];
+			h *= 0x100000001b3ull;
 		}
-		s += len + (e ? 1 : 0);
+		h ^= '\n';
+		h *= 0x100000001b3ull;
+		if (empty)
+			len = (size_t)(n - s) + 1; /* past the closing brace */
 	}
 	return h;
 }

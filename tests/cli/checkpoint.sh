@@ -37,6 +37,13 @@ for w in 1 2; do
 	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=7 --resume "$dir/ck$w" --run-dir "$dir/same2$w" | grep -q 'Nothing to train'
 done
 
+# a longer parallel.timeout may be given on resume, also where the file's
+# parallel section has no body (`parallel ddp`)
+"$TRAINC" models/toy.net --cpus 2 --set train.steps=1 --save "$dir/tk" --run-dir "$dir/tk1" > /dev/null
+"$TRAINC" models/toy.net --cpus 2 --set train.steps=2 --set parallel.timeout=60 --resume "$dir/tk" --run-dir "$dir/tk2" > "$dir/out" 2>&1 ||
+	{ echo "a resume with another parallel.timeout was refused:"; cat "$dir/out"; exit 1; }
+echo "ok parallel.timeout changes on resume"
+
 # kill -9 while checkpoints are written every step
 big="--set train.checkpoint_every=1 --set train.steps=100000000 --set train.log_interval=1000000"
 for i in 1 2 3 4 5; do

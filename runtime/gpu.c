@@ -42,8 +42,8 @@ int gpu_open(int *count, char *err, size_t errlen)
 	char path[PATH_MAX + 32];
 	lib_path(path, sizeof path);
 	if (access(path, F_OK) != 0)
-		return util_fail(err, errlen, "this trainc was built without CUDA (%s does not exist; ./configure found no CUDA toolkit "
-				 "with cuBLAS, cuDNN and NCCL); train on CPUs with --cpus N, or install the toolkit, rerun ./configure "
+		return util_fail(err, errlen, "this trainc was built without CUDA (%s does not exist: ./configure found no CUDA toolkit "
+				 "with cuBLAS, cuDNN and NCCL, or was given --no-cuda); train on CPUs with --cpus N, or install the toolkit, rerun ./configure "
 				 "and ninja", path);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h)

@@ -256,6 +256,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	double kill_at = 0;
 	char why[256] = "";
 	struct pollfd *pfd = calloc((size_t)n * 3 + 1, sizeof *pfd);
+	double last_round = util_now();
 	while (alive > 0) {
 		int np = 0;
 		pfd[np++] = (struct pollfd){ sig_pipe[0], POLLIN, 0 };
@@ -267,6 +268,12 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		if (poll(pfd, (nfds_t)np, 200) < 0 && errno != EINTR)
 			break;
 		double t = util_now();
+		/* a round far longer than the poll's 0.2 s: the whole job was
+		 * suspended (Ctrl-Z, then fg); its silence was not a hang */
+		if (t - last_round > 2.0)
+			for (int r = 0; r < n; r++)
+				ws[r].last_beat += t - last_round;
+		last_round = t;
 		for (int r = 0; r < n; r++) {
 			struct pollfd *p = &pfd[1 + 3 * r];
 			if (p[0].fd >= 0 && (p[0].revents & (POLLIN | POLLHUP)) && !pump(&ws[r], r, 0, ws[r].out))
@@ -329,6 +336,10 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 				 t - ws[hung].last_beat);
 			signal_all(ws, n, SIGTERM);
 			kill_at = t + o->grace_s;
+			/* a stopped process takes no SIGTERM: end it now, not after the grace */
+			for (int r = 0; r < n; r++)
+				if (!ws[r].exited && is_stopped(ws[r].pid))
+					kill(ws[r].pid, SIGKILL);
 		}
 		if (kill_at > 0 && t > kill_at) {
 			signal_all(ws, n, SIGKILL);

@@ -135,6 +135,18 @@ static int claim_named(struct rundir *r, const char *dir, char *err, size_t errl
 	return 0;
 }
 
+int rundir_check(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		return 0; /* made when the run starts */
+	if (!S_ISDIR(st.st_mode))
+		return util_fail(err, errlen, "%s: exists and is not a directory; pick another run directory", dir);
+	if (is_empty(dir) == 0)
+		return util_fail(err, errlen, "%s: the run directory is not empty; pick another one or remove it", dir);
+	return 0;
+}
+
 /* runs/<model>-<stamp>, then -2, -3, ... until mkdir succeeds */
 static int claim_default(struct rundir *r, const char *model, char *err, size_t errlen)
 {

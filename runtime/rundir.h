@@ -56,6 +56,10 @@ int rundir_metric_eval(struct rundir *r, int64_t step, int64_t epoch, double los
  * images_per_s. */
 int rundir_metric_epoch(struct rundir *r, int64_t step, int64_t epoch, double loss, double images_per_s);
 
+/* What rundir_create would refuse of a named directory (a file, or a
+ * directory that is not empty), checked before a job starts its ranks. */
+int rundir_check(const char *dir, char *err, size_t errlen);
+
 /* The run directory, to place files such as weights.safetensors in. */
 const char *rundir_path(const struct rundir *r);
 

@@ -25,6 +25,7 @@
 #include "runtime/dataset.h"
 #include "runtime/gpu.h"
 #include "runtime/launch.h"
+#include "runtime/rundir.h"
 #include "runtime/train.h"
 
 #define TRAINC_VERSION "0.1.0"
@@ -306,6 +307,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "trainc: error: %s has no data section with a training set; add data { train = ... }\n", p->path);
 			rc = 2;
 		} else if (save && wrank < 0 && check_save(save) != 0) {
+			rc = 2;
+		} else if (run_dir && wrank < 0 && rundir_check(run_dir, gerr, sizeof gerr) != 0) {
+			fprintf(stderr, "trainc: %s\n", gerr);
 			rc = 2;
 		} else if (gpus > 0 && gpu_open(&ngpu, gerr, sizeof gerr) != 0) {
 			fprintf(stderr, "trainc: --gpus %d: %s\n", gpus, gerr);

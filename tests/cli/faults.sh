@@ -63,11 +63,31 @@ L=$!
 wait_ranks $L 2
 r0=$(rank_pid $L 0); r1=$(rank_pid $L 1)
 kill -STOP "$r1"
+stopped_at=$(date +%s)
 set +e; finish_within 20 $L; rc=$?; set -e
 [ $rc -ne 0 ] && [ $rc -ne 99 ] || { echo "hang: launcher exit $rc"; exit 1; }
 grep -q 'rank 1 made no progress' "$dir/err" || { echo "hang: rank 1 not named"; cat "$dir/err"; exit 1; }
+# the stopped rank is ended at once, not after the 5 s SIGTERM grace it cannot take
+[ $(($(date +%s) - stopped_at)) -le 6 ] || { echo "hang: the job ended $(($(date +%s) - stopped_at)) s after the stop (timeout 3 s)"; exit 1; }
 sleep 0.2; gone "$r0" "$r1"
 echo "ok hung rank 1: named after the timeout, nothing left"
+
+[ -n "${FAULT_RANKS:-}" ] || {
+	# 3b. the whole job suspended (Ctrl-Z) for longer than the timeout, then
+	# resumed (fg): it trains on; its silence was not a hang
+	setsid "$TRAINC" $net --cpus 2 $long --set parallel.timeout=2 --run-dir "$dir/z" > "$dir/out" 2> "$dir/err" &
+	L=$!
+	wait_ranks $L 2
+	env kill -TSTP -- -$L
+	sleep 4
+	env kill -CONT -- -$L
+	sleep 3
+	kill -0 $L 2>/dev/null || { echo "suspended and resumed: the job ended"; cat "$dir/err"; exit 1; }
+	env kill -INT -- -$L
+	set +e; finish_within 10 $L; rc=$?; set -e
+	[ $rc -eq 130 ] && ! grep -q 'made no progress' "$dir/err" || { echo "suspended and resumed: exit $rc"; cat "$dir/err"; exit 1; }
+	echo "ok a job suspended past the timeout and resumed trains on"
+}
 
 [ -z "${FAULT_RANKS:-}" ] || exit 0 # the rest does not depend on the device
 # 4. bad rank counts, before anything starts

@@ -92,6 +92,13 @@ done
 printf 'model M {\n    input(4)\n    linear(2)\n}\n' > "$tmp/nodata.net"
 expect 2 "^trainc: error: $tmp/nodata.net has no data section with a training set; add data" "$tmp/nodata.net"
 
+# a run directory that is not empty is refused before any rank starts
+mkdir "$tmp/used" && : > "$tmp/used/x"
+for ranks in 1 2; do
+	expect 2 "^trainc: $tmp/used: the run directory is not empty; pick another one or remove it" models/toy.net --cpus $ranks --run-dir "$tmp/used"
+	grep -q 'rank' "$tmp/err" && fail "a used run directory at --cpus $ranks reached the ranks: $(cat "$tmp/err")"
+done
+
 # --save is tried before training: a run is not lost at its end
 expect 2 "--save $tmp/no/such/w.safetensors: the folder $tmp/no/such does not exist; create it first" \
 	models/toy.net --save "$tmp/no/such/w.safetensors" --run-dir "$tmp/run3"

@@ -45,6 +45,11 @@
 #   under /tmp); trainc's run records (runs/) go there too.
 # Needs /usr/bin/time (Debian package time), numpy and python3-torch.
 set -eu
+case ${1:-} in
+-h|--help) sed -n '2,/^set /p' "$0" | sed '$d; /^# shellcheck/d; s/^# \{0,1\}//'; exit 0 ;;
+'') ;;
+*) echo "$0: takes no arguments; its settings come from the environment (--help)" >&2; exit 2 ;;
+esac
 
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}

@@ -12,14 +12,23 @@
 #   3. Pipeline: per-device idle share of a two-device model without and with
 #      micro-batches.
 # Usage: bench/dist_cpu.sh   (from the repository root; about 4 minutes)
-# Environment: TRAINC (build/trainc), PYTHON (/usr/bin/python3), STEPS (200).
+# Environment: TRAINC (build/trainc), PYTHON (/usr/bin/python3), STEPS (200),
+#   BENCH_LOG (a folder for the raw logs; default a new one under /tmp).
 set -eu
+case ${1:-} in
+-h|--help) sed -n '2,/^set /p' "$0" | sed '$d; /^# shellcheck/d; s/^# \{0,1\}//'; exit 0 ;;
+'') ;;
+*) echo "$0: takes no arguments; its settings come from the environment (--help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
 PYTHON=${PYTHON:-/usr/bin/python3}
 STEPS=${STEPS:-200}
-log=$(mktemp -d)
+[ -x "$TRAINC" ] || { echo "bench/dist_cpu.sh: no $TRAINC; build it first (./configure && ninja) or set TRAINC" >&2; exit 1; }
+log=${BENCH_LOG:-$(mktemp -d /tmp/dist_cpu.XXXXXX)}
+mkdir -p "$log"
 echo "raw logs: $log"
+calc() { awk "BEGIN { printf \"%.6f\", $1 }" 2> /dev/null || echo 0; } # 0 where a figure is missing
 run() { # run NAME ARGS...
 	name=$1; shift
 	"$TRAINC" "$@" --run-dir "$log/run-$name" > "$log/$name.log" 2>&1
@@ -36,13 +45,13 @@ wait=$(field ddp2 '^DDP: \([0-9.]*\)% of the training time waiting.*')
 hid=$(field ddp2 '^DDP: .*; \([0-9]*\)% of the all-reduce time hidden.*')
 pt=$($PYTHON bench/torch_ddp.py cnn "$STEPS" 1 2>/dev/null | sed -n 's/pytorch ddp images\/s //p')
 printf "  trainc --cpus 1 (2 threads)   %8.0f images/s\n" "$r1"
-printf "  trainc --cpus 2 (1 thread)    %8.0f images/s   (%.2fx of --cpus 1)\n" "$r2" "$(echo "$r2 / $r1" | bc -l)"
+printf "  trainc --cpus 2 (1 thread)    %8.0f images/s   (%.2fx of --cpus 1)\n" "$r2" "$(calc "$r2 / $r1")"
 printf "  waiting on all-reduce         %8s%% of training time; %s%% of all-reduce time hidden\n" "$wait" "$hid"
-printf "  PyTorch DDP gloo, 2 ranks     %8.0f images/s   (trainc %.2fx)\n" "$pt" "$(echo "$r2 / $pt" | bc -l)"
+printf "  PyTorch DDP gloo, 2 ranks     %8.0f images/s   (trainc %.2fx)\n" "$pt" "$(calc "$r2 / $pt")"
 t0=$(date +%s.%N); "$TRAINC" models/toy.net --cpus 2 --run-dir "$log/toy" > /dev/null; t1=$(date +%s.%N)
 $PYTHON bench/torch_ddp.py toy > /dev/null 2>&1; t2=$(date +%s.%N)
 printf "  DDP tutorial demo (2 ranks, 1 step), launch to exit: trainc %.3f s, PyTorch %.3f s (%.0fx)\n" \
-	"$(echo "$t1 - $t0" | bc -l)" "$(echo "$t2 - $t1" | bc -l)" "$(echo "($t2 - $t1) / ($t1 - $t0)" | bc -l)"
+	"$(calc "$t1 - $t0")" "$(calc "$t2 - $t1")" "$(calc "($t2 - $t1) / ($t1 - $t0)")"
 
 echo "== 2. FSDP"
 for w in 1 2 4; do
@@ -58,7 +67,7 @@ rf=$(field fsdp2 '.*(\([0-9.]*\) images\/s while training).*')
 fw=$(field fsdp2 '^FSDP rank 0: \([0-9.]*\)% of the training time waiting.*')
 fh=$(field fsdp2 '^FSDP rank 0: .*(\([0-9]*\)% of their time hidden.*')
 printf "  seed CNN at 2 ranks: FSDP %.0f images/s (step %.1f ms), DDP %.0f images/s (step %.1f ms)\n" \
-	"$rf" "$(echo "128000 / $rf" | bc -l)" "$r2" "$(echo "128000 / $r2" | bc -l)"
+	"$rf" "$(calc "128000 / $rf")" "$r2" "$(calc "128000 / $r2")"
 printf "  FSDP waits on all-gather/reduce-scatter %s%% of training time; %s%% of their time hidden behind compute\n" "$fw" "$fh"
 
 echo "== 3. Pipeline, two devices per rank"

@@ -50,6 +50,11 @@
 # holds several words)
 # shellcheck disable=SC2086
 set -u
+case ${1:-} in
+-h|--help) sed -n '2,/^set /p' "$0" | sed '$d; /^# shellcheck/d; s/^# \{0,1\}//'; exit 0 ;;
+'') ;;
+*) echo "$0: takes no arguments; its settings come from the environment (--help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.." || exit 2
 DEVICE=${DEVICE:-cuda}
 LIMIT=${LIMIT:-0}

@@ -23,6 +23,11 @@
 #   PROF_LOG (folder for perf.data and logs; default a new one under /tmp).
 # Needs perf (Debian package linux-perf) and python3.
 set -eu
+case ${1:-} in
+-h|--help) sed -n '2,/^set /p' "$0" | sed '$d; /^# shellcheck/d; s/^# \{0,1\}//'; exit 0 ;;
+'') ;;
+*) echo "$0: takes no arguments; its settings come from the environment (--help)" >&2; exit 2 ;;
+esac
 
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}

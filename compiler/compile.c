@@ -56,16 +56,16 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 	}
 	int64_t m = p->parallel.microbatches, per_rank = t->global_batch ? (t->micro_batch ? t->micro_batch : t->global_batch / p->world)
 											: t->batch;
+	if (m > 64) {
+		struct loc nowhere = { 0 };
+		diag_error(d, s.parallel ? s.parallel->kind_loc : nowhere, "microbatches = %lld: at most 64 micro-batches", (long long)m);
+		return NULL;
+	}
 	if (m > 1 && per_rank % m != 0 && !o->world_unknown) {
 		struct loc nowhere = { 0 };
 		diag_error(d, s.parallel ? s.parallel->kind_loc : nowhere,
-			   "microbatches = %lld does not divide the batch of %lld per rank; choose a divisor", (long long)m,
-			   (long long)per_rank);
-		return NULL;
-	}
-	if (m > 64) {
-		struct loc nowhere = { 0 };
-		diag_error(d, s.parallel ? s.parallel->kind_loc : nowhere, "at most 64 micro-batches");
+			   "microbatches = %lld does not divide the %s of %lld per rank; choose a divisor", (long long)m,
+			   t->micro_batch ? "micro_batch" : "batch", (long long)per_rank);
 		return NULL;
 	}
 	if (!place_nodes(a, d, p) || !infer_shapes(a, d, p) || !wrap_units(a, d, p) || !memplan_build(a, d, p) || d->errors > before)

@@ -595,8 +595,12 @@ static bool read_parallel(struct reader *r, const struct ast_section *sec, struc
 			if (!int_at_least(r, s[0], "min_params", 1, &pp->min_params))
 				return false;
 		} else if (k == WRAP_BLOCKS) {
-			if (v[0]->kind != V_CALL || v[0]->n < 1 || v[0]->n > PLAN_MAX_WRAP_BLOCKS) {
+			if (v[0]->kind != V_CALL || v[0]->n < 1) {
 				diag_error(r->d, v[0]->loc, "blocks needs the block names to wrap: blocks(ResBlock)");
+				return false;
+			}
+			if (v[0]->n > PLAN_MAX_WRAP_BLOCKS) {
+				diag_error(r->d, v[0]->items[PLAN_MAX_WRAP_BLOCKS].v->loc, "blocks takes at most %d block names", PLAN_MAX_WRAP_BLOCKS);
 				return false;
 			}
 			for (int i = 0; i < v[0]->n; i++) {

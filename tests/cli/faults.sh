@@ -77,6 +77,8 @@ echo "ok hung rank 1: named after the timeout, nothing left"
 	# resumed (fg): it trains on; its silence was not a hang
 	setsid "$TRAINC" $net --cpus 2 $long --set parallel.timeout=2 --run-dir "$dir/z" > "$dir/out" 2> "$dir/err" &
 	L=$!
+	# its own session: if this part fails, the job must not outlive the script
+	trap 'env kill -KILL -- -$L 2>/dev/null; rm -rf "$dir"' EXIT
 	wait_ranks $L 2
 	env kill -TSTP -- -$L
 	sleep 4
@@ -86,6 +88,7 @@ echo "ok hung rank 1: named after the timeout, nothing left"
 	env kill -INT -- -$L
 	set +e; finish_within 10 $L; rc=$?; set -e
 	[ $rc -eq 130 ] && ! grep -q 'made no progress' "$dir/err" || { echo "suspended and resumed: exit $rc"; cat "$dir/err"; exit 1; }
+	trap 'rm -rf "$dir"' EXIT
 	echo "ok a job suspended past the timeout and resumed trains on"
 }
 

@@ -945,7 +945,8 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		else
 			optim_step(&t->oc, t->sv, t->e.params, t->e.grads, t->e.trainable, t->at.step, lr);
 		in_step = 0;
-		bool log = micro_done % tr->log_interval == 0 || t->at.batch == t->s.num_batches;
+		/* every log_interval batches, an epoch's last, and the run's last */
+		bool log = micro_done % tr->log_interval == 0 || t->at.batch == t->s.num_batches || (tr->steps && t->at.step >= tr->steps);
 		if (log) {
 			/* the logged loss is the step's mean over every rank's samples */
 			double v[2] = { step_loss, step_n };

@@ -675,7 +675,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 		t->ep_n += (double)samples;
 		*images += samples;
 		launch_beat();
-		bool log = micro_done % tr->log_interval < (int64_t)count || t->at.batch == nb;
+		bool log = micro_done % tr->log_interval < (int64_t)count || t->at.batch == nb || (tr->steps && t->at.step >= tr->steps);
 		if (log) {
 			/* the wait would be timed as a step: close the span first */
 			if (close_span(t, &timing, &graph_steps) != 0)

@@ -253,7 +253,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		ws[r].last_beat = start;
 	}
 	int failed = -1, stop_signal = 0, alive = n;
-	double kill_at = 0;
+	double kill_at = 0, term_at = 0;
 	char why[256] = "";
 	struct pollfd *pfd = calloc((size_t)n * 3 + 1, sizeof *pfd);
 	double last_round = util_now();
@@ -315,8 +315,11 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 					failed = r;
 					char st[64];
 					snprintf(why, sizeof why, "rank %d failed with %s", r, describe_status(status, st, sizeof st));
-					signal_all(ws, n, SIGTERM);
-					kill_at = t + o->grace_s;
+					/* the others a moment to end and say why on their own
+					 * (a rank that failed first may be the second to exit),
+					 * then SIGTERM, then SIGKILL after the grace */
+					term_at = t + 1.0;
+					kill_at = term_at + o->grace_s;
 				}
 			}
 		}
@@ -340,6 +343,10 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 			for (int r = 0; r < n; r++)
 				if (!ws[r].exited && is_stopped(ws[r].pid))
 					kill(ws[r].pid, SIGKILL);
+		}
+		if (term_at > 0 && t >= term_at) {
+			signal_all(ws, n, SIGTERM);
+			term_at = 0;
 		}
 		if (kill_at > 0 && t > kill_at) {
 			signal_all(ws, n, SIGKILL);

@@ -116,25 +116,6 @@ static int is_empty(const char *dir)
 	return empty;
 }
 
-/* the user's directory: new, or existing and empty */
-static int claim_named(struct rundir *r, const char *dir, char *err, size_t errlen)
-{
-	if (snprintf(r->path, sizeof r->path, "%s", dir) >= (int)sizeof r->path)
-		return util_fail(err, errlen, "%.200s...: path too long; use a shorter run directory", dir);
-	if (make_dirs(dir, err, errlen) != 0)
-		return -1;
-	struct stat st;
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		return util_fail(err, errlen, "%s: exists and is not a directory; pick another run directory", dir);
-	int empty = is_empty(dir);
-	if (empty < 0)
-		return util_fail(err, errlen, "%s: cannot list the run directory: %s; check its permissions", dir,
-			    strerror(errno));
-	if (!empty)
-		return util_fail(err, errlen, "%s: the run directory is not empty; pick another one or remove it", dir);
-	return 0;
-}
-
 int rundir_check(const char *dir, char *err, size_t errlen)
 {
 	struct stat st;
@@ -142,10 +123,25 @@ int rundir_check(const char *dir, char *err, size_t errlen)
 		return 0; /* made when the run starts */
 	if (!S_ISDIR(st.st_mode))
 		return util_fail(err, errlen, "%s: exists and is not a directory; pick another run directory", dir);
-	if (is_empty(dir) == 0)
+	int empty = is_empty(dir);
+	if (empty < 0)
+		return util_fail(err, errlen, "%s: cannot list the run directory: %s; check its permissions", dir,
+				 strerror(errno));
+	if (!empty)
 		return util_fail(err, errlen, "%s: the run directory is not empty; pick another one or remove it", dir);
 	return 0;
 }
+
+/* the user's directory: new, or existing and empty */
+static int claim_named(struct rundir *r, const char *dir, char *err, size_t errlen)
+{
+	if (snprintf(r->path, sizeof r->path, "%s", dir) >= (int)sizeof r->path)
+		return util_fail(err, errlen, "%.200s...: path too long; use a shorter run directory", dir);
+	if (make_dirs(dir, err, errlen) != 0)
+		return -1;
+	return rundir_check(dir, err, errlen);
+}
+
 
 /* runs/<model>-<stamp>, then -2, -3, ... until mkdir succeeds */
 static int claim_default(struct rundir *r, const char *model, char *err, size_t errlen)

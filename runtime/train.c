@@ -292,10 +292,12 @@ static int evaluate_all(struct trainer *t)
 		sums[1] += (double)c;
 		sums[2] += m;
 	}
-	for (; chunks < rounds; chunks++) { /* a chunk of sample 0, not counted */
+	if (chunks < rounds) { /* chunks of sample 0, not counted */
 		for (int64_t i = 0; i < b; i++)
 			idx[i] = 0;
 		dataset_fill(&t->test, idx, (int)b, t->ex, t->ey);
+	}
+	for (; chunks < rounds; chunks++) {
 		exec_forward(&t->e, t->ex, (int)b, false);
 		if (t->e.stop) {
 			snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);

@@ -78,6 +78,21 @@ static struct plan *compile_text(const char *text)
 	return net_text_compile(&A, &d, text, 1);
 }
 
+/* text compiled and an executor for batches of 4 set up on it, parameters
+ * initialised from seed; the plan, or NULL after a failed check */
+static struct plan *exec_on_text(const char *text, struct exec *e, uint64_t seed)
+{
+	struct plan *p = compile_text(text);
+	CHECK(p != NULL);
+	if (!p)
+		return NULL;
+	char err[256];
+	int64_t sizes[1] = { 4 };
+	CHECK(exec_init(e, p, sizes, 1, false, 1, err, sizeof err) == 0);
+	exec_init_params(e, seed);
+	return p;
+}
+
 /* conv, batchnorm, tanh, a residual, pooling, dropout, flatten, linear, gelu,
  * log_softmax.  Average pooling: max pooling's kinks would make central
  * differences jump wherever two window values are closer than the step
@@ -136,15 +151,9 @@ static void fill(float *x, int n, uint32_t seed)
 
 static void check_gradients(const char *text, const float *x)
 {
-	struct plan *p = compile_text(text);
-	CHECK(p != NULL);
-	if (!p)
-		return;
 	struct exec e;
-	char err[256];
-	int64_t sizes[1] = { 4 };
-	CHECK(exec_init(&e, p, sizes, 1, false, 1, err, sizeof err) == 0);
-	exec_init_params(&e, 7);
+	if (!exec_on_text(text, &e, 7))
+		return;
 	e.step = 3; /* the same dropout mask for every evaluation */
 	int32_t y[4] = { 0, 3, 1, 2 };
 	memset(e.grads, 0, (size_t)e.trainable * 4);
@@ -198,15 +207,9 @@ static void test_token_gradients(void)
 /* Steps 3..30 of training: allocations counted. */
 static long allocations_in_steps(long *big)
 {
-	struct plan *p = compile_text(NET);
-	CHECK(p != NULL);
-	if (!p)
-		return -1;
 	struct exec e;
-	char err[256];
-	int64_t sizes[1] = { 4 };
-	CHECK(exec_init(&e, p, sizes, 1, false, 1, err, sizeof err) == 0);
-	exec_init_params(&e, 1);
+	if (!exec_on_text(NET, &e, 1))
+		return -1;
 	struct optim_cfg oc = optim_cfg_default(OPTIM_SGD);
 	oc.lr = 0.05;
 	oc.momentum = 0.9;
@@ -256,15 +259,10 @@ static void test_dropout_streams(void)
 	for (int i = 0; i < 4 * 64; i++)
 		x[i] = 1.0f;
 	for (int v = 0; v < 2; v++) {
-		struct plan *p = compile_text(nets[v]);
-		CHECK(p != NULL);
+		struct exec e;
+		const struct plan *p = exec_on_text(nets[v], &e, 1);
 		if (!p)
 			return;
-		struct exec e;
-		char err[256];
-		int64_t sizes[1] = { 4 };
-		CHECK(exec_init(&e, p, sizes, 1, false, 1, err, sizeof err) == 0);
-		exec_init_params(&e, 1);
 		int drop = -1;
 		for (int k = 0; k < p->nnodes; k++)
 			drop = p->nodes[k].op == OP_DROPOUT ? k : drop;

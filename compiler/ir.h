@@ -182,7 +182,8 @@ struct plan_train {
 	struct plan_optim optim;
 	struct plan_sched sched;
 	int64_t batch, global_batch, micro_batch, test_batch, epochs, steps, log_interval, checkpoint_every;
-	uint64_t seed;
+	uint64_t seed;              /* initialisation, dropout, synthetic data */
+	uint64_t shuffle_seed;      /* DistributedSampler(seed=): the training order */
 	double clip_grad_norm;      /* 0: off */
 	bool shuffle, drop_last;
 	bool present;               /* the file has a train section (else defaults, and the data is not checked against a loss) */

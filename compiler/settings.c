@@ -454,7 +454,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 {
 	static const char *const keys[] = { "loss", "optimizer", "scheduler", "batch", "global_batch", "test_batch", "epochs",
 					    "steps", "seed", "log_interval", "clip_grad_norm", "checkpoint_every", "shuffle", "drop_last",
-					    "micro_batch" };
+					    "micro_batch", "shuffle_seed" };
 	enum { NK = sizeof keys / sizeof keys[0] };
 	struct val *v[NK];
 	struct plan_train *t = &p->train;
@@ -473,7 +473,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	if (!sec)
 		return true;
 	t->present = true;
-	int64_t seed = 1;
+	int64_t seed = 1, shuffle_seed = 0;
 	/* a key whose value failed is absent here: do not call it missing too */
 	bool keys_ok = ok;
 	if (!v[0] && keys_ok) {
@@ -505,12 +505,13 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	      num_range(r, v[10], "clip_grad_norm", 1e-12, HUGE_VAL, &t->clip_grad_norm) &&
 	      int_at_least(r, v[11], "checkpoint_every", 1, &t->checkpoint_every) &&
 	      (!v[12] || val_bool(r->d, v[12], "shuffle", &t->shuffle)) && (!v[13] || val_bool(r->d, v[13], "drop_last", &t->drop_last));
-	ok &= int_at_least(r, v[14], "micro_batch", 1, &t->micro_batch);
+	ok &= int_at_least(r, v[14], "micro_batch", 1, &t->micro_batch) && int_at_least(r, v[15], "shuffle_seed", 0, &shuffle_seed);
 	if (v[14] && !v[4]) {
 		diag_error(r->d, v[14]->loc, "micro_batch splits a global_batch; with a per-rank batch, lower batch instead");
 		ok = false;
 	}
 	t->seed = (uint64_t)seed;
+	t->shuffle_seed = (uint64_t)shuffle_seed;
 	if (t->global_batch)
 		t->batch = t->global_batch; /* per rank: divided by the world size when the plan is made */
 	return ok;

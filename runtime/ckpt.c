@@ -54,6 +54,11 @@ static const char *next_kept(const char *s, size_t *len)
 	return NULL;
 }
 
+static const char *order_name(const struct ckpt_state *st)
+{
+	return st->philox_order ? "philox" : "randperm";
+}
+
 uint64_t ckpt_model_hash(const struct plan *p)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -248,9 +253,10 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
 	char text[1024];
 	snprintf(text, sizeof text,
 		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
-		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n"
+		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n  \"shuffle_order\": \"%s\",\n"
 		 "  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
-		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n, ckpt_model_hash(p), p->hash);
+		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n, order_name(st), ckpt_model_hash(p),
+		 p->hash);
 	join(path, sizeof path, tmp, files[2]);
 	if (write_text(path, text, err, errlen) != 0)
 		goto fail;
@@ -364,9 +370,10 @@ int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_s
 	char text[1024];
 	snprintf(text, sizeof text,
 		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
-		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n"
+		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n  \"shuffle_order\": \"%s\",\n"
 		 "  \"shards\": %d,\n  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
-		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n, st->world, ckpt_model_hash(p), p->hash);
+		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n, order_name(st), st->world,
+		 ckpt_model_hash(p), p->hash);
 	join(path, sizeof path, tmp, "state.json");
 	if (write_text(path, text, err, errlen) != 0)
 		return -1;
@@ -579,6 +586,9 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 	st->loss_n = ln ? strtod(ln + 9, NULL) : 0;
 	if (!isfinite(st->loss_sum) || !(st->loss_n >= 0))
 		st->loss_sum = st->loss_n = 0;
+	/* absent from checkpoints made before trainc shuffled as torch.randperm:
+	 * their runs go on in the order they began with */
+	st->philox_order = !strstr(text, "\"shuffle_order\": \"randperm\"");
 	const char *mh = strstr(text, "\"model_hash\": \"");
 	if (!ok || !mh) {
 		snprintf(err, errlen, "%s: missing fields", path);

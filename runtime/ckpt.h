@@ -10,6 +10,7 @@
  */
 #ifndef CKPT_H
 #define CKPT_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,7 @@ struct ckpt_state {
 	int world;
 	int64_t micro;  /* samples per micro-batch per rank */
 	double loss_sum, loss_n; /* the epoch in progress so far, over every rank: summed per-sample loss, samples */
+	bool philox_order; /* the run shuffles in earlier trainc's order (sampler.h's SAMPLER_PHILOX), not torch.randperm's */
 };
 
 /* Save params (the unsharded layout) and the optimizer's k planes of

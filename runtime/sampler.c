@@ -49,19 +49,64 @@ int sampler_init(struct sampler *s, int64_t n, int world, int rank, int batch, i
 	return 0;
 }
 
-void sampler_set_epoch(struct sampler *s, int64_t epoch)
+/* The 32-bit Mersenne Twister, seeded as std::mt19937(seed) and PyTorch's
+ * CPU generator after manual_seed(seed) (the seed's low 32 bits). */
+enum { MT_N = 624, MT_M = 397 };
+
+struct mt19937 {
+	uint32_t x[MT_N];
+	int i;
+};
+
+static void mt_seed(struct mt19937 *m, uint64_t seed)
 {
-	if (s->epoch == epoch)
-		return;
-	s->epoch = epoch;
-	if (!s->shuffle)
-		return;
-	/* rank 0 in the key: every rank must draw the same permutation */
-	struct rng r = rng_stream(s->seed, RNG_SHUFFLE, 0, (uint32_t)epoch);
-	int64_t *p = s->perm; /* (n) */
-	for (int64_t i = 0; i < s->n; i++)
+	m->x[0] = (uint32_t)seed;
+	for (int i = 1; i < MT_N; i++)
+		m->x[i] = 1812433253u * (m->x[i - 1] ^ m->x[i - 1] >> 30) + (uint32_t)i;
+	m->i = MT_N;
+}
+
+static uint32_t mt_next(struct mt19937 *m)
+{
+	if (m->i == MT_N) { /* the next 624 words at once */
+		for (int k = 0; k < MT_N; k++) {
+			uint32_t y = (m->x[k] & 0x80000000u) | (m->x[(k + 1) % MT_N] & 0x7fffffffu);
+			m->x[k] = m->x[(k + MT_M) % MT_N] ^ y >> 1 ^ (y & 1 ? 0x9908b0dfu : 0);
+		}
+		m->i = 0;
+	}
+	uint32_t y = m->x[m->i++];
+	y ^= y >> 11;
+	y ^= y << 7 & 0x9d2c5680u;
+	y ^= y << 15 & 0xefc60000u;
+	return y ^ y >> 18;
+}
+
+/* torch.randperm(n, generator=torch.Generator().manual_seed(seed)) on the
+ * CPU: position i swaps with i + u % (n - i), u the next 32-bit draw.  Checked
+ * against PyTorch 1.13 at n = 10, 60000 and 214748369; PyTorch versions that
+ * draw 64-bit numbers at n >= 2^32 / 20 differ there. */
+static void randperm(int64_t *p, int64_t n, uint64_t seed)
+{
+	struct mt19937 m;
+	mt_seed(&m, seed);
+	for (int64_t i = 0; i < n; i++)
 		p[i] = i;
-	for (int64_t i = s->n - 1; i > 0; i--) {
+	for (int64_t i = 0; i < n - 1; i++) {
+		int64_t z = (int64_t)(mt_next(&m) % (uint64_t)(n - i)), t = p[i];
+		p[i] = p[z + i];
+		p[z + i] = t;
+	}
+}
+
+/* The order of checkpoints made before trainc followed torch.randperm. */
+static void philox_perm(int64_t *p, int64_t n, uint64_t seed, int64_t epoch)
+{
+	/* rank 0 in the key: every rank must draw the same permutation */
+	struct rng r = rng_stream(seed, RNG_SHUFFLE, 0, (uint32_t)epoch);
+	for (int64_t i = 0; i < n; i++)
+		p[i] = i;
+	for (int64_t i = n - 1; i > 0; i--) {
 		uint32_t w[4];
 		philox_block(&r, (uint64_t)i, w);
 		/* 64 random bits: the modulo bias is below n / 2^64 */
@@ -71,6 +116,19 @@ void sampler_set_epoch(struct sampler *s, int64_t epoch)
 		p[i] = p[j];
 		p[j] = t;
 	}
+}
+
+void sampler_set_epoch(struct sampler *s, int64_t epoch)
+{
+	if (s->epoch == epoch)
+		return;
+	s->epoch = epoch;
+	if (!s->shuffle)
+		return;
+	if (s->order == SAMPLER_PHILOX)
+		philox_perm(s->perm, s->n, s->seed, epoch);
+	else /* the seed program's set_epoch(E) for trainc's epoch E, from 1 */
+		randperm(s->perm, s->n, s->seed + (uint64_t)epoch + 1);
 }
 
 int64_t sampler_index(const struct sampler *s, int64_t i)

@@ -5,9 +5,14 @@
  * drop_last); rank r takes every world-th index starting at r.  The
  * DataLoader then cuts the rank's list into batches, the last one smaller
  * unless drop_last_batch.
- * The permutation comes from a Philox stream keyed (seed, RNG_SHUFFLE, 0,
- * epoch) and a Fisher-Yates shuffle, so it is reproducible and independent of
- * the rank, but not the permutation torch.randperm would give.
+ * The permutation is torch.randperm(n) drawn from a CPU generator seeded
+ * seed + E for the epoch E trainc prints (from 1), as DistributedSampler
+ * draws it after the seed program's set_epoch(E): the same samples in the
+ * same order as that PyTorch program with DistributedSampler(seed=seed).
+ * (PyTorch's CPU generator is an mt19937; randperm swaps position i with
+ * i + u % (n - i), u its next 32-bit output.)  SAMPLER_PHILOX is the
+ * order of checkpoints written before trainc followed PyTorch: a Philox
+ * stream keyed (seed, RNG_SHUFFLE, 0, epoch) and a Fisher-Yates shuffle.
  * Does not: touch the data (dataset.h) or prefetch (loader.h).
  * Invariant: after sampler_set_epoch(e) every index handed out is in 0..n-1
  * and the sequence is a pure function of (n, world, rank, seed, e, flags).
@@ -17,6 +22,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum sampler_order {
+	SAMPLER_RANDPERM, /* PyTorch's: torch.randperm from torch.Generator().manual_seed(seed + epoch) */
+	SAMPLER_PHILOX,   /* earlier trainc's, kept for resuming its checkpoints */
+};
+
 struct sampler {
 	int64_t n;             /* dataset size */
 	int world, rank;
@@ -24,7 +34,8 @@ struct sampler {
 	int shuffle;           /* DistributedSampler(shuffle=) */
 	int drop_last;         /* DistributedSampler(drop_last=): truncate instead of pad */
 	int drop_last_batch;   /* DataLoader(drop_last=): no smaller final batch */
-	uint64_t seed;
+	uint64_t seed;         /* DistributedSampler(seed=) */
+	enum sampler_order order; /* SAMPLER_RANDPERM from sampler_init; set before the first epoch */
 	int64_t num_samples;   /* indices per rank per epoch */
 	int64_t total_size;    /* num_samples * world */
 	int64_t num_batches;   /* batches per rank per epoch */
@@ -43,8 +54,9 @@ struct sampler_pos {
 int sampler_init(struct sampler *s, int64_t n, int world, int rank, int batch, int shuffle, int drop_last,
 		 int drop_last_batch, uint64_t seed, char *err, size_t errlen);
 
-/* Make epoch's order current (DistributedSampler.set_epoch); cheap when
- * the epoch is already current or there is no shuffle. */
+/* Make epoch's order current (DistributedSampler.set_epoch(epoch + 1):
+ * epoch counts from 0 here); cheap when the epoch is already current or
+ * there is no shuffle. */
 void sampler_set_epoch(struct sampler *s, int64_t epoch);
 
 /* The i-th index (0 <= i < num_samples) of this rank in the current epoch. */

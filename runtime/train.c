@@ -615,6 +615,7 @@ static int load_state(struct trainer *t)
 	}
 	if (o->resume) {
 		rc = ckpt_load(o->resume, p, params, optim, t->e.trainable, k, &t->at, t->err, sizeof t->err);
+		t->s.order = t->at.philox_order ? SAMPLER_PHILOX : SAMPLER_RANDPERM;
 		if (rc == 0)
 			rc = train_resume_at(p, o->resume, "--cpus", &t->at, t->world, t->micro, t->s.num_batches, t->rank, t->err, sizeof t->err);
 		/* the epoch's sums so far, of every rank, count once: on rank 0 */
@@ -669,7 +670,7 @@ static int setup(struct trainer *t)
 		return -1;
 	}
 	int64_t B = t->micro;
-	if (sampler_init(&t->s, t->train.n, t->world, t->rank, (int)B, tr->shuffle, 0, tr->drop_last, tr->seed, t->err, sizeof t->err) != 0)
+	if (sampler_init(&t->s, t->train.n, t->world, t->rank, (int)B, tr->shuffle, 0, tr->drop_last, tr->shuffle_seed, t->err, sizeof t->err) != 0)
 		return -1;
 	/* every batch size convolutions will see: the training batch (or its
 	 * micro-batches), the epoch's last batch (chunked alike), the test batches */

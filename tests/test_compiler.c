@@ -106,6 +106,8 @@ static void test_seed_cnn_names(void)
 	CHECK(p->train.optim.kind == OPT_ADADELTA && p->train.optim.lr == 1.0 && p->train.optim.rho == 0.9);
 	CHECK(p->train.sched.kind == LRS_STEP && p->train.sched.gamma == 0.7 && p->train.sched.step_size == 1);
 	CHECK(p->train.batch == 64 && p->train.test_batch == 1000 && p->train.reduction == RED_SUM);
+	/* the example's torch.manual_seed(1) and DistributedSampler's default seed 0 */
+	CHECK(p->train.seed == 1 && p->train.shuffle && p->train.shuffle_seed == 0);
 }
 
 static void test_wrap_policies(void)
@@ -210,6 +212,8 @@ static void test_hash(void)
 		CHECK(a->hash != d->hash);
 		CHECK(c->train.steps == 2);
 	}
+	struct plan *e = compile_path("models/toy.net", 1, "train.shuffle_seed=3");
+	CHECK(a && e && e->train.shuffle_seed == 3 && e->train.seed == a->train.seed && e->hash != a->hash);
 }
 
 static void test_errors_counted(void)

@@ -473,15 +473,42 @@ static void test_sampler_no_shuffle(void)
 
 static void test_sampler_shuffle(void)
 {
-	/* the Fisher-Yates order of Philox (seed 0, RNG_SHUFFLE, 0, epoch 0) for n = 10, checked
-	 * against a Python transcription of Philox4x32-10; a change here
-	 * changes every shuffled run and breaks resuming old ones */
-	static const int64_t golden[10] = { 6, 8, 3, 0, 9, 4, 1, 7, 2, 5 };
+	/* PyTorch 1.13's torch.randperm(10, generator=torch.Generator().manual_seed(1)):
+	 * DistributedSampler(seed=0) after set_epoch(1), the order of trainc's
+	 * epoch 1 (epoch 0 here).  A change here changes every shuffled run */
+	static const int64_t golden[10] = { 5, 6, 1, 2, 0, 8, 9, 3, 7, 4 };
 	struct sampler s;
-	CHECK(sampler_init(&s, 10, 1, 0, 10, 1, 0, 0, 0, err, sizeof err) == 0);
+	CHECK(sampler_init(&s, 10, 1, 0, 10, 1, 0, 0, 0, err, sizeof err) == 0 && s.order == SAMPLER_RANDPERM);
 	sampler_set_epoch(&s, 0);
 	for (int i = 0; i < 10; i++)
 		CHECK(s.perm[i] == golden[i]);
+	sampler_free(&s);
+	/* Fashion-MNIST's size, manual_seed(2): the 32-bit draws' moduli reach 60000 */
+	CHECK(sampler_init(&s, 60000, 1, 0, 64, 1, 0, 0, 1, err, sizeof err) == 0);
+	sampler_set_epoch(&s, 0);
+	CHECK(s.perm[0] == 43848 && s.perm[1] == 54736 && s.perm[2] == 56013 && s.perm[3] == 37602 && s.perm[4] == 59754 &&
+	      s.perm[5] == 51214 && s.perm[30000] == 50644 && s.perm[59999] == 43029);
+	sampler_free(&s);
+	/* list(DistributedSampler(range(10), num_replicas=3, rank=1, seed=5)) after
+	 * set_epoch(2), and with num_replicas=4, rank=3, drop_last=True */
+	CHECK(sampler_init(&s, 10, 3, 1, 4, 1, 0, 0, 5, err, sizeof err) == 0);
+	sampler_set_epoch(&s, 1);
+	CHECK(s.num_samples == 4 && sampler_index(&s, 0) == 0 && sampler_index(&s, 1) == 1 && sampler_index(&s, 2) == 6 &&
+	      sampler_index(&s, 3) == 5);
+	sampler_free(&s);
+	CHECK(sampler_init(&s, 10, 4, 3, 4, 1, 1, 0, 5, err, sizeof err) == 0);
+	sampler_set_epoch(&s, 1);
+	CHECK(s.num_samples == 2 && sampler_index(&s, 0) == 4 && sampler_index(&s, 1) == 6);
+	sampler_free(&s);
+	/* earlier trainc's order, for its checkpoints: the Fisher-Yates order of
+	 * Philox (seed 0, RNG_SHUFFLE, 0, epoch 0) for n = 10, checked against a
+	 * Python transcription of Philox4x32-10 */
+	static const int64_t philox[10] = { 6, 8, 3, 0, 9, 4, 1, 7, 2, 5 };
+	CHECK(sampler_init(&s, 10, 1, 0, 10, 1, 0, 0, 0, err, sizeof err) == 0);
+	s.order = SAMPLER_PHILOX;
+	sampler_set_epoch(&s, 0);
+	for (int i = 0; i < 10; i++)
+		CHECK(s.perm[i] == philox[i]);
 	sampler_free(&s);
 
 	for (int n = 1; n <= 23; n += 2)

@@ -396,7 +396,7 @@ static int setup(struct gt *t)
 	}
 	if (t->train.n < t->world)
 		return util_fail(t->err, sizeof t->err, "%lld training samples cannot feed %d ranks", (long long)t->train.n, t->world);
-	if (sampler_init(&t->smp, t->train.n, t->world, t->rank, (int)t->micro, tr->shuffle, 0, tr->drop_last, tr->seed, t->err,
+	if (sampler_init(&t->smp, t->train.n, t->world, t->rank, (int)t->micro, tr->shuffle, 0, tr->drop_last, tr->shuffle_seed, t->err,
 			 sizeof t->err) != 0)
 		return -1;
 	t->smp_ok = true;

@@ -64,6 +64,7 @@ int tg_load_state(struct gt *t)
 	int rc = 0;
 	if (o->resume) {
 		rc = ckpt_load(o->resume, p, t->h_params, t->h_optim, e->trainable, k, &t->at, t->err, sizeof t->err);
+		t->smp.order = t->at.philox_order ? SAMPLER_PHILOX : SAMPLER_RANDPERM;
 		if (rc == 0)
 			rc = train_resume_at(p, o->resume, "--gpus", &t->at, t->world, t->micro, t->smp.num_batches, t->rank, t->err,
 					     sizeof t->err);

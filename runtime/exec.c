@@ -117,12 +117,19 @@ int exec_init_on(struct exec *e, const struct backend_ops *be, const struct plan
 	return e->be->prepare(e, err, errlen);
 }
 
-void exec_init_param(const struct plan *p, int k, uint64_t seed, float *x)
+void exec_param_init_begin(struct param_init *pi, uint64_t seed)
+{
+	init_gen_seed(&pi->g, seed);
+	pi->seed = seed;
+	pi->next = 0;
+}
+
+/* Parameter k's initial value drawn from pi->g into x (NULL: drawn only). */
+static void draw_param(const struct plan *p, int k, struct param_init *pi, float *x)
 {
 	const struct param *pr = &p->params[k];
 	const struct node *nd = &p->nodes[pr->node];
 	struct init_param ip = { 0 };
-	ip.index = (uint32_t)k;
 	ip.fan_in = pr->fan_in;
 	ip.padding_idx = -1;
 	switch (pr->init) {
@@ -136,11 +143,22 @@ void exec_init_param(const struct plan *p, int k, uint64_t seed, float *x)
 		ip.padding_idx = nd->a.emb.padding_idx;
 		break;
 	}
-	if (pr->dtype == DT_I64) {
-		memset(x, 0, 8);
+	if (pr->dtype == DT_I64) { /* num_batches_tracked: zero, no draws */
+		if (x)
+			memset(x, 0, 8);
 		return;
 	}
-	init_fill(&ip, seed, x, 0, pr->numel);
+	init_fill(&ip, &pi->g, x, pr->numel);
+}
+
+void exec_init_param(const struct plan *p, int k, struct param_init *pi, float *x)
+{
+	if (pi->next > k)
+		exec_param_init_begin(pi, pi->seed);
+	for (; pi->next < k; pi->next++)
+		draw_param(p, pi->next, pi, NULL);
+	draw_param(p, k, pi, x);
+	pi->next = k + 1;
 }
 
 float *exec_dev_trainables(struct exec *e, int d)
@@ -188,9 +206,11 @@ float *exec_param_ptr(struct exec *e, int k)
 
 void exec_init_params(struct exec *e, uint64_t seed)
 {
+	struct param_init pi;
+	exec_param_init_begin(&pi, seed);
 	for (int k = 0; k < e->p->nparams; k++)
 		if (!e->fsdp || e->p->params[k].unit_offset < 0)
-			exec_init_param(e->p, k, seed, exec_param_ptr(e, k));
+			exec_init_param(e->p, k, &pi, exec_param_ptr(e, k));
 }
 
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "compiler/ir.h"
+#include "runtime/init.h"
 #include "runtime/kern.h"
 
 struct backend_ops;
@@ -64,11 +65,22 @@ int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int ns
 /* The same on a given backend (exec_init: the CPU's). */
 int exec_init_on(struct exec *e, const struct backend_ops *be, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp,
 		 int copies, char *err, size_t errlen);
-/* Initialise parameters and buffers as PyTorch's defaults, from the seed
- * (with fsdp: the buffers only). */
+/* Initialise parameters and buffers as PyTorch's defaults after
+ * torch.manual_seed(seed) (with fsdp: the buffers only). */
 void exec_init_params(struct exec *e, uint64_t seed);
-/* Parameter k of the plan, initialised as PyTorch would, written at dst. */
-void exec_init_param(const struct plan *p, int k, uint64_t seed, float *dst);
+/* The model's initial values are drawn tensor after tensor, in the plan's
+ * order, from one generator (init.h); param_init is where it stands. */
+struct param_init {
+	struct init_gen g;
+	uint64_t seed;
+	int next; /* the tensor the generator is at */
+};
+void exec_param_init_begin(struct param_init *pi, uint64_t seed);
+/* Parameter k of the plan, initialised as PyTorch would, written at dst:
+ * the tensors between pi's place and k are drawn first (from the seed again
+ * if pi is past k), so any order of k gives the same values, in plan order
+ * at no extra cost. */
+void exec_init_param(const struct plan *p, int k, struct param_init *pi, float *dst);
 /* Where parameter k lives now (unsharded layout, a gathered unit, or the
  * buffers), or NULL for an FSDP unit that is not gathered. */
 float *exec_param_ptr(struct exec *e, int k);

@@ -244,16 +244,20 @@ int fsdp_init_params(struct fsdp *f, uint64_t seed)
 		snprintf(f->err, sizeof f->err, "out of memory initialising the FSDP units");
 		return -1;
 	}
+	/* units in turn, each unit's tensors in plan order: a unit whose
+	 * tensors come before the last one's draws the model again from the seed */
+	struct param_init pi;
+	exec_param_init_begin(&pi, seed);
 	for (int u = 0; u < f->nu; u++) {
 		memset(full, 0, (size_t)p->units[u].padded * 4);
 		for (int k = 0; k < p->nparams; k++)
 			if (p->params[k].unit == u && p->params[k].unit_offset >= 0)
-				exec_init_param(p, k, seed, full + p->params[k].unit_offset);
+				exec_init_param(p, k, &pi, full + p->params[k].unit_offset);
 		take_shard(f, u, full);
 	}
 	for (int k = 0; k < p->nparams; k++)
 		if (p->params[k].unit_offset < 0) {
-			exec_init_param(p, k, seed, full);
+			exec_init_param(p, k, &pi, full);
 			put(f, exec_param_ptr(f->e, k), full, (size_t)(p->params[k].dtype == DT_I64 ? 8 : p->params[k].numel * 4));
 		}
 	free(full);

@@ -2,7 +2,8 @@
  * A stream is keyed by (seed, purpose, rank, step); element i of a stream is a
  * pure function of that key and i, so results never depend on how many
  * threads fill a buffer or in which order.  Header-only: the functions are
- * small and sit in hot loops (dropout masks, shuffles, initialisation).
+ * small and sit in hot loops (dropout masks, synthetic data; the shuffle
+ * order of checkpoints from before trainc drew as torch.randperm).
  * Not cryptographic; not bit-compatible with torch's generators.
  */
 #ifndef PHILOX_H

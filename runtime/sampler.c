@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "runtime/mt19937.h"
 #include "runtime/philox.h"
 #include "runtime/util.h"
 
@@ -47,39 +48,6 @@ int sampler_init(struct sampler *s, int64_t n, int world, int rank, int batch, i
 			return util_fail(err, errlen, "sampler: out of memory for a permutation of %lld samples", (long long)n);
 	}
 	return 0;
-}
-
-/* The 32-bit Mersenne Twister, seeded as std::mt19937(seed) and PyTorch's
- * CPU generator after manual_seed(seed) (the seed's low 32 bits). */
-enum { MT_N = 624, MT_M = 397 };
-
-struct mt19937 {
-	uint32_t x[MT_N];
-	int i;
-};
-
-static void mt_seed(struct mt19937 *m, uint64_t seed)
-{
-	m->x[0] = (uint32_t)seed;
-	for (int i = 1; i < MT_N; i++)
-		m->x[i] = 1812433253u * (m->x[i - 1] ^ m->x[i - 1] >> 30) + (uint32_t)i;
-	m->i = MT_N;
-}
-
-static uint32_t mt_next(struct mt19937 *m)
-{
-	if (m->i == MT_N) { /* the next 624 words at once */
-		for (int k = 0; k < MT_N; k++) {
-			uint32_t y = (m->x[k] & 0x80000000u) | (m->x[(k + 1) % MT_N] & 0x7fffffffu);
-			m->x[k] = m->x[(k + MT_M) % MT_N] ^ y >> 1 ^ (y & 1 ? 0x9908b0dfu : 0);
-		}
-		m->i = 0;
-	}
-	uint32_t y = m->x[m->i++];
-	y ^= y >> 11;
-	y ^= y << 7 & 0x9d2c5680u;
-	y ^= y << 15 & 0xefc60000u;
-	return y ^ y >> 18;
 }
 
 /* torch.randperm(n, generator=torch.Generator().manual_seed(seed)) on the

@@ -7,12 +7,11 @@ torch.manual_seed(1) for the initial weights, DistributedSampler(
 num_replicas=2, rank=r, shuffle=True) after set_epoch(1) for each rank's
 samples, NLL with reduction="sum" on each rank's 64 samples, gradients
 averaged over the two ranks (what FSDP's reduce-scatter and DDP's
-all-reduce compute), Adadelta(lr=1.0).  Writes the initial weights as
-safetensors (PyTorch's names, for trainc --init) and prints one line per
-step: "step N loss L", L the summed loss of both ranks' samples divided by
+all-reduce compute), Adadelta(lr=1.0).  Prints one line per step: "step N loss L", L the summed loss of both ranks' samples divided by
 their number, the figure trainc logs.
 
-Usage: match_pytorch.py --data DIR --mean M --std S --steps N --weights OUT
+Usage: match_pytorch.py --data DIR --mean M --std S [--steps N] [--threads T]
+         [--weights OUT]   (OUT: the initial weights, as safetensors)
 Needs only torch (1.10 or later): no torchvision, no safetensors package.
 """
 import argparse
@@ -53,7 +52,7 @@ def main():
     ap.add_argument("--mean", type=float, required=True)
     ap.add_argument("--std", type=float, required=True)
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--weights", required=True)
+    ap.add_argument("--weights")
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -61,7 +60,8 @@ def main():
     torch.manual_seed(1)
     model = Net()
     model.dropout1.p = model.dropout2.p = 0.0
-    save_safetensors(a.weights, model.state_dict())
+    if a.weights:
+        save_safetensors(a.weights, model.state_dict())
     world, batch = 2, 64
     orders = []
     for r in range(world):

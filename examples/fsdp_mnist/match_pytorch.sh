@@ -2,11 +2,11 @@
 # examples/fsdp_mnist/match_pytorch.sh: trainc and PyTorch, loss for loss.
 #
 # The FSDP MNIST example's CNN without its dropouts, on Fashion-MNIST, at
-# 2 ranks, from the same initial weights (PyTorch's, torch.manual_seed(1),
-# given to trainc with --init): trainc --cpus 2 under FSDP and PyTorch
-# (match_pytorch.py, the same training in one process) see the same samples
-# in the same batches, because trainc shuffles as DistributedSampler does
-# (torch.randperm after set_epoch), and take the same Adadelta steps.
+# 2 ranks: trainc --cpus 2 under FSDP, and PyTorch (match_pytorch.py, the
+# same training in one process).  Both start from torch.manual_seed(1)'s
+# weights (trainc draws them as PyTorch does, from train.seed = 1), see the
+# same samples in the same batches (trainc shuffles as DistributedSampler
+# does: torch.randperm after set_epoch) and take the same Adadelta steps.
 # Prints the losses of both, step by step, and exits 1 unless the first
 # CHECK steps agree within TOL.  The programs round differently
 # (convolution algorithms, summation order), and Adadelta at lr 1.0 makes
@@ -45,9 +45,9 @@ trap 'rm -rf "$tmp"' EXIT
 sed '/dropout/d; s|"data/mnist"|"'"$DATA"'"|; s|(0.1307, 0.3081)|(0.2860, 0.3530)|' models/mnist_cnn.net > "$tmp/net.net"
 for t in 1 2; do
 	"$PYTHON" examples/fsdp_mnist/match_pytorch.py --data "$DATA" --mean 0.2860 --std 0.3530 --steps "$STEPS" \
-		--threads $t --weights "$tmp/init.safetensors" > "$tmp/torch$t" || { echo "$0: the PyTorch side failed" >&2; exit 1; }
+		--threads $t > "$tmp/torch$t" || { echo "$0: the PyTorch side failed" >&2; exit 1; }
 done
-"$TRAINC" "$tmp/net.net" --cpus 2 --init "$tmp/init.safetensors" --set train.steps="$STEPS" --set train.log_interval=1 \
+"$TRAINC" "$tmp/net.net" --cpus 2 --set train.steps="$STEPS" --set train.log_interval=1 \
 	--run-dir "$tmp/run" > "$tmp/trainc.out" 2>&1 || { cat "$tmp/trainc.out"; echo "$0: trainc failed" >&2; exit 1; }
 sed -n 's/.*"kind": "step", "step": \([0-9]*\),.*"loss": \([^,]*\),.*/\1 \2/p' "$tmp/run/metrics.jsonl" > "$tmp/trainc"
 awk -v tol="$TOL" -v steps="$STEPS" -v check="$CHECK" '

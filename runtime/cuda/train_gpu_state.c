@@ -47,8 +47,10 @@ int tg_load_state(struct gt *t)
 	const struct train_opts *o = t->o;
 	struct exec *e = &t->e;
 	int k = p->train.optim.state_per_param;
+	struct param_init pi;
+	exec_param_init_begin(&pi, p->train.seed);
 	for (int j = 0; j < p->nparams; j++)
-		exec_init_param(p, j, p->train.seed, t->h_params + p->params[j].offset);
+		exec_init_param(p, j, &pi, t->h_params + p->params[j].offset);
 	optim_state_init(&t->oc, (struct optim_state_view){ t->h_optim, e->trainable }, e->trainable);
 	if (t->sharded) {
 		/* each rank initialises its own shards and the optimizer state of them */

@@ -2,7 +2,11 @@
 # conv1.weight conv1.bias conv2.weight conv2.bias fc1.weight fc1.bias
 # fc2.weight fc2.bias, with PyTorch's shapes.  Checked twice: from the
 # module tree of `trainc print`, and from the tensors `trainc --save` writes
-# after one step on synthetic data (so no dataset is needed).
+# after one step on synthetic data (so no dataset is needed).  And the
+# initial values are PyTorch's: ToyModel's after torch.manual_seed(1),
+# bit for bit (tests/golden/toy_seed1.safetensors, written by PyTorch 1.13),
+# and the CNN's the same however FSDP shards it.  The weights are read after
+# one SGD step at lr 1e-30, which moves none of them.
 . "$(dirname "$0")/preamble.inc"
 want='conv1.weight conv1.bias conv2.weight conv2.bias fc1.weight fc1.bias fc2.weight fc2.bias'
 
@@ -40,5 +44,19 @@ else
 	fail "trainc could not train one step on synthetic data and save:"
 	sed 's/^/    /' "$tmp/out" | tail -10
 fi
+
+# 3. initial values
+tiny="train.optimizer=sgd(lr=1e-30)"
+"$TRAINC" models/toy.net --set "$tiny" --save "$tmp/toy.safetensors" --run-dir "$tmp/toy" > "$tmp/out" 2>&1 ||
+	{ fail "the toy run failed"; cat "$tmp/out"; }
+build/tests/stcmp tests/golden/toy_seed1.safetensors "$tmp/toy.safetensors" 0 > /dev/null ||
+	fail "ToyModel's initial weights are not torch.manual_seed(1)'s: $(build/tests/stcmp tests/golden/toy_seed1.safetensors "$tmp/toy.safetensors" 0 2>&1)"
+"$TRAINC" models/mnist_cnn.net --set "data.train=$syn" --set "data.test=$syn" --set train.steps=1 --set "$tiny" \
+	--set "parallel.wrap=none" --save "$tmp/one.safetensors" --run-dir "$tmp/one" > "$tmp/out" 2>&1 || { fail "the CNN run failed"; cat "$tmp/out"; }
+"$TRAINC" models/mnist_cnn.net --set "data.train=$syn" --set "data.test=$syn" --set train.steps=1 --set "$tiny" --cpus 2 \
+	--set "parallel.wrap=size(min_params=100)" --save "$tmp/two.safetensors" --run-dir "$tmp/two" > "$tmp/out" 2>&1 ||
+	{ fail "the sharded CNN run failed"; cat "$tmp/out"; }
+build/tests/stcmp "$tmp/one.safetensors" "$tmp/two.safetensors" 0 > /dev/null ||
+	fail "the CNN's initial weights differ when FSDP shards it over 2 ranks in 5 units"
 
 exit $failed

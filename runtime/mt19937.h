@@ -26,10 +26,11 @@ static inline void mt_seed(struct mt19937 *m, uint64_t seed)
 
 static inline uint32_t mt_next(struct mt19937 *m)
 {
-	if (m->i == MT_N) { /* the next 624 words at once */
+	if (m->i == MT_N) { /* the next 624 words at once: x[k] from x[k + 1] and x[k + 397], mod 624 */
 		for (int k = 0; k < MT_N; k++) {
-			uint32_t y = (m->x[k] & 0x80000000u) | (m->x[(k + 1) % MT_N] & 0x7fffffffu);
-			m->x[k] = m->x[(k + MT_M) % MT_N] ^ y >> 1 ^ (y & 1 ? 0x9908b0dfu : 0);
+			int k1 = k + 1 < MT_N ? k + 1 : 0, km = k + MT_M < MT_N ? k + MT_M : k + MT_M - MT_N;
+			uint32_t y = (m->x[k] & 0x80000000u) | (m->x[k1] & 0x7fffffffu);
+			m->x[k] = m->x[km] ^ y >> 1 ^ (0u - (y & 1) & 0x9908b0dfu);
 		}
 		m->i = 0;
 	}

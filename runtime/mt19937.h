@@ -30,7 +30,7 @@ static inline uint32_t mt_next(struct mt19937 *m)
 		for (int k = 0; k < MT_N; k++) {
 			int k1 = k + 1 < MT_N ? k + 1 : 0, km = k + MT_M < MT_N ? k + MT_M : k + MT_M - MT_N;
 			uint32_t y = (m->x[k] & 0x80000000u) | (m->x[k1] & 0x7fffffffu);
-			m->x[k] = m->x[km] ^ y >> 1 ^ (0u - (y & 1) & 0x9908b0dfu);
+			m->x[k] = m->x[km] ^ y >> 1 ^ ((0u - (y & 1)) & 0x9908b0dfu);
 		}
 		m->i = 0;
 	}

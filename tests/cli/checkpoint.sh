@@ -76,7 +76,7 @@ for i in 1 2 3 4 5; do
 	if [ -e "$dir/kill/latest" ]; then
 		"$TRAINC" models/fashion_mnist_cnn.net --resume "$dir/kill" $big --run-dir "$dir/kr$i" > "$dir/out" 2>&1 &
 		rp=$!
-		for t in $(seq 100); do grep -q 'Resumed from' "$dir/out" && break; kill -0 $rp 2>/dev/null || break; sleep 0.1; done
+		for t in $(seq 300); do grep -q 'Resumed from' "$dir/out" && break; kill -0 $rp 2>/dev/null || break; sleep 0.1; done
 		kill -9 $rp 2>/dev/null || true
 		wait $rp 2>/dev/null || true
 		grep -q 'Resumed from' "$dir/out" || { echo "kill -9 round $i: the previous checkpoint does not load"; cat "$dir/out"; exit 1; }

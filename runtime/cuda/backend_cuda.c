@@ -294,8 +294,14 @@ static int conv_prepare(struct exec *e, struct gpu *gp, struct conv *cv, const s
 	DNN(c, cudnnSetTensor4dDescriptor(cv->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, on, oc, oh, ow));
 	/* each direction: the fastest usable result, its descriptor set to the
 	 * math type it was timed with (cuDNN may pair an algorithm with another
-	 * math type than the descriptor asked for); none: a default algorithm */
-	enum { K = 8 };
+	 * math type than the descriptor asked for); none: a default algorithm.
+	 * Find times each algorithm under the descriptor's math type and under
+	 * CUDNN_DEFAULT_MATH, so up to twice the algorithm count come back: with
+	 * room for fewer, the FMA results that TF32 off needs could be cut off
+	 * behind faster TF32 ones. */
+	enum { K = 2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT };
+	_Static_assert(K >= 2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT && K >= 2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+		       "room for every Find result of each direction");
 	int got = 0;
 	cudnnConvolutionFwdAlgoPerf_t fp[K];
 	DNN(c, cudnnFindConvolutionForwardAlgorithm(gp->dnn, cv->x, cv->w, cv->c[CONV_FWD], cv->y, K, &got, fp));

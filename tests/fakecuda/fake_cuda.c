@@ -104,6 +104,7 @@ struct CUevent_st {
 	struct CUstream_st *cap_s; /* recorded while capturing: on this stream */
 	long cap_seq;            /* and as that operation */
 	long cap_gen;            /* of that capture */
+	bool recorded;           /* ever recorded, on a stream or in a capture */
 };
 struct CUgraph_st { struct tape t; };
 struct CUgraphExec_st { struct tape t; };
@@ -784,12 +785,21 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 
 /* While capturing, a stream that waits for an event recorded in the
  * capture joins it (a fork), and the stream the event was recorded on has
- * rejoined up to that record. */
+ * rejoined up to that record.  A captured stream that waits for an event
+ * last recorded outside this capture (eagerly, or in an earlier capture)
+ * is refused, as CUDA refuses it (cudaErrorStreamCaptureIsolation, the
+ * capture invalidated): the wait must follow a record in the capture. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
 	(void)flags;
 	struct tape *t = capturing;
-	if (t && e->cap_s && e->cap_gen == capture_gen) {
+	bool here = e->cap_s && e->cap_gen == capture_gen;
+	if (t && !here && e->recorded && S(s)->captured) {
+		fprintf(stderr, "fake CUDA: captured stream %d waits for an event recorded outside the capture (CUDA: "
+				"cudaErrorStreamCaptureIsolation)\n", S(s)->id);
+		return fail(cudaErrorStreamCaptureIsolation);
+	}
+	if (t && here) {
 		struct CUstream_st *st = S(s);
 		if (!st->captured) {
 			if (t->njoined == 16)
@@ -880,6 +890,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
 	if (e->device != (s ? s->device : current)) /* CUDA: the event and the stream of different devices */
 		return fail(cudaErrorInvalidResourceHandle);
+	e->recorded = true;
 	if (capturing) {
 		struct CUstream_st *st = S(s);
 		if (!st->captured) {

@@ -119,13 +119,25 @@ struct bucket {
 	int first_param, last_param;
 };
 
-enum region { REG_PARAMS, REG_GRADS, REG_OPTIM, REG_ACTS, REG_COMM, REG__COUNT };
+/* REG_WORK: the CPU backend's convolution scratch (GPUs: cuDNN's, not planned). */
+enum region { REG_PARAMS, REG_GRADS, REG_OPTIM, REG_ACTS, REG_COMM, REG_WORK, REG__COUNT };
+
+/* How the largest convolution of a device is sized in REG_WORK. */
+enum work_path { WORK_NONE, WORK_IM2COL, WORK_DIRECT, WORK_WINOGRAD };
 
 struct devplan {
 	int64_t bytes[REG__COUNT];   /* per region, what one rank allocates on this device */
 	int64_t act_train, act_eval; /* activation peaks of the two modes, bytes */
-	int64_t scratch_off, scratch_bytes;
-	int64_t act_copy;            /* bytes of one micro-batch's activations (REG_ACTS holds every copy) */ /* summing gradients with several producers; eval-only statistics */
+	int64_t scratch_off, scratch_bytes; /* summing gradients with several producers; eval-only statistics */
+	int64_t act_copy;            /* bytes of one micro-batch's activations (REG_ACTS holds every copy) */
+	/* REG_WORK is one buffer the device's convolutions share, as large as
+	 * the largest: work_node at batch work_batch by work_path needs
+	 * work_shared bytes plus work_slot for each of up to work_slots chunks
+	 * in flight (one per compute thread) */
+	int work_node;               /* -1: no convolution on the device */
+	enum work_path work_path;
+	int64_t work_batch, work_shared, work_slot;
+	int work_slots;
 };
 
 /* Where a node's buffers sit in the activation region (bytes). */

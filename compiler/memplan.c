@@ -7,7 +7,9 @@
  * byte offsets from a liveness analysis over the training step (forward
  * at time i, backward of layer i at time 2N-1-i) and the evaluation
  * forward, packed first-fit by decreasing size; a buffer's lifetime ends
- * when the last step that reads it is done.  The plan is per device.
+ * when the last step that reads it is done.  The CPU backend's convolutions
+ * share one workspace per device, as large as the largest needs.  The plan
+ * is per device.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +116,131 @@ static int64_t pack(struct arena *a, struct buf *bufs, int n)
 static int64_t round_up(int64_t x)
 {
 	return (x + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+/* ---- the CPU convolutions' workspace (tag: CONV_WORKSPACE) ----
+ * runtime/kern_conv2d.c lays a convolution's workspace out as oneDNN's
+ * staged weights, the weight gradient summed over chunks and its plain
+ * copy, the im2col column buffer where backward-data runs by im2col, then
+ * one slot per chunk of images in flight (one per thread, at most 16): the
+ * chunk's input and output staged in oneDNN's layout, oneDNN's scratchpad
+ * and the chunk's weight gradient.  oneDNN picks its layouts and
+ * scratchpad at run time; these are their largest for oneDNN 2.6: channels
+ * padded to 16 (nChw16c, OIhw16i16o); for Winograd F(4x4, 3x3) the
+ * transformed weights twice, a chunk's transformed input and output tiles
+ * and four 2 MiB alignments; for direct a quarter of the staged data.  A
+ * kernel given less runs fewer chunks at once, so the backend allocates
+ * exactly this, and a run touches the slots of its threads only. */
+enum { CONV_CHUNK = 4, WINO_CHUNK = 16, WINO_CHUNK_BYTES = 4 << 20, CONV_SLOTS = 16, WINO_ALIGN = 2 << 20 };
+
+struct convwork {
+	enum work_path path;
+	int64_t shared, slot; /* bytes: shared + slots * slot */
+	int slots;
+};
+
+static int64_t work_total(const struct convwork *w)
+{
+	return w->shared + w->slots * w->slot;
+}
+
+static int64_t up16(int64_t c)
+{
+	return (c + 15) / 16 * 16;
+}
+
+/* Bytes of a product of shape factors, rounded up to ALIGN; absurd shapes
+ * saturate at 2^50 (a PiB) rather than overflow. */
+static int64_t bytes_of(double v)
+{
+	return v > 0x1p50 ? (int64_t)1 << 50 : round_up((int64_t)v);
+}
+
+/* kern_conv2d.c's chunk: the largest divisor of n up to cap, so that one
+ * oneDNN primitive serves every chunk. */
+static int64_t chunk_of(int64_t n, int64_t cap)
+{
+	int64_t b = n < cap ? n : cap;
+	while (n % b)
+		b--;
+	return b;
+}
+
+/* Convolution n (input in) at batch b by one of oneDNN's algorithms. */
+static struct convwork onednn_work(const struct node *n, const struct shape *in, int64_t b, bool wino)
+{
+	int64_t ci = in->d[0], h = in->d[1], w = in->d[2], co = n->a.conv.cout, oh = n->out.d[1], ow = n->out.d[2];
+	int64_t g = n->a.conv.groups, taps = n->a.conv.kh * n->a.conv.kw, cap = CONV_CHUNK;
+	if (wino) {
+		/* large images take fewer per chunk */
+		int64_t fit = WINO_CHUNK_BYTES / ((ci * h * w + co * oh * ow) * 4);
+		cap = fit < 1 ? 1 : fit < WINO_CHUNK ? fit : WINO_CHUNK;
+	}
+	int64_t chunk = chunk_of(b, cap), slots = b / chunk;
+	int64_t wt = bytes_of(4.0 * up16(co / g) * up16(ci / g) * g * taps); /* staged weights, a weight gradient */
+	int64_t x = bytes_of(4.0 * chunk * up16(ci) * h * w), y = bytes_of(4.0 * chunk * up16(co) * oh * ow), pad;
+	if (wino) {
+		double tiles = (double)chunk * ((oh + 3) / 4) * ((ow + 3) / 4);
+		pad = bytes_of(4.0 * (72.0 * ci * co + 36.0 * tiles * (ci + co) + co) + 4.0 * WINO_ALIGN);
+	} else {
+		pad = round_up((x + y + wt) / 4);
+	}
+	return (struct convwork){ wino ? WORK_WINOGRAD : WORK_DIRECT, 2 * wt + bytes_of(4.0 * co * (ci / g) * taps),
+				  x + y + pad + wt, slots < CONV_SLOTS ? (int)slots : CONV_SLOTS };
+}
+
+/* The most a CPU path needs for convolution n at batch b: im2col's column
+ * buffer, oneDNN's direct algorithm (with the column buffer where AUTO
+ * runs backward-data by im2col, fewer than 16 input channels a group), and
+ * Winograd where oneDNN has it. */
+static struct convwork conv_work(const struct plan *p, const struct node *n, int64_t b)
+{
+	const struct shape *in = &p->nodes[n->in].out;
+	int64_t ci = in->d[0], co = n->a.conv.cout, g = n->a.conv.groups;
+	int64_t col = bytes_of(4.0 * ci * n->a.conv.kh * n->a.conv.kw * n->out.d[1] * n->out.d[2]);
+	struct convwork best = { WORK_IM2COL, col, 0, 0 }, direct = onednn_work(n, in, b, false);
+	if (ci / g < 16)
+		direct.shared += col;
+	if (work_total(&direct) > work_total(&best))
+		best = direct;
+	if (n->a.conv.kh == 3 && n->a.conv.kw == 3 && n->a.conv.sh == 1 && n->a.conv.sw == 1 && n->a.conv.dh == 1 &&
+	    n->a.conv.dw == 1 && g == 1 && ci % 16 == 0 && co % 16 == 0) {
+		struct convwork wino = onednn_work(n, in, b, true);
+		if (work_total(&wino) >= work_total(&best))
+			best = wino;
+	}
+	return best;
+}
+
+/* REG_WORK of one device: its largest convolution at the training and at
+ * the evaluation batch.  Other batch sizes (an epoch's last batch) run in
+ * it with fewer chunks at once where they would need more. */
+static void plan_work(struct plan *p, int dev)
+{
+	struct devplan *dp = &p->dev[dev];
+	dp->work_node = -1;
+	dp->work_path = WORK_NONE;
+	dp->work_batch = dp->work_shared = dp->work_slot = 0;
+	dp->work_slots = 0;
+	dp->bytes[REG_WORK] = 0;
+	int64_t batches[2] = { p->act_batch, p->eval_batch };
+	for (int i = 0; i < p->nnodes; i++) {
+		const struct node *n = &p->nodes[i];
+		if (n->op != OP_CONV2D || n->device != dev)
+			continue;
+		for (int k = 0; k < 2; k++) {
+			struct convwork w = conv_work(p, n, batches[k]);
+			if (work_total(&w) <= dp->bytes[REG_WORK])
+				continue;
+			dp->bytes[REG_WORK] = work_total(&w);
+			dp->work_node = i;
+			dp->work_path = w.path;
+			dp->work_batch = batches[k];
+			dp->work_shared = w.shared;
+			dp->work_slot = w.slot;
+			dp->work_slots = w.slots;
+		}
+	}
 }
 
 static int root_of(const struct plan *p, int i)
@@ -352,6 +479,7 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 		p->act_batch = batch;
 		p->eval_batch = p->train.test_batch < batch ? p->train.test_batch : batch;
 		plan_acts(a, p, dev, batch, p->eval_batch);
+		plan_work(p, dev);
 		/* a pipeline keeps one copy of the activations per micro-batch in flight */
 		if (p->parallel.microbatches > 1 || p->ndevices > 1) {
 			dp->act_copy = dp->bytes[REG_ACTS];

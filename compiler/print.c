@@ -184,6 +184,24 @@ static const char *mode_name(const struct plan *p)
 	return "FSDP";
 }
 
+/* What a device's workspace holds: the largest convolution's scratch on
+ * the CPU, which the device's other convolutions share. */
+static void workspace(FILE *out, const struct plan *p, int d)
+{
+	static const char *const paths[] = { [WORK_NONE] = "", [WORK_IM2COL] = "im2col",
+					     [WORK_DIRECT] = "oneDNN direct", [WORK_WINOGRAD] = "Winograd" };
+	const struct devplan *dp = &p->dev[d];
+	if (dp->work_node < 0)
+		return;
+	fprintf(out, "  workspace: CPU convolutions' shared scratch, sized for %s (batch %" PRId64 ", %s): ",
+		p->nodes[dp->work_node].path, dp->work_batch, paths[dp->work_path]);
+	if (dp->work_slots > 0)
+		fprintf(out, "%.2f MiB + %.2f MiB per thread, up to %d thread%s (device %d)\n", mib(dp->work_shared),
+			mib(dp->work_slot), dp->work_slots, dp->work_slots == 1 ? "" : "s", d);
+	else
+		fprintf(out, "%.2f MiB (device %d)\n", mib(dp->work_shared), d);
+}
+
 static void memory(FILE *out, const struct plan *p)
 {
 	int64_t batch = p->train.global_batch ? p->train.global_batch / p->world : p->train.batch;
@@ -192,20 +210,32 @@ static void memory(FILE *out, const struct plan *p)
 	if (p->test_data.kind != DATA_NONE)
 		fprintf(out, ", test batch %" PRId64, p->train.test_batch);
 	fprintf(out, "\n");
-	fprintf(out, "  %-8s %10s %10s %10s %12s %10s %10s\n", "device", "params", "grads", "optimizer", "activations", "comm", "total");
+	/* the workspace column only where a device has convolutions */
+	bool work = false;
+	for (int d = 0; d < p->ndevices; d++)
+		work |= p->dev[d].bytes[REG_WORK] > 0;
+	fprintf(out, "  %-8s %10s %10s %10s %12s %10s", "device", "params", "grads", "optimizer", "activations", "comm");
+	if (work)
+		fprintf(out, " %10s", "workspace");
+	fprintf(out, " %10s\n", "total");
 	for (int d = 0; d < p->ndevices; d++) {
 		const struct devplan *dp = &p->dev[d];
 		int64_t total = 0;
 		for (int r = 0; r < REG__COUNT; r++)
 			total += dp->bytes[r];
-		fprintf(out, "  %-8d %10.2f %10.2f %10.2f %12.2f %10.2f %10.2f\n", d, mib(dp->bytes[REG_PARAMS]), mib(dp->bytes[REG_GRADS]),
-			mib(dp->bytes[REG_OPTIM]), mib(dp->bytes[REG_ACTS]), mib(dp->bytes[REG_COMM]), mib(total));
+		fprintf(out, "  %-8d %10.2f %10.2f %10.2f %12.2f %10.2f", d, mib(dp->bytes[REG_PARAMS]), mib(dp->bytes[REG_GRADS]),
+			mib(dp->bytes[REG_OPTIM]), mib(dp->bytes[REG_ACTS]), mib(dp->bytes[REG_COMM]));
+		if (work)
+			fprintf(out, " %10.2f", mib(dp->bytes[REG_WORK]));
+		fprintf(out, " %10.2f\n", mib(total));
 	}
 	if (p->test_data.kind != DATA_NONE)
 		fprintf(out, "  activations: training peak %.2f MiB, evaluation peak %.2f MiB (device 0)\n", mib(p->dev[0].act_train),
 			mib(p->dev[0].act_eval));
 	else
 		fprintf(out, "  activations: training peak %.2f MiB (device 0)\n", mib(p->dev[0].act_train));
+	for (int d = 0; d < p->ndevices; d++)
+		workspace(out, p, d);
 	if (p->nbuckets)
 		fprintf(out, "  DDP: %d gradient bucket%s (the first of about 1 MiB, then up to %g MiB, as PyTorch), views of the gradient region\n",
 			p->nbuckets, p->nbuckets == 1 ? "" : "s", p->parallel.bucket_mb);

@@ -1,10 +1,11 @@
 /* backend_cpu.c: the CPU backend: every layer's forward and backward as
  * one switch each over the kernels of kern.h (OpenBLAS, oneDNN, loops the
- * compiler vectorises), memory from aligned_alloc, copies as memcpy, and
- * no streams or events to wait for.  It is the reference every other
- * backend is checked against.  Convolutions are prepared once for every
- * batch size the run will see (the plan knows them); nothing is allocated
- * after cpu_prepare.
+ * compiler vectorises), memory from mmap, copies as memcpy, and no
+ * streams or events to wait for.  It is the reference every other backend
+ * is checked against.  Convolutions are prepared once for every batch size
+ * the run will see, all of a device's over one workspace of the size the
+ * plan gives (REG_WORK), which they share since a device runs one layer at
+ * a time; nothing is allocated after cpu_prepare.
  */
 #include "runtime/backend.h"
 
@@ -19,8 +20,8 @@
 #include "runtime/philox.h"
 
 struct cpu_state {
-	struct kern_conv2d *conv; /* (nnodes, EXEC_MAX_SIZES) */
-	void *conv_ws;
+	struct kern_conv2d *conv; /* (nnodes, EXEC_MAX_SIZES); a size seen twice is prepared once */
+	void *conv_ws[PLAN_MAX_DEVICES]; /* per device, the plan's REG_WORK bytes */
 };
 
 static struct cpu_state *cpu(struct exec *e)
@@ -91,6 +92,16 @@ static struct conv2d_desc conv_desc(const struct plan *p, const struct node *nd,
 	return d;
 }
 
+/* The convolutions prepared for batch n: the first slot of that size. */
+static int size_slot(const struct exec *e, int64_t n)
+{
+	for (int s = 0; s < e->nsizes; s++)
+		if (e->sizes[s] == n)
+			return s;
+	fprintf(stderr, "trainc: internal error: no convolution prepared for batch %lld\n", (long long)n);
+	abort();
+}
+
 static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 {
 	const struct plan *p = e->p;
@@ -119,43 +130,40 @@ static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 			 force);
 		return -1;
 	}
-	/* each convolution's workspace, sized once for the path it is prepared
-	 * with (a forced path may need more than AUTO's: direct on large images) */
-	size_t *bytes = calloc((size_t)p->nnodes * EXEC_MAX_SIZES, sizeof *bytes), ws = 0;
-	if (!bytes) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	for (int i = 0; i < p->nnodes; i++)
-		for (int s = 0; p->nodes[i].op == OP_CONV2D && s < e->nsizes; s++) {
-			struct conv2d_desc d = conv_desc(p, &p->nodes[i], e->sizes[s]);
-			d.path = path;
-			ws += bytes[i * EXEC_MAX_SIZES + s] = (kern_conv2d_workspace(&d) + 63) / 64 * 64;
-		}
-	c->conv_ws = cpu_alloc((int64_t)ws);
-	char *w = c->conv_ws;
+	/* one workspace per device, as the plan sized it: every convolution of
+	 * the device runs in it, with fewer oneDNN chunks at once should a
+	 * forced path or a batch size the plan did not size for need more */
 	int rc = KERN_OK;
-	if (!w) {
-		snprintf(err, errlen, "out of memory for the convolutions' workspace (%.1f MiB)", ws / 1048576.0);
-		rc = -1;
+	for (int d = 0; d < p->ndevices; d++) {
+		int64_t bytes = p->dev[d].bytes[REG_WORK];
+		if (bytes > 0 && !(c->conv_ws[d] = cpu_alloc(bytes))) {
+			snprintf(err, errlen, "out of memory for the convolutions' workspace (%.1f MiB)", bytes / 1048576.0);
+			return -1;
+		}
 	}
 	for (int i = 0; rc == KERN_OK && i < p->nnodes; i++)
 		for (int s = 0; rc == KERN_OK && p->nodes[i].op == OP_CONV2D && s < e->nsizes; s++) {
-			struct conv2d_desc d = conv_desc(p, &p->nodes[i], e->sizes[s]);
+			if (size_slot(e, e->sizes[s]) != s)
+				continue;
+			const struct node *nd = &p->nodes[i];
+			struct conv2d_desc d = conv_desc(p, nd, e->sizes[s]);
 			d.path = path;
-			rc = kern_conv2d_prepare(&c->conv[i * EXEC_MAX_SIZES + s], &d, w);
-			w += bytes[i * EXEC_MAX_SIZES + s];
+			int64_t bytes = p->dev[nd->device].bytes[REG_WORK];
+			rc = kern_conv2d_prepare_within(&c->conv[i * EXEC_MAX_SIZES + s], &d, c->conv_ws[nd->device], (size_t)bytes);
 			if (rc == KERN_ERR_UNSUPPORTED)
 				snprintf(err, errlen, "%s: TRAINC_CONV_PATH=%s: oneDNN has no %s convolution of this "
-					 "shape%s; unset TRAINC_CONV_PATH to let trainc choose", p->nodes[i].path, force,
+					 "shape%s; unset TRAINC_CONV_PATH to let trainc choose", nd->path, force,
 					 path == KERN_CONV_WINOGRAD ? "Winograd" : "direct",
 					 path == KERN_CONV_WINOGRAD ? " (it needs 3x3, stride 1, no dilation or groups, "
 								      "channels in multiples of 16)" : "");
+			else if (rc == KERN_ERR_WORKSPACE)
+				snprintf(err, errlen, "%s: the planned convolution workspace (%.1f MiB) cannot hold this "
+					 "convolution at batch %lld%s%s", nd->path, bytes / 1048576.0, (long long)e->sizes[s],
+					 path != KERN_CONV_AUTO ? " by TRAINC_CONV_PATH=" : "", path != KERN_CONV_AUTO ? force : "");
 			else if (rc != KERN_OK)
-				snprintf(err, errlen, "%s: cannot prepare the convolution for batch %lld", p->nodes[i].path,
+				snprintf(err, errlen, "%s: cannot prepare the convolution for batch %lld", nd->path,
 					 (long long)e->sizes[s]);
 		}
-	free(bytes);
 	return rc == KERN_OK ? 0 : -1;
 }
 
@@ -168,18 +176,10 @@ static void cpu_release(struct exec *e)
 		if (e->p->nodes[i / EXEC_MAX_SIZES].op == OP_CONV2D && i % EXEC_MAX_SIZES < e->nsizes)
 			kern_conv2d_release(&c->conv[i]);
 	free(c->conv);
-	cpu_free(c->conv_ws);
+	for (int d = 0; d < PLAN_MAX_DEVICES; d++)
+		cpu_free(c->conv_ws[d]);
 	free(c);
 	e->be_state = NULL;
-}
-
-static int size_slot(const struct exec *e, int64_t n)
-{
-	for (int s = 0; s < e->nsizes; s++)
-		if (e->sizes[s] == n)
-			return s;
-	fprintf(stderr, "trainc: internal error: no convolution prepared for batch %lld\n", (long long)n);
-	abort();
 }
 
 static void cpu_forward(struct exec *e, int i, int64_t n, bool train)

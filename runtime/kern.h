@@ -16,7 +16,7 @@
 
 #include "runtime/philox.h"
 
-enum kern_status { KERN_OK = 0, KERN_ERR_INDEX = -1, KERN_ERR_SHAPE = -2, KERN_ERR_UNSUPPORTED = -3 };
+enum kern_status { KERN_OK = 0, KERN_ERR_INDEX = -1, KERN_ERR_SHAPE = -2, KERN_ERR_UNSUPPORTED = -3, KERN_ERR_WORKSPACE = -4 };
 enum kern_reduction { KERN_REDUCE_MEAN, KERN_REDUCE_SUM };
 enum kern_gelu { KERN_GELU_NONE, KERN_GELU_TANH }; /* PyTorch's approximate= */
 
@@ -62,16 +62,23 @@ struct kern_conv2d {
 	float *col;          /* (c_in * kh * kw, oh * ow) im2col buffer, or NULL if unused */
 	bool direct;         /* 1x1, stride 1, no padding: the input is its own unfolding */
 	bool winograd;       /* oneDNN runs it as Winograd F(4x4, 3x3) */
+	int slots;           /* oneDNN chunks in flight at once, one per thread; 0 without oneDNN */
 	struct conv2d_dnnl *dnnl; /* oneDNN primitives and staging, or NULL */
 };
 /* Bytes of workspace kern_conv2d_prepare needs for d; 0 if d is invalid.
  * The workspace is scratch during a call only: layers may share one. */
 size_t kern_conv2d_workspace(const struct conv2d_desc *d);
 /* Check d, create the primitives and set k up over workspace (64-byte
- * aligned).  KERN_ERR_SHAPE if d is not a valid conv, KERN_ERR_UNSUPPORTED if
- * path is KERN_CONV_DNNL and oneDNN refuses it.  Allocates (oneDNN handles);
- * kern_conv2d_release frees.  One fwd or bwd call at a time per k. */
+ * aligned, kern_conv2d_workspace(d) bytes).  KERN_ERR_SHAPE if d is not a
+ * valid conv, KERN_ERR_UNSUPPORTED if path is KERN_CONV_DNNL or _WINOGRAD and
+ * oneDNN refuses it.  Allocates (oneDNN handles); kern_conv2d_release frees.
+ * One fwd or bwd call at a time per k. */
 int kern_conv2d_prepare(struct kern_conv2d *k, const struct conv2d_desc *d, void *workspace);
+/* The same within `bytes` of workspace: where the full layout does not fit,
+ * oneDNN runs fewer chunks at once, else AUTO takes direct over Winograd,
+ * then im2col; results are the same.  KERN_ERR_WORKSPACE if the forced path,
+ * or im2col's column buffer, does not fit. */
+int kern_conv2d_prepare_within(struct kern_conv2d *k, const struct conv2d_desc *d, void *workspace, size_t bytes);
 void kern_conv2d_fwd(const struct kern_conv2d *k,
 		     const float *x, // (N, C_in, H, W)
 		     const float *w, // (C_out, C_in/groups, KH, KW)

@@ -37,8 +37,11 @@
  * images in batch order, col2im gives each channel to one thread, db sums each
  * channel serially.  The workspace is scratch only during a call, so layers
  * may share one; one call at a time per kern_conv2d.  No allocation after
- * prepare.  Past 600 lines: the two paths share setup, workspace layout and
- * dispatch, and splitting them would put oneDNN's state in a shared header.
+ * prepare.  Given less workspace than the full layout, fewer slots run at
+ * once (the same sums in the same order); compiler/memplan.c sizes the
+ * backend's shared workspace from this layout (tag: CONV_WORKSPACE).  Past
+ * 600 lines: the two paths share setup, workspace layout and dispatch, and
+ * splitting them would put oneDNN's state in a shared header.
  */
 #include "runtime/kern.h"
 
@@ -46,13 +49,15 @@
 #include <dnnl.h>
 #include <dnnl_debug.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Images per primitive call.  At 1 thread, chunks of 1, 2, 4 and 8 images ran
  * conv2 within 5% of each other, 32 and 64 at 25-40% slower (staging copies
- * fall out of cache); 4 beat 1 by 10% on 7x7 images, where per-call costs show. */
+ * fall out of cache); 4 beat 1 by 10% on 7x7 images, where per-call costs show.
+ * compiler/memplan.c plans with these four (tag: CONV_WORKSPACE). */
 #define DNNL_CHUNK 4
 #define WINO_CHUNK 16 /* seed CNN at 1 thread: chunks of 8 and 16 within 2%, 32 5% slower, 64 18% */
 #define WINO_CHUNK_BYTES (4 << 20) /* a chunk's input and output: 3.7 MB for 16 of conv2's images */
@@ -126,6 +131,7 @@ static int chunk_of(int n, int cap)
 
 struct plan {
 	int chunk;                      /* images per primitive call */
+	int slots;                      /* chunks in flight, as many as the workspace holds */
 	bool winograd;                  /* all three passes by Winograd F(4x4, 3x3) */
 	bool use[N_PASS];
 	dnnl_primitive_desc_t pd[N_PASS];
@@ -232,17 +238,6 @@ fail:
 	return ok;
 }
 
-/* Winograd where oneDNN has it for the shape (3x3, stride 1, undilated,
- * ungrouped, channels in 16s) unless the path forces direct; else direct. */
-static bool plan_make(struct plan *p, const struct conv2d_desc *d, dnnl_engine_t engine)
-{
-	bool wino_shape = d->kh == 3 && d->kw == 3 && d->sh == 1 && d->sw == 1 && d->dh == 1 && d->dw == 1 &&
-			  d->groups == 1 && d->c_in % 16 == 0 && d->c_out % 16 == 0;
-	if (d->path != KERN_CONV_DNNL && wino_shape && plan_try(p, d, engine, true))
-		return true;
-	return d->path != KERN_CONV_WINOGRAD && plan_try(p, d, engine, false);
-}
-
 static int slots_of(const struct plan *p, int n)
 {
 	int chunks = n / p->chunk;
@@ -254,14 +249,6 @@ static size_t weight_floats(const struct conv2d_desc *d)
 	return (size_t)d->c_out * (d->c_in / d->groups) * d->kh * d->kw;
 }
 
-/* Workspace bytes of the oneDNN part: weights staging, dw sum and its plain
- * copy, then per slot: x and y staging, scratchpad, partial dw. */
-static size_t plan_bytes(const struct plan *p, const struct conv2d_desc *d)
-{
-	size_t slot = p->x_bytes + p->y_bytes + p->pad_bytes + p->dw_bytes;
-	return p->w_bytes + p->dw_bytes + align64(weight_floats(d) * sizeof(float)) + (size_t)slots_of(p, d->n) * slot;
-}
-
 static size_t col_bytes(const struct conv2d_desc *d)
 {
 	int oh = kern_window_out(d->h, d->kh, d->sh, d->ph, d->dh, false);
@@ -269,10 +256,54 @@ static size_t col_bytes(const struct conv2d_desc *d)
 	return align64((size_t)d->c_in * d->kh * d->kw * oh * ow * sizeof(float));
 }
 
-/* Every pass has oneDNN or im2col; im2col needs the column buffer. */
-static bool needs_col(const struct plan *p, bool have_plan)
+/* The workspace of a oneDNN plan: shared are the weights staging, the dw
+ * sum and its plain copy, and the column buffer when backward-data runs by
+ * im2col; then each slot holds x and y staging, scratchpad and a partial dw. */
+static size_t shared_bytes(const struct plan *p, const struct conv2d_desc *d)
 {
-	return !have_plan || !p->use[PASS_BWD_DATA];
+	return p->w_bytes + p->dw_bytes + align64(weight_floats(d) * sizeof(float)) +
+	       (p->use[PASS_BWD_DATA] ? 0 : col_bytes(d));
+}
+
+static size_t slot_bytes(const struct plan *p)
+{
+	return p->x_bytes + p->y_bytes + p->pad_bytes + p->dw_bytes;
+}
+
+/* Slots up to one per chunk (and DNNL_SLOTS), fewer if bytes holds fewer;
+ * false if it does not hold one.  Fewer slots run fewer chunks at once and
+ * change no result. */
+static bool plan_fit(struct plan *p, const struct conv2d_desc *d, size_t bytes)
+{
+	size_t shared = shared_bytes(p, d), slot = slot_bytes(p);
+	if (bytes < shared + slot)
+		return false;
+	size_t fit = (bytes - shared) / slot;
+	int most = slots_of(p, d->n);
+	p->slots = fit < (size_t)most ? (int)fit : most;
+	return true;
+}
+
+/* Winograd where oneDNN has it for the shape (3x3, stride 1, undilated,
+ * ungrouped, channels in 16s) unless the path forces direct; else direct.
+ * Each only if bytes of workspace hold it (*too_big says one was refused
+ * for that alone). */
+static bool plan_make(struct plan *p, const struct conv2d_desc *d, dnnl_engine_t engine, size_t bytes, bool *too_big)
+{
+	bool wino_shape = d->kh == 3 && d->kw == 3 && d->sh == 1 && d->sw == 1 && d->dh == 1 && d->dw == 1 &&
+			  d->groups == 1 && d->c_in % 16 == 0 && d->c_out % 16 == 0;
+	*too_big = false;
+	for (int wino = 1; wino >= 0; wino--) {
+		if (wino ? d->path == KERN_CONV_DNNL || !wino_shape : d->path == KERN_CONV_WINOGRAD)
+			continue;
+		if (!plan_try(p, d, engine, wino))
+			continue;
+		if (plan_fit(p, d, bytes))
+			return true;
+		*too_big = true;
+		plan_free(p);
+	}
+	return false;
 }
 
 size_t kern_conv2d_workspace(const struct conv2d_desc *d)
@@ -280,15 +311,16 @@ size_t kern_conv2d_workspace(const struct conv2d_desc *d)
 	if (!valid(d))
 		return 0;
 	struct plan p = { 0 };
-	bool have = false;
+	bool have = false, too_big;
 	dnnl_engine_t engine = NULL;
 	if (d->path != KERN_CONV_IM2COL && dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success)
-		have = plan_make(&p, d, engine);
-	size_t bytes = (have ? plan_bytes(&p, d) : 0) + (needs_col(&p, have) ? col_bytes(d) : 0);
-	/* room for the im2col fallback, should oneDNN fail after planning */
-	bytes = max_size(bytes, col_bytes(d));
-	if (have)
+		have = plan_make(&p, d, engine, SIZE_MAX, &too_big);
+	/* im2col alone, or room for it should oneDNN fail after planning */
+	size_t bytes = col_bytes(d);
+	if (have) {
+		bytes = max_size(bytes, shared_bytes(&p, d) + (size_t)p.slots * slot_bytes(&p));
 		plan_free(&p);
+	}
 	if (engine)
 		dnnl_engine_destroy(engine);
 	return bytes;
@@ -366,20 +398,21 @@ static void *carve(char **ws, size_t bytes)
 	return p;
 }
 
-static struct conv2d_dnnl *dnnl_make(const struct conv2d_desc *d, char **ws)
+static struct conv2d_dnnl *dnnl_make(const struct conv2d_desc *d, char **ws, size_t bytes, bool *too_big)
 {
 	struct conv2d_dnnl *s = calloc(1, sizeof *s);
 	struct plan p;
 	bool have_plan = false;
+	*too_big = false;
 	if (!s || dnnl_engine_create(&s->engine, dnnl_cpu, 0) != dnnl_success ||
-	    !(have_plan = plan_make(&p, d, s->engine)))
+	    !(have_plan = plan_make(&p, d, s->engine, bytes, too_big)))
 		goto fail;
 	dnnl_engine_t e = s->engine;
 	dnnl_primitive_desc_t f = p.pd[PASS_FWD], bw = p.pd[PASS_BWD_W], bd = p.pd[PASS_BWD_DATA];
 	s->chunk = p.chunk;
 	s->winograd = p.winograd;
 	s->nchunks = d->n / s->chunk;
-	s->nslots = slots_of(&p, d->n);
+	s->nslots = p.slots;
 	for (int i = 0; i < N_PASS; i++)
 		if (p.pd[i])
 			TRY(dnnl_primitive_create(&s->prim[i], p.pd[i]));
@@ -675,6 +708,11 @@ static void im2col_bwd(const struct kern_conv2d *k, const float *x, const float 
 
 int kern_conv2d_prepare(struct kern_conv2d *k, const struct conv2d_desc *d, void *workspace)
 {
+	return kern_conv2d_prepare_within(k, d, workspace, SIZE_MAX);
+}
+
+int kern_conv2d_prepare_within(struct kern_conv2d *k, const struct conv2d_desc *d, void *workspace, size_t bytes)
+{
 	memset(k, 0, sizeof *k);
 	if (!valid(d))
 		return KERN_ERR_SHAPE;
@@ -685,16 +723,22 @@ int kern_conv2d_prepare(struct kern_conv2d *k, const struct conv2d_desc *d, void
 	k->direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
 	char *ws = workspace;
 	if (d->path != KERN_CONV_IM2COL) {
-		k->dnnl = dnnl_make(d, &ws);
+		bool too_big;
+		k->dnnl = dnnl_make(d, &ws, bytes, &too_big);
 		if (!k->dnnl && (d->path == KERN_CONV_DNNL || d->path == KERN_CONV_WINOGRAD))
-			return KERN_ERR_UNSUPPORTED;
-		if (!k->dnnl)
+			return too_big ? KERN_ERR_WORKSPACE : KERN_ERR_UNSUPPORTED;
+		if (!k->dnnl) {
 			ws = workspace;
-		else
+		} else {
 			k->winograd = k->dnnl->winograd;
+			k->slots = k->dnnl->nslots;
+		}
 	}
-	if (!k->dnnl || !k->dnnl->prim[PASS_BWD_DATA])
+	if (!k->dnnl || !k->dnnl->prim[PASS_BWD_DATA]) {
+		if (!k->dnnl && col_bytes(d) > bytes)
+			return KERN_ERR_WORKSPACE;
 		k->col = carve(&ws, col_bytes(d));
+	}
 	return KERN_OK;
 }
 

@@ -201,6 +201,29 @@ static void test_memplan_sizes(void)
 	CHECK(p1->dev[0].act_eval <= 3 * 1000 * 1024 * 4);
 }
 
+/* The CPU convolutions' workspace: one buffer per device as large as its
+ * largest convolution needs, shared part plus one slot per chunk of images
+ * in flight; pipelining copies activations, not the workspace. */
+static void test_memplan_workspace(void)
+{
+	struct plan *p = compile_path("models/mnist_cnn.net", 1, NULL);
+	struct plan *piped = compile_path("models/mnist_cnn.net", 1, "parallel.microbatches=4");
+	struct plan *toy = compile_path("models/toy.net", 1, NULL);
+	CHECK(p && piped && toy);
+	if (!p || !piped || !toy)
+		return;
+	const struct devplan *dp = &p->dev[0];
+	CHECK(dp->work_node >= 0 && !strcmp(p->nodes[dp->work_node].path, "conv2"));
+	CHECK(dp->work_path == WORK_WINOGRAD && dp->work_batch == 64 && dp->work_slots == 4);
+	CHECK(dp->work_shared > 0 && dp->work_slot > 0);
+	CHECK(dp->bytes[REG_WORK] == dp->work_shared + dp->work_slots * dp->work_slot);
+	/* a micro-batch of 16 is one Winograd chunk */
+	CHECK(piped->dev[0].work_batch == 16 && piped->dev[0].work_slots == 1);
+	CHECK(piped->dev[0].bytes[REG_ACTS] == 4 * piped->dev[0].act_copy);
+	CHECK(piped->dev[0].bytes[REG_WORK] < dp->bytes[REG_WORK]);
+	CHECK(toy->dev[0].bytes[REG_WORK] == 0 && toy->dev[0].work_node == -1);
+}
+
 static void test_hash(void)
 {
 	struct plan *a = compile_path("models/toy.net", 1, NULL), *b = compile_path("models/toy.net", 1, NULL);
@@ -239,6 +262,7 @@ int main(void)
 	RUN(test_placement);
 	RUN(test_memplan_layout);
 	RUN(test_memplan_sizes);
+	RUN(test_memplan_workspace);
 	RUN(test_hash);
 	RUN(test_errors_counted);
 	arena_release(&A);

@@ -2,7 +2,8 @@
  * against central differences (residual sums, flattened views, batchnorm,
  * pooling, dropout with a fixed step), training that lowers the loss, and
  * no allocation inside a training step: malloc and friends are interposed
- * here and counted while steps run.
+ * here and counted while steps run; and the plan's convolution workspace,
+ * against what each convolution needs on every path.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -301,6 +302,87 @@ static void test_onednn_allocates_no_tensors(void)
 	CHECK(big == 0);
 }
 
+/* Shapes that exercise each CPU path: few input channels (im2col's
+ * backward-data), Winograd on large images (fewer per chunk), a strided 1x1
+ * (direct's scratchpad), groups, dilation, a depthwise convolution; a test
+ * batch below the training batch. */
+static const char *const CONVS =
+	"model C {\n"
+	"  input(3, 40, 40)\n"
+	"  a = conv2d(3, 32, kernel=3, padding=1)\n"
+	"  b = conv2d(32, 32, kernel=3, padding=1)\n"
+	"  c = conv2d(32, 64, kernel=1, stride=2)\n"
+	"  d = conv2d(64, 64, kernel=3, groups=4)\n"
+	"  e = conv2d(64, 48, kernel=3, dilation=2, padding=2)\n"
+	"  f = conv2d(48, 48, kernel=5, groups=48)\n"
+	"  flatten\n"
+	"  out = linear(10)\n"
+	"}\n"
+	"data {\n"
+	"  train = synthetic(input=randn(3, 40, 40), target=classes(10), samples=64)\n"
+	"  test = synthetic(input=randn(3, 40, 40), target=classes(10), samples=16)\n"
+	"}\n"
+	"train { loss = cross_entropy; optimizer = sgd(lr=0.1); batch = 24; test_batch = 7 }\n";
+
+static struct conv2d_desc conv_of(const struct plan *p, const struct node *nd, int64_t n, enum kern_conv_path path)
+{
+	const struct shape *in = &p->nodes[nd->in].out;
+	return (struct conv2d_desc){ (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.conv.cout,
+				     (int)nd->a.conv.kh, (int)nd->a.conv.kw, (int)nd->a.conv.sh, (int)nd->a.conv.sw,
+				     (int)nd->a.conv.ph, (int)nd->a.conv.pw, (int)nd->a.conv.dh, (int)nd->a.conv.dw,
+				     (int)nd->a.conv.groups, nd->a.conv.bias, path };
+}
+
+/* The plan's workspace (REG_WORK), which the CPU backend allocates and its
+ * convolutions share, holds each convolution's full layout on every path
+ * at the planned batch sizes: AUTO prepared within it takes the same path
+ * with as many chunks at once as in a workspace of its own.  A model
+ * without convolutions plans none. */
+static void test_workspace_planned(void)
+{
+	struct diag d;
+	diag_init(&d, stderr);
+	struct compile_opts o[2] = { { "models/fashion_mnist_cnn.net", 1, NULL, 0, false },
+				     { "models/resnet_mini.net", 1, NULL, 0, false } };
+	struct plan *plans[3] = { compile_file(&A, &d, &o[0]), compile_file(&A, &d, &o[1]), compile_text(CONVS) };
+	for (int m = 0; m < 3; m++) {
+		const struct plan *p = plans[m];
+		CHECK(p != NULL);
+		if (!p)
+			continue;
+		int64_t bytes = p->dev[0].bytes[REG_WORK];
+		CHECK(bytes > 0 && p->dev[0].work_node >= 0 && p->nodes[p->dev[0].work_node].op == OP_CONV2D);
+		CHECK(bytes == p->dev[0].work_shared + p->dev[0].work_slots * p->dev[0].work_slot);
+		void *ws = aligned_alloc(64, (size_t)bytes); /* untouched pages cost nothing */
+		CHECK(ws != NULL);
+		int64_t batches[2] = { p->act_batch, p->eval_batch };
+		for (int i = 0; ws && i < p->nnodes; i++)
+			for (int b = 0; p->nodes[i].op == OP_CONV2D && b < 2; b++) {
+				for (int path = KERN_CONV_AUTO; path <= KERN_CONV_WINOGRAD; path++) {
+					struct conv2d_desc cd = conv_of(p, &p->nodes[i], batches[b], path);
+					size_t need = kern_conv2d_workspace(&cd);
+					if (need > (size_t)bytes)
+						fprintf(stderr, "%s at batch %lld, path %d: needs %zu bytes, the plan has %lld\n",
+							p->nodes[i].path, (long long)batches[b], path, need, (long long)bytes);
+					CHECK(need > 0 && need <= (size_t)bytes);
+				}
+				struct conv2d_desc cd = conv_of(p, &p->nodes[i], batches[b], KERN_CONV_AUTO);
+				struct kern_conv2d own, planned;
+				void *mine = aligned_alloc(64, kern_conv2d_workspace(&cd));
+				CHECK(kern_conv2d_prepare(&own, &cd, mine) == KERN_OK);
+				CHECK(kern_conv2d_prepare_within(&planned, &cd, ws, (size_t)bytes) == KERN_OK);
+				CHECK(planned.slots == own.slots && planned.winograd == own.winograd &&
+				      (planned.dnnl != NULL) == (own.dnnl != NULL));
+				kern_conv2d_release(&own);
+				kern_conv2d_release(&planned);
+				free(mine);
+			}
+		free(ws);
+	}
+	struct plan *mlp = compile_text(TOKENS);
+	CHECK(mlp && mlp->dev[0].bytes[REG_WORK] == 0 && mlp->dev[0].work_node == -1);
+}
+
 int main(void)
 {
 	kern_set_threads(2);
@@ -309,6 +391,7 @@ int main(void)
 	RUN(test_dropout_streams);
 	RUN(test_training_step_allocates_nothing);
 	RUN(test_onednn_allocates_no_tensors);
+	RUN(test_workspace_planned);
 	arena_release(&A);
 	return check_done();
 }

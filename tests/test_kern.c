@@ -388,6 +388,72 @@ static void test_conv2d_threads(void)
 	kern_set_threads(1);
 }
 
+/* Given less workspace than its full layout, a convolution runs fewer oneDNN
+ * chunks at once with the same results bit for bit; with no room for one
+ * chunk AUTO takes im2col and a forced oneDNN path is refused, as is a
+ * workspace without room for im2col's column buffer. */
+static void test_conv2d_within(void)
+{
+	struct conv2d_desc cases[] = {
+		/* Winograd, two chunks of 16 */
+		{ .n = 32, .c_in = 16, .h = 8, .w = 8, .c_out = 16, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 1,
+		  .pw = 1, .dh = 1, .dw = 1, .groups = 1, .bias = true, .path = KERN_CONV_AUTO },
+		/* direct, four chunks of 4 */
+		{ .n = 16, .c_in = 16, .h = 7, .w = 7, .c_out = 24, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1,
+		  .pw = 1, .dh = 1, .dw = 1, .groups = 1, .bias = true, .path = KERN_CONV_DNNL },
+	};
+	kern_set_threads(2);
+	for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+		begin();
+		struct conv2d_desc d = cases[ci];
+		struct conv c;
+		if (!conv_setup(&c, &d, 50))
+			continue;
+		int full_slots = c.k.slots;
+		CHECK(c.k.dnnl && full_slots >= 2 && c.k.winograd == (ci == 0));
+		size_t sizes[4] = { c.ny, c.nx, c.nw, (size_t)d.c_out };
+		float *ref[4], *got[4];
+		for (int i = 0; i < 4; i++) {
+			ref[i] = floats(sizes[i]);
+			got[i] = floats(sizes[i]);
+		}
+		kern_conv2d_fwd(&c.k, c.x, c.w, c.b, ref[0]);
+		kern_conv2d_bwd(&c.k, c.x, c.w, c.r, ref[1], ref[2], ref[3]);
+		/* a byte short of the full layout: one chunk fewer at once */
+		size_t full = kern_conv2d_workspace(&d);
+		struct kern_conv2d k;
+		CHECK(kern_conv2d_prepare_within(&k, &d, talloc(full - 1), full - 1) == KERN_OK);
+		CHECK(k.dnnl && k.slots == full_slots - 1 && k.winograd == c.k.winograd);
+		kern_conv2d_fwd(&k, c.x, c.w, c.b, got[0]);
+		kern_conv2d_bwd(&k, c.x, c.w, c.r, got[1], got[2], got[3]);
+		for (int i = 0; i < 4; i++)
+			CHECK(memcmp(got[i], ref[i], sizes[i] * sizeof(float)) == 0);
+		kern_conv2d_release(&k);
+		/* room for im2col's column buffer only */
+		size_t col = ((size_t)d.c_in * d.kh * d.kw * c.k.oh * c.k.ow * sizeof(float) + 63) & ~(size_t)63;
+		struct conv2d_desc forced = d;
+		forced.path = c.k.winograd ? KERN_CONV_WINOGRAD : KERN_CONV_DNNL;
+		CHECK(kern_conv2d_prepare_within(&k, &forced, talloc(col), col) == KERN_ERR_WORKSPACE);
+		struct conv2d_desc a = d;
+		a.path = KERN_CONV_AUTO;
+		CHECK(kern_conv2d_prepare_within(&k, &a, talloc(col), col) == KERN_OK);
+		CHECK(!k.dnnl && k.slots == 0);
+		for (int i = 0; i < 4; i++)
+			memset(got[i], 0, sizes[i] * sizeof(float));
+		kern_conv2d_fwd(&k, c.x, c.w, c.b, got[0]);
+		kern_conv2d_bwd(&k, c.x, c.w, c.r, got[1], got[2], got[3]);
+		for (int i = 0; i < 4; i++) {
+			double tol = 1e-5 * fmax(1, max_abs(ref[i], sizes[i]));
+			for (size_t j = 0; j < sizes[i]; j++)
+				CHECK_NEAR(got[i][j], ref[i][j], tol);
+		}
+		kern_conv2d_release(&k);
+		CHECK(kern_conv2d_prepare_within(&k, &a, talloc(64), col - 64) == KERN_ERR_WORKSPACE);
+		kern_conv2d_release(&c.k);
+	}
+	kern_set_threads(1);
+}
+
 /* ---- pooling ---- */
 
 struct pool { struct pool2d_desc d; int kind, oh, ow; float *x, *y, *r; int32_t *idx; };
@@ -944,6 +1010,7 @@ int main(void)
 	RUN(test_conv2d_grad);
 	RUN(test_conv2d_reference);
 	RUN(test_conv2d_threads);
+	RUN(test_conv2d_within);
 	RUN(test_pool_grad);
 	RUN(test_pool_reference);
 	RUN(test_norm_grad);

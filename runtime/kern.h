@@ -24,6 +24,17 @@ enum kern_gelu { KERN_GELU_NONE, KERN_GELU_TANH }; /* PyTorch's approximate= */
  * one because kern_gemm splits products itself.  Results do not change with n. */
 void kern_set_threads(int n);
 
+/* The CPUs this process may run on (its affinity mask; taskset and cgroup
+ * cpusets narrow it), at least 1. */
+int kern_cpus(void);
+
+/* Put each of the n kernel threads on a CPU of its own when n > 1 threads
+ * are exactly the CPUs the process may run on; otherwise leave placement
+ * to the scheduler.  Threads created afterwards inherit the calling
+ * thread's CPU, so callers that start threads of their own work (pipeline
+ * stages) must not pin.  Returns whether it pinned. */
+bool kern_pin_threads(int n);
+
 /* Output length of a sliding window (conv, pools): PyTorch's formula, with
  * ceil_mode's rule that the last window must start inside input or left pad. */
 int kern_window_out(int in, int k, int s, int p, int d, bool ceil_mode);

@@ -641,9 +641,12 @@ static int setup(struct trainer *t)
 {
 	const struct plan *p = t->p;
 	const struct train_opts *o = t->o;
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	int threads = o->threads > 0 ? o->threads : (int)((cores > 0 ? cores : 1) / t->world);
+	int threads = o->threads > 0 ? o->threads : kern_cpus() / t->world;
 	kern_set_threads(threads > 0 ? threads : 1);
+	/* one process with every CPU and no threads of its own to come (pipeline
+	 * stages would inherit the main thread's CPU) */
+	if (t->world == 1 && p->ndevices == 1 && p->parallel.microbatches <= 1)
+		kern_pin_threads(threads);
 	if (train_open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
 		return -1;
 	t->has_test = p->test_data.kind != DATA_NONE;

@@ -12,6 +12,7 @@
 #include "runtime/kern.h"
 #include "tests/check.h"
 
+#include <dirent.h>
 #include <stdalign.h>
 #include <stdlib.h>
 
@@ -1003,6 +1004,45 @@ static void test_threads_reductions(void)
 	kern_set_threads(1);
 }
 
+/* Threads of this process allowed on a single CPU, from /proc. */
+static int single_cpu_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	int count = 0;
+	struct dirent *t;
+	while ((t = readdir(d))) {
+		char path[300], line[256];
+		snprintf(path, sizeof path, "/proc/self/task/%s/status", t->d_name);
+		FILE *f = t->d_name[0] != '.' ? fopen(path, "r") : NULL;
+		while (f && fgets(line, sizeof line, f))
+			if (strncmp(line, "Cpus_allowed_list:", 18) == 0)
+				count += !strpbrk(line + 18, ",-");
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return count;
+}
+
+/* Threads are pinned only when they are exactly the process's CPUs, one
+ * each. */
+static void test_pin_threads(void)
+{
+	int n = kern_cpus();
+	CHECK(n >= 1);
+	CHECK(!kern_pin_threads(1));
+	CHECK(!kern_pin_threads(n + 1));
+	if (n < 2)
+		return;
+	CHECK(single_cpu_threads() == 0);
+	kern_set_threads(n);
+	CHECK(kern_pin_threads(n));
+	CHECK(single_cpu_threads() >= n);
+	kern_set_threads(1);
+}
+
 int main(void)
 {
 	RUN(test_linear);
@@ -1022,5 +1062,6 @@ int main(void)
 	RUN(test_loss_grad);
 	RUN(test_loss_reference);
 	RUN(test_threads_reductions);
+	RUN(test_pin_threads);
 	return check_done();
 }

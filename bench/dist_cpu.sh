@@ -11,7 +11,8 @@
 #      ranks; the share of all-gather/reduce-scatter time hidden by compute.
 #   3. Pipeline: per-device idle share of a two-device model without and with
 #      micro-batches.
-# Usage: bench/dist_cpu.sh   (from the repository root; about 4 minutes)
+# Usage: bench/dist_cpu.sh   (from the repository root; about a minute on a
+#        quiet 2-core machine)
 # Environment: TRAINC (build/trainc), PYTHON (/usr/bin/python3), STEPS (200),
 #   BENCH_LOG (a folder for the raw logs; default a new one under /tmp).
 set -eu

@@ -132,6 +132,13 @@ int sampler_next(struct sampler *s, struct sampler_pos *pos, int64_t *idx)
 	return b;
 }
 
+void sampler_keep_philox(struct sampler *s, uint64_t train_seed)
+{
+	s->order = SAMPLER_PHILOX;
+	s->seed = train_seed;
+	s->epoch = -1; /* drawn again at the next sampler_set_epoch */
+}
+
 void sampler_free(struct sampler *s)
 {
 	free(s->perm);

@@ -71,6 +71,11 @@ int sampler_batch(const struct sampler *s, int64_t k, int64_t *idx);
  * epochs have no batches at all (then *pos is left as it was). */
 int sampler_next(struct sampler *s, struct sampler_pos *pos, int64_t *idx);
 
+/* Go on in the order of a checkpoint from before trainc shuffled as
+ * torch.randperm (SAMPLER_PHILOX), which was keyed by train.seed, not
+ * shuffle_seed.  Call before the first epoch. */
+void sampler_keep_philox(struct sampler *s, uint64_t train_seed);
+
 /* Release the permutation; safe on a zeroed sampler. */
 void sampler_free(struct sampler *s);
 

@@ -615,7 +615,8 @@ static int load_state(struct trainer *t)
 	}
 	if (o->resume) {
 		rc = ckpt_load(o->resume, p, params, optim, t->e.trainable, k, &t->at, t->err, sizeof t->err);
-		t->s.order = t->at.philox_order ? SAMPLER_PHILOX : SAMPLER_RANDPERM;
+		if (t->at.philox_order)
+			sampler_keep_philox(&t->s, p->train.seed);
 		if (rc == 0)
 			rc = train_resume_at(p, o->resume, "--cpus", &t->at, t->world, t->micro, t->s.num_batches, t->rank, t->err, sizeof t->err);
 		/* the epoch's sums so far, of every rank, count once: on rank 0 */

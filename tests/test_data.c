@@ -510,6 +510,14 @@ static void test_sampler_shuffle(void)
 	for (int i = 0; i < 10; i++)
 		CHECK(s.perm[i] == philox[i]);
 	sampler_free(&s);
+	/* a resumed Philox run keys the order by train.seed, whatever shuffle_seed is */
+	CHECK(sampler_init(&s, 10, 1, 0, 10, 1, 0, 0, 5, err, sizeof err) == 0);
+	sampler_set_epoch(&s, 0);
+	sampler_keep_philox(&s, 0);
+	sampler_set_epoch(&s, 0);
+	for (int i = 0; i < 10; i++)
+		CHECK(s.perm[i] == philox[i]);
+	sampler_free(&s);
 
 	for (int n = 1; n <= 23; n += 2)
 		for (int world = 1; world <= 5; world++)

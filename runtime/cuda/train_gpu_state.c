@@ -66,7 +66,8 @@ int tg_load_state(struct gt *t)
 	int rc = 0;
 	if (o->resume) {
 		rc = ckpt_load(o->resume, p, t->h_params, t->h_optim, e->trainable, k, &t->at, t->err, sizeof t->err);
-		t->smp.order = t->at.philox_order ? SAMPLER_PHILOX : SAMPLER_RANDPERM;
+		if (t->at.philox_order)
+			sampler_keep_philox(&t->smp, p->train.seed);
 		if (rc == 0)
 			rc = train_resume_at(p, o->resume, "--gpus", &t->at, t->world, t->micro, t->smp.num_batches, t->rank, t->err,
 					     sizeof t->err);

@@ -105,10 +105,16 @@ int64_t sampler_index(const struct sampler *s, int64_t i)
 	return s->perm ? s->perm[g] : g;
 }
 
+int64_t sampler_batch_len(const struct sampler *s, int64_t k)
+{
+	int64_t left = s->num_samples - k * s->batch;
+	return left < s->batch ? left : s->batch;
+}
+
 int sampler_batch(const struct sampler *s, int64_t k, int64_t *idx)
 {
 	int64_t first = k * s->batch;
-	int64_t b = s->num_samples - first < s->batch ? s->num_samples - first : s->batch;
+	int64_t b = sampler_batch_len(s, k);
 	for (int64_t j = 0; j < b; j++)
 		idx[j] = sampler_index(s, first + j);
 	return (int)b;

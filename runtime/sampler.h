@@ -62,6 +62,10 @@ void sampler_set_epoch(struct sampler *s, int64_t epoch);
 /* The i-th index (0 <= i < num_samples) of this rank in the current epoch. */
 int64_t sampler_index(const struct sampler *s, int64_t i);
 
+/* Samples in batch k (0 <= k < num_batches) of an epoch: batch, or fewer
+ * for an incomplete last one (none with drop_last_batch, which drops it). */
+int64_t sampler_batch_len(const struct sampler *s, int64_t k);
+
 /* Write the indices of batch k (0 <= k < num_batches) of the current epoch
  * into idx (batch); returns how many (batch, or fewer for the last one). */
 int sampler_batch(const struct sampler *s, int64_t k, int64_t *idx);

@@ -686,7 +686,7 @@ static int setup(struct trainer *t)
 	 * chunk's reduce-scatters before the next chunk's backward */
 	t->chunked = p->parallel.microbatches > 1 && sharding;
 	t->micro_pipe = t->use_pipe || t->chunked ? (int)p->parallel.microbatches : 1;
-	int64_t last = t->s.num_samples % B ? t->s.num_samples % B : B;
+	int64_t last = sampler_batch_len(&t->s, t->s.num_batches - 1);
 	int64_t sizes[8];
 	int nsizes = 0;
 	int64_t lchunk = (last + t->micro_pipe - 1) / t->micro_pipe;

@@ -403,7 +403,7 @@ static int setup(struct gt *t)
 	if (t->smp.num_batches == 0)
 		return util_fail(t->err, sizeof t->err, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the "
 				 "batch or set drop_last = false", t->rank, (long long)t->smp.num_samples, (long long)t->micro);
-	int64_t B = t->micro, last = t->smp.num_samples % B ? t->smp.num_samples % B : B;
+	int64_t B = t->micro, last = sampler_batch_len(&t->smp, t->smp.num_batches - 1);
 	/* every batch size convolutions will see: the micro-batch (or its
 	 * pipeline chunks), the epoch's last one (chunked alike), the test batch */
 	t->pipe_m = p->parallel.microbatches > 1 ? (int)p->parallel.microbatches : 1;
@@ -640,7 +640,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 		int count = 0;
 		bool full = true;
 		for (int64_t k = t->at.batch; k < nb && count < t->accum && count < 64; k++) {
-			int64_t b = k + 1 < nb || t->smp.num_samples % B == 0 ? B : t->smp.num_samples % B;
+			int64_t b = sampler_batch_len(&t->smp, k);
 			sizes[count++] = b;
 			full &= b == B;
 		}

@@ -61,6 +61,21 @@ same toy-tiny toy-cpu 1e-5 "toy: one-kernel GPU step = CPU"
 same toy-layers toy-cpu 1e-5 "toy: layer-by-layer GPU step = CPU"
 same toy-stream toy-layers 0 "toy: streamed data = device data"
 
+# drop_last: an epoch whose samples are not whole batches drops the
+# incomplete one and trains every other at full size, as on the CPU (the
+# GPU trainer cut the epoch's last full batch to the remainder's size);
+# 11 samples, batches of 2, 15 steps (3 epochs of 5 at 1 rank); at 2 ranks
+# too; and streamed
+for spec in "dl1|1|" "dl2|2|" "dls|1|1"; do
+	tag=${spec%%|*} rest=${spec#*|}
+	n=${rest%%|*} stream=${rest#*|}
+	dl="--set data.train=synthetic(input=randn(10),target=randn(5),samples=11) --set train.batch=2 --set train.drop_last=true"
+	dl="$dl --set train.steps=15"
+	TRAINC_FAKE_GPUS=2 TRAINC_GPU_STREAM=$stream run $tag-gpu models/toy.net --gpus $n $dl
+	run $tag-cpu models/toy.net --cpus $n --threads 1 $dl
+	same $tag-gpu $tag-cpu 1e-5 "drop_last: GPU = CPU at $n rank(s)${stream:+, streamed}"
+done
+
 # the CUDA-graph path (the stand-in records captured work and replays it)
 # equals the step-by-step path bit for bit: the one-kernel step, DDP at 2
 # ranks, FSDP, a pipeline over 2 devices

@@ -33,6 +33,7 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 	p->path = o->path;
 	p->sources = s.sources;
 	p->world = o->world > 0 ? o->world : 1;
+	p->gpu = o->gpu;
 	/* the model usually comes first in a file: report its errors first */
 	bool ok = lower_model(a, d, &s, p);
 	ok &= settings_read(a, d, &s, p);

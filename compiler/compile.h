@@ -17,6 +17,7 @@ struct compile_opts {
 	const char *const *sets; /* "section.key=value" overrides */
 	int nsets;
 	bool world_unknown;     /* a first look before the rank count is known: skip what depends on it */
+	bool gpu;               /* for GPUs (--gpus): no CPU convolution workspace; cuDNN chooses its own at run time */
 };
 
 struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_opts *o);

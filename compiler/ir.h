@@ -221,6 +221,7 @@ struct plan {
 	const char *path;          /* the main .net file */
 	const struct source *sources; /* every file read: the main one, its imports ("--set" for options) */
 	int world;                 /* ranks the plan was made for */
+	bool gpu;                  /* planned for GPUs: no CPU convolution workspace (REG_WORK) */
 	int ndevices;              /* devices per rank (from @device) */
 	struct loc device_loc;     /* the @device annotation with the highest index */
 	struct node *nodes;  int nnodes;

@@ -224,7 +224,7 @@ static void plan_work(struct plan *p, int dev)
 	dp->work_slots = 0;
 	dp->bytes[REG_WORK] = 0;
 	int64_t batches[2] = { p->act_batch, p->eval_batch };
-	for (int i = 0; i < p->nnodes; i++) {
+	for (int i = 0; !p->gpu && i < p->nnodes; i++) {
 		const struct node *n = &p->nodes[i];
 		if (n->op != OP_CONV2D || n->device != dev)
 			continue;

@@ -266,7 +266,7 @@ int main(int argc, char **argv)
 	diag_init(&d, stderr);
 	/* with --gpus or --cpus, a first look finds how many devices a rank owns;
 	 * the rank count, and what depends on it, comes with the second */
-	struct compile_opts o = { file, 1, sets, nsets, gpus > 0 || cpus > 0 };
+	struct compile_opts o = { file, 1, sets, nsets, gpus > 0 || cpus > 0, gpus > 0 };
 	struct plan *p = compile_file(&arena, &d, &o);
 	if (p && (gpus > 0 || cpus > 0)) {
 		int n = gpus > 0 ? gpus : cpus;

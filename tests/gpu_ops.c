@@ -139,7 +139,7 @@ static void check_model(const char *path)
 	struct arena a = { 0 };
 	struct diag d;
 	diag_init(&d, stderr);
-	struct compile_opts o = { path, 1, NULL, 0, false };
+	struct compile_opts o = { path, 1, NULL, 0, false, false };
 	struct plan *p = compile_file(&a, &d, &o);
 	if (!p || d.errors) {
 		printf("FAIL %-28s does not compile\n", path);

@@ -22,7 +22,7 @@ static inline struct plan *net_text_compile(struct arena *a, struct diag *d, con
 		return NULL;
 	bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
 	close(fd);
-	struct compile_opts o = { path, world, NULL, 0, false };
+	struct compile_opts o = { path, world, NULL, 0, false, false };
 	struct plan *p = ok ? compile_file(a, d, &o) : NULL;
 	unlink(path);
 	return p;

@@ -24,7 +24,7 @@ static struct plan *compile_text(const char *text, int world)
 static struct plan *compile_path(const char *path, int world, const char *set)
 {
 	const char *sets[1] = { set };
-	struct compile_opts o = { path, world, sets, set ? 1 : 0, false };
+	struct compile_opts o = { path, world, sets, set ? 1 : 0, false, false };
 	return compile_file(&A, &D, &o);
 }
 

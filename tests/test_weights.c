@@ -69,7 +69,7 @@ static struct plan *compile_at(const char *path, const char *text)
 {
 	if (write_text(path, text) != 0)
 		return NULL;
-	struct compile_opts o = { arena_printf(&A, "%s", path), 1, NULL, 0, false }; /* the plan keeps the pointer */
+	struct compile_opts o = { arena_printf(&A, "%s", path), 1, NULL, 0, false, false }; /* the plan keeps the pointer */
 	return compile_file(&A, &D, &o);
 }
 

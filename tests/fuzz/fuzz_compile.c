@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct arena arena = { 0 };
 	struct diag d;
 	diag_init(&d, devnull);
-	struct compile_opts o = { path, 1, NULL, 0, false };
+	struct compile_opts o = { path, 1, NULL, 0, false, false };
 	struct plan *p = compile_file(&arena, &d, &o);
 	if (p && !d.errors) {
 		print_plan(devnull, p);

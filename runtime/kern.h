@@ -29,10 +29,12 @@ void kern_set_threads(int n);
 int kern_cpus(void);
 
 /* Put each of the n kernel threads on a CPU of its own when n > 1 threads
- * are exactly the CPUs the process may run on; otherwise leave placement
- * to the scheduler.  Threads created afterwards inherit the calling
- * thread's CPU, so callers that start threads of their own work (pipeline
- * stages) must not pin.  Returns whether it pinned. */
+ * are exactly the CPUs the process may run on, unless OMP_PROC_BIND,
+ * OMP_PLACES or GOMP_CPU_AFFINITY is set (OpenMP's own placement; set
+ * OMP_PROC_BIND=false for none); otherwise leave placement to the
+ * scheduler.  Threads created afterwards share the calling thread's CPU:
+ * light ones (data loaders) may; a caller whose threads run kernels
+ * (pipeline stages) must not pin.  Returns whether it pinned all n. */
 bool kern_pin_threads(int n);
 
 /* Output length of a sliding window (conv, pools): PyTorch's formula, with
@@ -77,7 +79,9 @@ struct kern_conv2d {
 	struct conv2d_dnnl *dnnl; /* oneDNN primitives and staging, or NULL */
 };
 /* Bytes of workspace kern_conv2d_prepare needs for d; 0 if d is invalid.
- * The workspace is scratch during a call only: layers may share one. */
+ * The workspace is scratch during a call only: layers may share one, as
+ * long as no two of them run at once (the CPU backend shares one per
+ * device, whose layers run one at a time). */
 size_t kern_conv2d_workspace(const struct conv2d_desc *d);
 /* Check d, create the primitives and set k up over workspace (64-byte
  * aligned, kern_conv2d_workspace(d) bytes).  KERN_ERR_SHAPE if d is not a

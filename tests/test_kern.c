@@ -1027,7 +1027,7 @@ static int single_cpu_threads(void)
 }
 
 /* Threads are pinned only when they are exactly the process's CPUs, one
- * each. */
+ * each, and not where the user has OpenMP place them. */
 static void test_pin_threads(void)
 {
 	int n = kern_cpus();
@@ -1036,6 +1036,10 @@ static void test_pin_threads(void)
 	CHECK(!kern_pin_threads(n + 1));
 	if (n < 2)
 		return;
+	if (getenv("OMP_PROC_BIND") || getenv("OMP_PLACES") || getenv("GOMP_CPU_AFFINITY")) {
+		CHECK(!kern_pin_threads(n));
+		return;
+	}
 	CHECK(single_cpu_threads() == 0);
 	kern_set_threads(n);
 	CHECK(kern_pin_threads(n));

@@ -54,9 +54,19 @@ static const char *next_kept(const char *s, size_t *len)
 	return NULL;
 }
 
-static const char *order_name(const struct ckpt_state *st)
+/* state.json's text: the position, the epoch's sums, the shuffle order,
+ * the shard count of a sharded checkpoint (shards > 0) and the hashes. */
+static void state_text(char *text, size_t n, const struct plan *p, const struct ckpt_state *st, int shards)
 {
-	return st->philox_order ? "philox" : "randperm";
+	char shard_line[32] = "";
+	if (shards > 0)
+		snprintf(shard_line, sizeof shard_line, "  \"shards\": %d,\n", shards);
+	snprintf(text, n,
+		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
+		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n  \"shuffle_order\": \"%s\",\n"
+		 "%s  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
+		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n,
+		 st->philox_order ? "philox" : "randperm", shard_line, ckpt_model_hash(p), p->hash);
 }
 
 uint64_t ckpt_model_hash(const struct plan *p)
@@ -251,12 +261,7 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
 		goto fail;
 	}
 	char text[1024];
-	snprintf(text, sizeof text,
-		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
-		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n  \"shuffle_order\": \"%s\",\n"
-		 "  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
-		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n, order_name(st), ckpt_model_hash(p),
-		 p->hash);
+	state_text(text, sizeof text, p, st, 0);
 	join(path, sizeof path, tmp, files[2]);
 	if (write_text(path, text, err, errlen) != 0)
 		goto fail;
@@ -368,12 +373,7 @@ int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_s
 	snprintf(leaf, sizeof leaf, "step-%08" PRId64, st->step);
 	join(final, sizeof final, dir, leaf);
 	char text[1024];
-	snprintf(text, sizeof text,
-		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
-		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n  \"shuffle_order\": \"%s\",\n"
-		 "  \"shards\": %d,\n  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
-		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n, order_name(st), st->world,
-		 ckpt_model_hash(p), p->hash);
+	state_text(text, sizeof text, p, st, st->world);
 	join(path, sizeof path, tmp, "state.json");
 	if (write_text(path, text, err, errlen) != 0)
 		return -1;

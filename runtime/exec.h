@@ -2,7 +2,7 @@
  * The executor owns one allocation per region (parameters, gradients,
  * optimizer state, activations), sized and carved by the plan's offsets,
  * and prepares every convolution for each batch size it will see; after
- * exec_init nothing is allocated.  Single-device ranks only for now.
+ * exec_init nothing is allocated.
  */
 #ifndef EXEC_H
 #define EXEC_H

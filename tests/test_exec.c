@@ -342,8 +342,8 @@ static void test_workspace_planned(void)
 {
 	struct diag d;
 	diag_init(&d, stderr);
-	struct compile_opts o[2] = { { "models/fashion_mnist_cnn.net", 1, NULL, 0, false },
-				     { "models/resnet_mini.net", 1, NULL, 0, false } };
+	struct compile_opts o[2] = { { "models/fashion_mnist_cnn.net", 1, NULL, 0, false, false },
+				     { "models/resnet_mini.net", 1, NULL, 0, false, false } };
 	struct plan *plans[3] = { compile_file(&A, &d, &o[0]), compile_file(&A, &d, &o[1]), compile_text(CONVS) };
 	for (int m = 0; m < 3; m++) {
 		const struct plan *p = plans[m];
@@ -383,6 +383,52 @@ static void test_workspace_planned(void)
 	CHECK(mlp && mlp->dev[0].bytes[REG_WORK] == 0 && mlp->dev[0].work_node == -1);
 }
 
+/* Every parameter and buffer drawn one at a time in any order (FSDP's
+ * units visit them out of plan order) has the values of plan order: the
+ * generator redraws from the seed when it must go back, and draws without
+ * keeping what it skips, the normals below 16 elements through the spare
+ * sample included. */
+static void test_init_any_order(void)
+{
+	struct plan *p = compile_text("model M {\n"
+				      "  input(6, dtype=\"long\")\n"
+				      "  small = embedding(3, 4)\n"       /* 12 elements: per-element normals */
+				      "  flatten\n"
+				      "  fc = linear(24, 16)\n"
+				      "  norm = layernorm(16)\n"
+				      "  big = linear(16, 40)\n"
+				      "}\n");
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	int64_t at[64], total = 0;
+	CHECK(p->nparams <= 64);
+	for (int k = 0; k < p->nparams && k < 64; k++) {
+		at[k] = total;
+		total += p->params[k].dtype == DT_I64 ? 2 : p->params[k].numel;
+	}
+	float *a = calloc((size_t)total, sizeof *a), *b = calloc((size_t)total, sizeof *b), *c = calloc((size_t)total, sizeof *c);
+	if (!a || !b || !c)
+		abort();
+	struct param_init pi;
+	exec_param_init_begin(&pi, 9);
+	for (int k = 0; k < p->nparams; k++)
+		exec_init_param(p, k, &pi, a + at[k]);
+	exec_param_init_begin(&pi, 9);
+	for (int k = p->nparams - 1; k >= 0; k--) /* backwards: a redraw every time */
+		exec_init_param(p, k, &pi, b + at[k]);
+	exec_param_init_begin(&pi, 9);
+	for (int k = 1; k < p->nparams; k += 2) /* odd ones, then even ones */
+		exec_init_param(p, k, &pi, c + at[k]);
+	for (int k = 0; k < p->nparams; k += 2)
+		exec_init_param(p, k, &pi, c + at[k]);
+	CHECK(memcmp(a, b, (size_t)total * sizeof *a) == 0);
+	CHECK(memcmp(a, c, (size_t)total * sizeof *a) == 0);
+	free(a);
+	free(b);
+	free(c);
+}
+
 int main(void)
 {
 	kern_set_threads(2);
@@ -392,6 +438,7 @@ int main(void)
 	RUN(test_training_step_allocates_nothing);
 	RUN(test_onednn_allocates_no_tensors);
 	RUN(test_workspace_planned);
+	RUN(test_init_any_order);
 	arena_release(&A);
 	return check_done();
 }

@@ -68,6 +68,8 @@ def main():
         s = DistributedSampler(range(len(images)), num_replicas=world, rank=r, shuffle=True)
         s.set_epoch(1)  # the example's first epoch
         orders.append(list(s))
+    if a.steps * batch > len(orders[0]):
+        sys.exit(f"{sys.argv[0]}: --steps {a.steps}: at most {len(orders[0]) // batch}, the whole batches of the first epoch")
     opt = torch.optim.Adadelta(model.parameters(), lr=1.0)
     model.train()
     for step in range(a.steps):

@@ -787,14 +787,15 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
  * capture joins it (a fork), and the stream the event was recorded on has
  * rejoined up to that record.  A captured stream that waits for an event
  * last recorded outside this capture (eagerly, or in an earlier capture)
- * is refused, as CUDA refuses it (cudaErrorStreamCaptureIsolation, the
- * capture invalidated): the wait must follow a record in the capture. */
+ * is refused with CUDA's error (cudaErrorStreamCaptureIsolation; CUDA also
+ * invalidates the capture, which the stand-in does not): the wait must
+ * follow a record in the capture, unless it is an external wait
+ * (cudaEventWaitExternal), which CUDA allows. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
-	(void)flags;
 	struct tape *t = capturing;
 	bool here = e->cap_s && e->cap_gen == capture_gen;
-	if (t && !here && e->recorded && S(s)->captured) {
+	if (t && !here && e->recorded && S(s)->captured && !(flags & cudaEventWaitExternal)) {
 		fprintf(stderr, "fake CUDA: captured stream %d waits for an event recorded outside the capture (CUDA: "
 				"cudaErrorStreamCaptureIsolation)\n", S(s)->id);
 		return fail(cudaErrorStreamCaptureIsolation);

@@ -32,10 +32,15 @@ int kern_cpus(void);
  * are exactly the CPUs the process may run on, unless OMP_PROC_BIND,
  * OMP_PLACES or GOMP_CPU_AFFINITY is set (OpenMP's own placement; set
  * OMP_PROC_BIND=false for none); otherwise leave placement to the
- * scheduler.  Threads created afterwards share the calling thread's CPU:
- * light ones (data loaders) may; a caller whose threads run kernels
- * (pipeline stages) must not pin.  Returns whether it pinned all n. */
+ * scheduler.  Threads created afterwards inherit the calling thread's CPU:
+ * one with work of its own (a loader) calls kern_unpin_this_thread first;
+ * a caller whose threads run kernels (pipeline stages) must not pin.
+ * Returns whether it pinned all n. */
 bool kern_pin_threads(int n);
+
+/* Give the calling thread every CPU the process had before
+ * kern_pin_threads (nothing if it did not pin). */
+void kern_unpin_this_thread(void);
 
 /* Output length of a sliding window (conv, pools): PyTorch's formula, with
  * ceil_mode's rule that the last window must start inside input or left pad. */

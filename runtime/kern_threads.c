@@ -7,10 +7,8 @@
  * sometimes starts beside the main thread and every parallel region waits
  * for it until it is moved (the seed CNN's first step at 2 threads took
  * 0.05 s or 0.12 s by chance; pinned, 0.05 s every time).  Threads started
- * afterwards inherit the main thread's CPU, and the loaders do better so:
- * given every CPU, their start-up work (the test set's decompression) ran
- * beside a pinned worker, which cannot move away, and the first step took
- * 0.05 to 0.24 s.
+ * afterwards would inherit the main thread's one CPU; the loaders take
+ * every CPU back (kern_unpin_this_thread).
  */
 #include "runtime/kern.h"
 
@@ -38,6 +36,11 @@ int kern_cpus(void)
 	return n > 0 ? (int)n : 1;
 }
 
+/* The process's CPUs before kern_pin_threads, for the threads started
+ * afterwards. */
+static cpu_set_t unpinned;
+static bool pinned;
+
 bool kern_pin_threads(int n)
 {
 	/* a user who asks OpenMP to place threads keeps that placement */
@@ -61,5 +64,13 @@ bool kern_pin_threads(int n)
 		CPU_SET(cpu[omp_get_thread_num()], &one);
 		pinned_threads += pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
 	}
+	unpinned = allowed;
+	pinned = pinned_threads > 0;
 	return pinned_threads == n;
+}
+
+void kern_unpin_this_thread(void)
+{
+	if (pinned)
+		pthread_setaffinity_np(pthread_self(), sizeof unpinned, &unpinned);
 }

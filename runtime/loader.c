@@ -11,6 +11,7 @@
  * the loader thread, and read only while it is HELD.
  */
 #include "runtime/loader.h"
+#include "runtime/kern.h"
 #include "runtime/util.h"
 
 #include <errno.h>
@@ -23,6 +24,7 @@
 static void *produce(void *arg)
 {
 	struct loader *l = arg;
+	kern_unpin_this_thread(); /* not only the main thread's CPU */
 	struct sampler *s = l->s;
 	struct sampler_pos pos = l->fill_pos;
 	for (;;) {

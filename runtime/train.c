@@ -211,6 +211,7 @@ static int fail(struct trainer *t, const char *what)
 static void *load_test(void *arg)
 {
 	struct trainer *t = arg;
+	kern_unpin_this_thread(); /* not only the main thread's CPU */
 	t->test_rc = train_open_data(t->p, &t->p->test_data, &t->test, t->test_err, sizeof t->test_err);
 	return NULL;
 }

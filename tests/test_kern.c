@@ -13,6 +13,7 @@
 #include "tests/check.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdlib.h>
 
@@ -1026,8 +1027,18 @@ static int single_cpu_threads(void)
 	return count;
 }
 
+/* A thread started after pinning, as a loader is: its CPUs once it unpins. */
+static void *unpinned_cpus(void *arg)
+{
+	kern_unpin_this_thread();
+	cpu_set_t mine;
+	*(int *)arg = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : -1;
+	return NULL;
+}
+
 /* Threads are pinned only when they are exactly the process's CPUs, one
- * each, and not where the user has OpenMP place them. */
+ * each, and not where the user has OpenMP place them; a thread started
+ * afterwards gets every CPU back. */
 static void test_pin_threads(void)
 {
 	int n = kern_cpus();
@@ -1044,6 +1055,10 @@ static void test_pin_threads(void)
 	kern_set_threads(n);
 	CHECK(kern_pin_threads(n));
 	CHECK(single_cpu_threads() >= n);
+	int cpus = 0;
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, unpinned_cpus, &cpus) == 0 && pthread_join(th, NULL) == 0);
+	CHECK(cpus == n);
 	kern_set_threads(1);
 }
 

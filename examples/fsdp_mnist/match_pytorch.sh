@@ -16,11 +16,13 @@
 #
 # Usage: examples/fsdp_mnist/match_pytorch.sh   (from anywhere, after ninja;
 #                                                under a minute)
+# (relative paths in TRAINC, PYTHON and DATA are taken from where it is
+# started)
 # Environment:
 #   TRAINC   trainc binary (build/trainc)
 #   PYTHON   a Python with torch (python3; Debian's python3-torch will do)
 #   DATA     Fashion-MNIST's IDX files (/usr/share/datasets/fashion-mnist)
-#   STEPS    optimizer steps (50)
+#   STEPS    optimizer steps (50; at most 468, the first epoch's)
 #   CHECK    the steps that must agree (10)
 #   TOL      the largest relative difference allowed in them (1e-5)
 set -u
@@ -29,6 +31,12 @@ case ${1:-} in
 '') ;;
 *) echo "$0: takes no arguments; its settings come from the environment (--help)" >&2; exit 2 ;;
 esac
+# paths given relative to where the script was started from
+here=$(pwd)
+absolute() { case $1 in /*) echo "$1" ;; */*) echo "$here/$1" ;; *) echo "$1" ;; esac; }
+[ -n "${TRAINC:-}" ] && TRAINC=$(absolute "$TRAINC")
+[ -n "${DATA:-}" ] && case $DATA in /*) ;; *) DATA=$here/$DATA ;; esac
+[ -n "${PYTHON:-}" ] && PYTHON=$(absolute "$PYTHON")
 cd "$(dirname "$0")/../.." || exit 2
 TRAINC=${TRAINC:-build/trainc}
 PYTHON=${PYTHON:-python3}
@@ -36,6 +44,11 @@ DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 STEPS=${STEPS:-50}
 CHECK=${CHECK:-10}
 TOL=${TOL:-1e-5}
+case $STEPS$CHECK in *[!0-9]*) echo "$0: STEPS and CHECK are whole numbers (STEPS=$STEPS CHECK=$CHECK)" >&2; exit 2 ;; esac
+[ "$STEPS" -ge 1 ] && [ "$CHECK" -ge 1 ] && [ "$CHECK" -le "$STEPS" ] ||
+	{ echo "$0: need 1 <= CHECK <= STEPS (CHECK=$CHECK STEPS=$STEPS)" >&2; exit 2; }
+awk -v t="$TOL" 'BEGIN { exit !(t ~ /^[0-9.]+([eE][-+]?[0-9]+)?$/ && t + 0 > 0) }' ||
+	{ echo "$0: TOL must be a positive number, not '$TOL'" >&2; exit 2; }
 [ -x "$TRAINC" ] || { echo "$0: no $TRAINC; build it first (./configure && ninja)" >&2; exit 2; }
 "$PYTHON" -c 'import torch' 2> /dev/null || { echo "$0: $PYTHON has no torch; install python3-torch or set PYTHON" >&2; exit 2; }
 tmp=$(mktemp -d /tmp/match_pytorch.XXXXXX) || exit 2

@@ -538,6 +538,30 @@ static int64_t json_int(const char *text, const char *key, bool *ok)
 	return strtoll(at + strlen(pat), NULL, 10);
 }
 
+/* The string value of "key" in text, into out; false if the key is absent
+ * or its value is not a string that fits. */
+static bool json_str(const char *text, const char *key, char *out, size_t n)
+{
+	char pat[64];
+	snprintf(pat, sizeof pat, "\"%s\"", key);
+	const char *at = strstr(text, pat);
+	if (!at)
+		return false;
+	at += strlen(pat);
+	at += strspn(at, " \t\r\n");
+	if (*at++ != ':')
+		return false;
+	at += strspn(at, " \t\r\n");
+	if (*at++ != '"')
+		return false;
+	size_t len = strcspn(at, "\"");
+	if (at[len] != '"' || len >= n)
+		return false;
+	memcpy(out, at, len);
+	out[len] = 0;
+	return true;
+}
+
 enum { STATE_LEN = 2048 };
 
 /* The newest checkpoint of dir: its folder, its state.json text and the
@@ -588,7 +612,13 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 		st->loss_sum = st->loss_n = 0;
 	/* absent from checkpoints made before trainc shuffled as torch.randperm:
 	 * their runs go on in the order they began with */
-	st->philox_order = !strstr(text, "\"shuffle_order\": \"randperm\"");
+	char order[16] = "philox";
+	if (strstr(text, "\"shuffle_order\"") && (!json_str(text, "shuffle_order", order, sizeof order) ||
+						    (strcmp(order, "randperm") && strcmp(order, "philox")))) {
+		snprintf(err, errlen, "%s: shuffle_order is not \"randperm\" or \"philox\"; the checkpoint is damaged", path);
+		return -1;
+	}
+	st->philox_order = !strcmp(order, "philox");
 	const char *mh = strstr(text, "\"model_hash\": \"");
 	if (!ok || !mh) {
 		snprintf(err, errlen, "%s: missing fields", path);

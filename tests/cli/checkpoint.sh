@@ -54,6 +54,16 @@ awk '$1 > 13' $old/losses > "$dir/a"
 losses "$dir/old2" > "$dir/b"
 cmp -s "$dir/a" "$dir/b" || { echo "a Philox run resumed twice changed order:"; diff "$dir/a" "$dir/b"; exit 1; }
 echo "ok an earlier trainc's checkpoint resumes in its order, losses as its uninterrupted run logged them"
+# a shuffle_order trainc does not write is refused, not taken for the earlier order
+cp -r "$dir/ck_old2" "$dir/ck_bad"
+st="$dir/ck_bad/step-00000013/state.json"
+sed 's/"shuffle_order": "philox"/"shuffle_order": "random"/' "$st" > "$dir/state" && mv "$dir/state" "$st"
+crc=$(gzip -c "$st" | tail -c 8 | head -c 4 | od -An -tx4 | tr -d ' ')
+sed -i "s/^state.json .*/state.json $(wc -c < "$st") $crc/" "$dir/ck_bad/step-00000013/manifest.txt"
+if "$TRAINC" $old/model.net --set train.steps=20 --resume "$dir/ck_bad" --run-dir "$dir/bad" > "$dir/out" 2>&1; then
+	echo "an unknown shuffle_order was accepted"; exit 1
+fi
+grep -q 'shuffle_order is not "randperm" or "philox"' "$dir/out" || { echo "an unknown shuffle_order:"; cat "$dir/out"; exit 1; }
 
 # a longer parallel.timeout may be given on resume, also where the file's
 # parallel section has no body (`parallel ddp`)

@@ -193,7 +193,7 @@ static void workspace(FILE *out, const struct plan *p, int d)
 	const struct devplan *dp = &p->dev[d];
 	if (dp->work_node < 0)
 		return;
-	fprintf(out, "  workspace: CPU convolutions' shared scratch, sized for %s (batch %" PRId64 ", %s): ",
+	fprintf(out, "  workspace: CPU convolutions' shared scratch, sized for convolution %s (batch %" PRId64 ", %s): ",
 		p->nodes[dp->work_node].path, dp->work_batch, paths[dp->work_path]);
 	if (dp->work_slots > 0)
 		fprintf(out, "%.2f MiB + %.2f MiB per thread, up to %d thread%s (device %d)\n", mib(dp->work_shared),

@@ -11,7 +11,7 @@ grep -q '^  device .* comm  workspace      total$' "$tmp/out" || fail "no worksp
 row=$(grep '^  0 ' "$tmp/out")
 echo "$row" | awk '{ s = $2 + $3 + $4 + $5 + $6 + $7; d = s - $8; if ($7 <= 0 || d > 0.03 || d < -0.03) exit 1 }' ||
 	fail "workspace missing from the row or the total: $row"
-grep -q "^  workspace: CPU convolutions' shared scratch, sized for conv2 (batch 64, Winograd): [0-9.]* MiB + [0-9.]* MiB per thread, up to 4 threads (device 0)$" "$tmp/out" ||
+grep -q "^  workspace: CPU convolutions' shared scratch, sized for convolution conv2 (batch 64, Winograd): [0-9.]* MiB + [0-9.]* MiB per thread, up to 4 threads (device 0)$" "$tmp/out" ||
 	fail "no workspace line: $(grep 'workspace:' "$tmp/out")"
 
 "$TRAINC" print models/toy.net > "$tmp/toy" 2>&1 || fail "print of toy.net failed"

@@ -41,7 +41,7 @@ double init_kaiming_bound(int64_t fan_in, double a)
 
 void init_gen_seed(struct init_gen *g, uint64_t seed)
 {
-	mt_seed(&g->mt, seed);
+	mt19937_seed(&g->mt, seed);
 	g->has_spare = false;
 	g->spare = 0;
 }
@@ -49,7 +49,7 @@ void init_gen_seed(struct init_gen *g, uint64_t seed)
 /* uniform_real_distribution<float>(lo, hi) */
 static float uniform_f(struct init_gen *g, float lo, float hi)
 {
-	float u = (float)(mt_next(&g->mt) & 0xffffffu) * (1.0f / 16777216.0f);
+	float u = (float)(mt19937_next(&g->mt) & 0xffffffu) * (1.0f / 16777216.0f);
 	return fmaf(u, hi - lo, lo);
 }
 
@@ -62,7 +62,7 @@ static double normal_d(struct init_gen *g, double mean, double std)
 	}
 	double u[2];
 	for (int k = 0; k < 2; k++) { /* random64: the first word high */
-		uint64_t hi = mt_next(&g->mt), lo = mt_next(&g->mt);
+		uint64_t hi = mt19937_next(&g->mt), lo = mt19937_next(&g->mt);
 		u[k] = (double)((hi << 32 | lo) & ((UINT64_C(1) << 53) - 1)) * (1.0 / 9007199254740992.0);
 	}
 	double r = sqrt(-2.0 * log(1.0 - u[1])), theta = 2.0 * 3.14159265358979323846 * u[0];
@@ -75,7 +75,7 @@ void init_uniform(struct init_gen *g, float *x, int64_t n, float lo, float hi)
 {
 	if (!x) {
 		for (int64_t j = 0; j < n; j++)
-			(void)mt_next(&g->mt);
+			(void)mt19937_next(&g->mt);
 		return;
 	}
 	for (int64_t j = 0; j < n; j++)

@@ -57,11 +57,11 @@ int sampler_init(struct sampler *s, int64_t n, int world, int rank, int batch, i
 static void randperm(int64_t *p, int64_t n, uint64_t seed)
 {
 	struct mt19937 m;
-	mt_seed(&m, seed);
+	mt19937_seed(&m, seed);
 	for (int64_t i = 0; i < n; i++)
 		p[i] = i;
 	for (int64_t i = 0; i < n - 1; i++) {
-		int64_t z = (int64_t)(mt_next(&m) % (uint64_t)(n - i)), t = p[i];
+		int64_t z = (int64_t)(mt19937_next(&m) % (uint64_t)(n - i)), t = p[i];
 		p[i] = p[z + i];
 		p[z + i] = t;
 	}

@@ -727,7 +727,7 @@ static void test_init_constants(void)
 		CHECK(bad == 0);
 	}
 	/* constants draw nothing, as torch's ones_ and zeros_ */
-	CHECK(mt_next(&g.mt) == mt_next(&h.mt));
+	CHECK(mt19937_next(&g.mt) == mt19937_next(&h.mt));
 }
 
 int main(void)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "compiler/compile_impl.h"
+#include "compiler/conv_chunk.h"
 #include "compiler/ops.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
@@ -131,7 +132,7 @@ static int64_t round_up(int64_t x)
  * and four 2 MiB alignments; for direct a quarter of the staged data.  A
  * kernel given less runs fewer chunks at once, so the backend allocates
  * exactly this, and a run touches the slots of its threads only. */
-enum { CONV_CHUNK = 4, WINO_CHUNK = 16, WINO_CHUNK_BYTES = 4 << 20, CONV_SLOTS = 16, WINO_ALIGN = 2 << 20 };
+enum { WINO_ALIGN = 2 << 20 };
 
 struct convwork {
 	enum work_path path;
@@ -156,27 +157,12 @@ static int64_t bytes_of(double v)
 	return v > 0x1p50 ? (int64_t)1 << 50 : round_up((int64_t)v);
 }
 
-/* kern_conv2d.c's chunk: the largest divisor of n up to cap, so that one
- * oneDNN primitive serves every chunk. */
-static int64_t chunk_of(int64_t n, int64_t cap)
-{
-	int64_t b = n < cap ? n : cap;
-	while (n % b)
-		b--;
-	return b;
-}
-
 /* Convolution n (input in) at batch b by one of oneDNN's algorithms. */
 static struct convwork onednn_work(const struct node *n, const struct shape *in, int64_t b, bool wino)
 {
 	int64_t ci = in->d[0], h = in->d[1], w = in->d[2], co = n->a.conv.cout, oh = n->out.d[1], ow = n->out.d[2];
-	int64_t g = n->a.conv.groups, taps = n->a.conv.kh * n->a.conv.kw, cap = CONV_CHUNK;
-	if (wino) {
-		/* large images take fewer per chunk */
-		int64_t fit = WINO_CHUNK_BYTES / ((ci * h * w + co * oh * ow) * 4);
-		cap = fit < 1 ? 1 : fit < WINO_CHUNK ? fit : WINO_CHUNK;
-	}
-	int64_t chunk = chunk_of(b, cap), slots = b / chunk;
+	int64_t g = n->a.conv.groups, taps = n->a.conv.kh * n->a.conv.kw;
+	int64_t chunk = conv_chunk(b, (ci * h * w + co * oh * ow) * 4, wino);
 	int64_t wt = bytes_of(4.0 * up16(co / g) * up16(ci / g) * g * taps); /* staged weights, a weight gradient */
 	int64_t x = bytes_of(4.0 * chunk * up16(ci) * h * w), y = bytes_of(4.0 * chunk * up16(co) * oh * ow), pad;
 	if (wino) {
@@ -186,7 +172,7 @@ static struct convwork onednn_work(const struct node *n, const struct shape *in,
 		pad = round_up((x + y + wt) / 4);
 	}
 	return (struct convwork){ wino ? WORK_WINOGRAD : WORK_DIRECT, 2 * wt + bytes_of(4.0 * co * (ci / g) * taps),
-				  x + y + pad + wt, slots < CONV_SLOTS ? (int)slots : CONV_SLOTS };
+				  x + y + pad + wt, conv_slots(b, chunk) };
 }
 
 /* The most a CPU path needs for convolution n at batch b: im2col's column
@@ -223,8 +209,10 @@ static void plan_work(struct plan *p, int dev)
 	dp->work_batch = dp->work_shared = dp->work_slot = 0;
 	dp->work_slots = 0;
 	dp->bytes[REG_WORK] = 0;
+	if (p->gpu) /* cuDNN chooses its workspace at run time */
+		return;
 	int64_t batches[2] = { p->act_batch, p->eval_batch };
-	for (int i = 0; !p->gpu && i < p->nnodes; i++) {
+	for (int i = 0; i < p->nnodes; i++) {
 		const struct node *n = &p->nodes[i];
 		if (n->op != OP_CONV2D || n->device != dev)
 			continue;

@@ -1,8 +1,8 @@
 /* kern_conv2d.c: 2-D convolution, forward and backward, by oneDNN or by
  * im2col + sgemm, set up once per exact shape.
  *
- * oneDNN path: primitives for a chunk of DNNL_CHUNK images (Winograd:
- * WINO_CHUNK), created for one thread and run on the chunks in parallel, each
+ * oneDNN path: primitives for a chunk of images (compiler/conv_chunk.h's
+ * rule), created for one thread and run on the chunks in parallel, each
  * chunk on its own stream, staging copies and scratchpad (a "slot" of the
  * workspace).  The library picks its blocked layouts; reorders stage x, dy
  * and w in and y, dx, dw out.
@@ -44,6 +44,7 @@
  * splitting them would put oneDNN's state in a shared header.
  */
 #include "runtime/kern.h"
+#include "compiler/conv_chunk.h"
 
 #include <assert.h>
 #include <dnnl.h>
@@ -54,14 +55,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Images per primitive call.  At 1 thread, chunks of 1, 2, 4 and 8 images ran
- * conv2 within 5% of each other, 32 and 64 at 25-40% slower (staging copies
- * fall out of cache); 4 beat 1 by 10% on 7x7 images, where per-call costs show.
- * compiler/memplan.c plans with these four (tag: CONV_WORKSPACE). */
-#define DNNL_CHUNK 4
-#define WINO_CHUNK 16 /* seed CNN at 1 thread: chunks of 8 and 16 within 2%, 32 5% slower, 64 18% */
-#define WINO_CHUNK_BYTES (4 << 20) /* a chunk's input and output: 3.7 MB for 16 of conv2's images */
-#define DNNL_SLOTS 16 /* chunks in flight at once; more threads than this idle here */
 
 enum { PASS_FWD, PASS_BWD_DATA, PASS_BWD_W, N_PASS };
 
@@ -92,7 +85,7 @@ struct conv2d_dnnl {
 	float *dw_sum;            /* the weight gradient summed over chunks, in bwd-w's layout */
 	float *dw_plain;          /* dw_sum reordered to (C_out, C_in/groups, KH, KW) */
 	size_t dw_floats;         /* floats of dw_sum, padding included */
-	struct slot slot[DNNL_SLOTS];
+	struct slot slot[CONV_SLOTS];
 };
 
 /* oneDNN failing on a primitive it accepted at setup is the environment's fault */
@@ -115,16 +108,6 @@ static bool valid(const struct conv2d_desc *d)
 static size_t align64(size_t bytes)
 {
 	return (bytes + 63) & ~(size_t)63;
-}
-
-/* Images per chunk: the largest divisor of n up to cap, so that one
- * primitive serves every chunk. */
-static int chunk_of(int n, int cap)
-{
-	int b = n < cap ? n : cap;
-	while (n % b)
-		b--;
-	return b;
 }
 
 /* ---- oneDNN plan: primitive descriptors and the workspace they need ---- */
@@ -174,12 +157,8 @@ static bool plan_try(struct plan *p, const struct conv2d_desc *d, dnnl_engine_t 
 	p->winograd = winograd;
 	int oh = kern_window_out(d->h, d->kh, d->sh, d->ph, d->dh, false);
 	int ow = kern_window_out(d->w, d->kw, d->sw, d->pw, d->dw, false);
-	/* large images take fewer per chunk: staging stays in cache and the
-	 * workspace does not grow 4x over direct's */
-	size_t image = ((size_t)d->c_in * d->h * d->w + (size_t)d->c_out * oh * ow) * sizeof(float);
-	size_t fit = WINO_CHUNK_BYTES / image;
-	int cap = fit < 1 ? 1 : fit < WINO_CHUNK ? (int)fit : WINO_CHUNK;
-	p->chunk = chunk_of(d->n, winograd ? cap : DNNL_CHUNK);
+	int64_t image = ((int64_t)d->c_in * d->h * d->w + (int64_t)d->c_out * oh * ow) * (int64_t)sizeof(float);
+	p->chunk = (int)conv_chunk(d->n, image, winograd);
 	p->use[PASS_FWD] = p->use[PASS_BWD_W] = true;
 	p->use[PASS_BWD_DATA] = all || d->c_in / d->groups >= 16;
 	int g = d->groups, b = p->chunk;
@@ -240,8 +219,7 @@ fail:
 
 static int slots_of(const struct plan *p, int n)
 {
-	int chunks = n / p->chunk;
-	return chunks < DNNL_SLOTS ? chunks : DNNL_SLOTS;
+	return conv_slots(n, p->chunk);
 }
 
 static size_t weight_floats(const struct conv2d_desc *d)
@@ -270,7 +248,7 @@ static size_t slot_bytes(const struct plan *p)
 	return p->x_bytes + p->y_bytes + p->pad_bytes + p->dw_bytes;
 }
 
-/* Slots up to one per chunk (and DNNL_SLOTS), fewer if bytes holds fewer;
+/* Slots up to one per chunk (and CONV_SLOTS), fewer if bytes holds fewer;
  * false if it does not hold one.  Fewer slots run fewer chunks at once and
  * change no result. */
 static bool plan_fit(struct plan *p, const struct conv2d_desc *d, size_t bytes)
@@ -362,7 +340,7 @@ static void port_free(struct port *pt)
 
 static void dnnl_free(struct conv2d_dnnl *s)
 {
-	for (int i = 0; i < DNNL_SLOTS; i++) {
+	for (int i = 0; i < CONV_SLOTS; i++) {
 		struct slot *sl = &s->slot[i];
 		struct port *ports[] = { &sl->x_fwd, &sl->y_fwd, &sl->x_bww, &sl->dy_bww, &sl->dy_bwd, &sl->dx_bwd };
 		for (size_t j = 0; j < sizeof ports / sizeof *ports; j++)

@@ -7,6 +7,7 @@
  * torch 1.13 and are written here as constants.
  * Does not: need Python or a network.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -471,6 +472,13 @@ static void test_sampler_no_shuffle(void)
 	CHECK(sampler_init(&s, 10, 2, 0, 0, 0, 0, 1, 0, err, sizeof err) == -1 && contains(err, "batch size 0"));
 }
 
+/* Whether epoch's permutation begins with want (n,). */
+static bool epoch_order_is(struct sampler *s, int64_t epoch, const int64_t *want, int n)
+{
+	sampler_set_epoch(s, epoch);
+	return memcmp(s->perm, want, (size_t)n * sizeof *want) == 0;
+}
+
 static void test_sampler_shuffle(void)
 {
 	/* PyTorch 1.13's torch.randperm(10, generator=torch.Generator().manual_seed(1)):
@@ -479,9 +487,7 @@ static void test_sampler_shuffle(void)
 	static const int64_t golden[10] = { 5, 6, 1, 2, 0, 8, 9, 3, 7, 4 };
 	struct sampler s;
 	CHECK(sampler_init(&s, 10, 1, 0, 10, 1, 0, 0, 0, err, sizeof err) == 0 && s.order == SAMPLER_RANDPERM);
-	sampler_set_epoch(&s, 0);
-	for (int i = 0; i < 10; i++)
-		CHECK(s.perm[i] == golden[i]);
+	CHECK(epoch_order_is(&s, 0, golden, 10));
 	sampler_free(&s);
 	/* Fashion-MNIST's size, manual_seed(2): the 32-bit draws' moduli reach 60000 */
 	CHECK(sampler_init(&s, 60000, 1, 0, 64, 1, 0, 0, 1, err, sizeof err) == 0);
@@ -506,17 +512,13 @@ static void test_sampler_shuffle(void)
 	static const int64_t philox[10] = { 6, 8, 3, 0, 9, 4, 1, 7, 2, 5 };
 	CHECK(sampler_init(&s, 10, 1, 0, 10, 1, 0, 0, 0, err, sizeof err) == 0);
 	s.order = SAMPLER_PHILOX;
-	sampler_set_epoch(&s, 0);
-	for (int i = 0; i < 10; i++)
-		CHECK(s.perm[i] == philox[i]);
+	CHECK(epoch_order_is(&s, 0, philox, 10));
 	sampler_free(&s);
 	/* a resumed Philox run keys the order by train.seed, whatever shuffle_seed is */
 	CHECK(sampler_init(&s, 10, 1, 0, 10, 1, 0, 0, 5, err, sizeof err) == 0);
 	sampler_set_epoch(&s, 0);
 	sampler_keep_philox(&s, 0);
-	sampler_set_epoch(&s, 0);
-	for (int i = 0; i < 10; i++)
-		CHECK(s.perm[i] == philox[i]);
+	CHECK(epoch_order_is(&s, 0, philox, 10));
 	sampler_free(&s);
 
 	for (int n = 1; n <= 23; n += 2)

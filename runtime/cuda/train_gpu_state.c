@@ -52,16 +52,17 @@ int tg_load_state(struct gt *t)
 	for (int j = 0; j < p->nparams; j++)
 		exec_init_param(p, j, &pi, t->h_params + p->params[j].offset);
 	optim_state_init(&t->oc, (struct optim_state_view){ t->h_optim, e->trainable }, e->trainable);
-	if (t->sharded) {
-		/* each rank initialises its own shards and the optimizer state of them */
+	if (t->sharded && k > 0) {
+		/* the optimizer state of this rank's shards; the shards themselves
+		 * come from the model drawn above (fsdp_load_full below) */
 		float *st = calloc((size_t)(t->fsdp.total * k) + 1, 4);
 		if (!st)
 			return util_fail(t->err, sizeof t->err, "out of memory");
 		optim_state_init(&t->oc, (struct optim_state_view){ st, t->fsdp.total }, t->fsdp.total);
-		int r = fsdp_init_params(&t->fsdp, p->train.seed) != 0 || (k > 0 && tg_put(t, t->fsdp.optim, st, (size_t)(t->fsdp.total * k) * 4) != 0);
+		int r = tg_put(t, t->fsdp.optim, st, (size_t)(t->fsdp.total * k) * 4);
 		free(st);
-		if (r)
-			return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err[0] ? t->fsdp.err : "initialising the shards failed");
+		if (r != 0)
+			return -1;
 	}
 	int rc = 0;
 	if (o->resume) {
@@ -82,7 +83,7 @@ int tg_load_state(struct gt *t)
 	if (rc != 0)
 		return -1;
 	if (t->sharded) { /* shards of the loaded state; the step counter */
-		if ((o->resume || o->init) && fsdp_load_full(&t->fsdp, t->h_params, o->resume ? t->h_optim : NULL) != 0)
+		if (fsdp_load_full(&t->fsdp, t->h_params, o->resume ? t->h_optim : NULL) != 0)
 			return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err);
 		return tg_put(t, &t->w->step, &t->at.step, sizeof t->at.step);
 	}

@@ -23,6 +23,26 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 	return h;
 }
 
+/* Whether a rank's memory can be counted in bytes at all: the plan's sums
+ * are int64, and a batch of 2^31 samples of a large layer would wrap them.
+ * Counted in double, with room to spare: every activation and its gradient,
+ * parameters with gradients and optimizer state. */
+static bool plan_fits(struct diag *d, const struct plan *p, int64_t per_rank)
+{
+	double acts = 0, params = 0;
+	for (int i = 0; i < p->nnodes; i++)
+		acts += (double)shape_numel(&p->nodes[i].out);
+	for (int k = 0; k < p->nparams; k++)
+		params += (double)p->params[k].numel;
+	double bytes = 4.0 * (2.0 * acts * (double)per_rank + params * (3.0 + p->train.optim.state_per_param));
+	if (bytes < 0x1p56)
+		return true;
+	diag_error(d, p->train.batch_loc.src ? p->train.batch_loc : p->nodes[0].loc,
+		   "a batch of %lld per rank could need up to %.0f PiB, beyond what any machine holds; lower the batch or the layer sizes",
+		   (long long)per_rank, bytes / 0x1p50);
+	return false;
+}
+
 struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_opts *o)
 {
 	struct sections s;
@@ -69,7 +89,14 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 			   t->micro_batch ? "micro_batch" : "batch", (long long)per_rank);
 		return NULL;
 	}
-	if (!place_nodes(a, d, p) || !infer_shapes(a, d, p) || !wrap_units(a, d, p) || !memplan_build(a, d, p) || d->errors > before)
+	const struct plan_dataset *td = &p->train_data;
+	if (td->kind == DATA_SYNTHETIC && td->samples < p->world && !o->world_unknown) {
+		diag_error(d, td->samples_loc, "%lld training samples cannot feed %d ranks; lower --cpus or --gpus, or add samples",
+			   (long long)td->samples, p->world);
+		return NULL;
+	}
+	if (!place_nodes(a, d, p) || !infer_shapes(a, d, p) || !plan_fits(d, p, per_rank) || !wrap_units(a, d, p) ||
+	    !memplan_build(a, d, p) || d->errors > before)
 		return NULL;
 	p->text = unparse_sections(a, &s);
 	uint64_t h = 0xcbf29ce484222325ull;

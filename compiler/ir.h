@@ -169,6 +169,7 @@ struct plan_dataset {
 	struct shape target_shape;  /* TGT_VECTOR */
 	int64_t classes;            /* TGT_CLASS */
 	int64_t samples;            /* synthetic; mnist: known after loading */
+	struct loc samples_loc;     /* synthetic: samples=N */
 };
 
 struct plan_optim {
@@ -194,6 +195,7 @@ struct plan_train {
 	struct plan_optim optim;
 	struct plan_sched sched;
 	int64_t batch, global_batch, micro_batch, test_batch, epochs, steps, log_interval, checkpoint_every;
+	struct loc batch_loc;       /* batch = or global_batch = */
 	uint64_t seed;              /* initialisation, dropout, synthetic data */
 	uint64_t shuffle_seed;      /* DistributedSampler(seed=): the training order */
 	double clip_grad_norm;      /* 0: off */

@@ -310,6 +310,10 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 			return false;
 		if (s[2] && !val_bool(d, s[2], "affine", &n->a.ln.affine))
 			return false;
+		if (!(n->a.ln.eps > 0)) {
+			diag_error(d, s[1]->loc, "eps must be positive");
+			return false;
+		}
 		return true;
 	}
 	case OP_EMBEDDING: {

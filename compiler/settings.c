@@ -66,18 +66,23 @@ static bool read_keys(struct reader *r, const struct ast_section *sec, const cha
 	return ok;
 }
 
-static bool int_at_least(struct reader *r, const struct val *v, const char *what, int64_t min, int64_t *out)
+static bool int_between(struct reader *r, const struct val *v, const char *what, int64_t min, int64_t max, int64_t *out)
 {
 	if (!v)
 		return true;
 	if (!val_int(r->d, v, what, out))
 		return false;
-	if (*out < min || *out > ((int64_t)1 << 40)) {
+	if (*out < min || *out > max) {
 		diag_error(r->d, v->loc, "%s must be %s%" PRId64 ", not %" PRId64, what, *out < min ? "at least " : "at most ",
-			   *out < min ? min : ((int64_t)1 << 40), *out);
+			   *out < min ? min : max, *out);
 		return false;
 	}
 	return true;
+}
+
+static bool int_at_least(struct reader *r, const struct val *v, const char *what, int64_t min, int64_t *out)
+{
+	return int_between(r, v, what, min, (int64_t)1 << 40, out);
 }
 
 static bool num_range(struct reader *r, const struct val *v, const char *what, double lo, double hi, double *out)
@@ -431,6 +436,7 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 		diag_error(r->d, v->loc, "synthetic needs a sample count: samples=N");
 		return false;
 	}
+	ds->samples_loc = s[2]->loc;
 	return int_at_least(r, s[2], "samples", 1, &ds->samples);
 }
 
@@ -498,18 +504,21 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 		diag_error(r->d, v[4]->loc, "set batch (per rank) or global_batch (fixed over ranks), not both");
 		ok = false;
 	}
-	ok &= int_at_least(r, v[3], "batch", 1, &t->batch) && int_at_least(r, v[4], "global_batch", 1, &t->global_batch) &&
-	      int_at_least(r, v[5], "test_batch", 1, &t->test_batch) && int_at_least(r, v[6], "epochs", 1, &t->epochs) &&
+	/* batch sizes index samples within a batch as int, as DataLoader's do */
+	ok &= int_between(r, v[3], "batch", 1, INT32_MAX, &t->batch) && int_between(r, v[4], "global_batch", 1, INT32_MAX, &t->global_batch) &&
+	      int_between(r, v[5], "test_batch", 1, INT32_MAX, &t->test_batch) && int_at_least(r, v[6], "epochs", 1, &t->epochs) &&
 	      int_at_least(r, v[7], "steps", 1, &t->steps) && int_at_least(r, v[8], "seed", 0, &seed) &&
 	      int_at_least(r, v[9], "log_interval", 1, &t->log_interval) &&
 	      num_range(r, v[10], "clip_grad_norm", 1e-12, HUGE_VAL, &t->clip_grad_norm) &&
 	      int_at_least(r, v[11], "checkpoint_every", 1, &t->checkpoint_every) &&
 	      (!v[12] || val_bool(r->d, v[12], "shuffle", &t->shuffle)) && (!v[13] || val_bool(r->d, v[13], "drop_last", &t->drop_last));
-	ok &= int_at_least(r, v[14], "micro_batch", 1, &t->micro_batch) && int_at_least(r, v[15], "shuffle_seed", 0, &shuffle_seed);
+	ok &= int_between(r, v[14], "micro_batch", 1, INT32_MAX, &t->micro_batch) && int_at_least(r, v[15], "shuffle_seed", 0, &shuffle_seed);
 	if (v[14] && !v[4]) {
 		diag_error(r->d, v[14]->loc, "micro_batch splits a global_batch; with a per-rank batch, lower batch instead");
 		ok = false;
 	}
+	if (v[3] || v[4])
+		t->batch_loc = (v[3] ? v[3] : v[4])->loc;
 	t->seed = (uint64_t)seed;
 	t->shuffle_seed = (uint64_t)shuffle_seed;
 	if (t->global_batch)

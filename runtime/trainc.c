@@ -337,11 +337,7 @@ int main(int argc, char **argv)
 				rc = train_run(p, &to);
 			}
 		} else if (o.world > 1) {
-			if (p->train_data.kind == DATA_SYNTHETIC && p->train_data.samples < o.world) {
-				fprintf(stderr, "trainc: %s: %lld training samples cannot feed %d ranks; lower --cpus or add samples\n", file,
-					(long long)p->train_data.samples, o.world);
-				rc = 2;
-			} else if (check_data(p) != 0 || (resume && check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus") != 0)) {
+			if (check_data(p) != 0 || (resume && check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus") != 0)) {
 				rc = 1;
 			} else {
 				struct launch_opts lo = { o.world, p->parallel.timeout_s, 5.0 };

@@ -102,4 +102,7 @@ sed 's/samples=96/samples=3/' $net > "$dir/few.net"
 set +e; "$TRAINC" "$dir/few.net" --cpus 4 > "$dir/out" 2> "$dir/err"; rc=$?; set -e
 [ $rc -eq 2 ] && grep -q '3 training samples cannot feed 4 ranks' "$dir/err" || { echo "more ranks than samples: exit $rc"; cat "$dir/err"; exit 1; }
 ! grep -q 'parameters' "$dir/out"
+# check sees it too, at the samples= that is short
+set +e; "$TRAINC" check "$dir/few.net" --cpus 4 > "$dir/out" 2> "$dir/err"; rc=$?; set -e
+[ $rc -eq 2 ] && grep -q 'few.net:[0-9]*:[0-9]*: error: 3 training samples cannot feed 4 ranks' "$dir/err" || { echo "check: more ranks than samples: exit $rc"; cat "$dir/err"; exit 1; }
 echo "ok bad rank counts refused before spawning"

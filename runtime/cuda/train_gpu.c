@@ -220,8 +220,12 @@ static int capture(struct gt *t, const int64_t *sizes, int count)
 	CK(t, cudaStreamBeginCapture(t->s, cudaStreamCaptureModeThreadLocal));
 	int rc = issue_step(t, sizes, count);
 	cudaError_t r = cudaStreamEndCapture(t->s, &g);
-	if (rc != 0)
+	if (rc != 0) {
+		/* a graph left behind would hold NCCL's communicators open */
+		if (g)
+			cudaGraphDestroy(g);
 		return rc;
+	}
 	if (r != cudaSuccess)
 		return util_fail(t->err, sizeof t->err, "capturing the training step as a CUDA graph failed: %s (set TRAINC_CUDA_GRAPH=0 "
 				 "to run steps one by one)", cudaGetErrorString(r));
@@ -549,8 +553,20 @@ static int setup(struct gt *t)
 		tiny_build(h, &t->e, t->micro);
 		t->tiny = h; /* each launch copies it into the kernel's parameters */
 	}
+	/* NCCL: whether a collective is captured must be the same on every
+	 * rank, so a rank that streams its data (its GPU had less memory free)
+	 * turns the graph off everywhere; and it warns of deadlocks when one
+	 * thread captures collectives of several GPUs */
 	const char *g = getenv("TRAINC_CUDA_GRAPH");
-	t->use_graph = (!g || strcmp(g, "0") != 0) && !t->dtrain.streamed;
+	double streams[1] = { t->dtrain.streamed ? 1 : 0 };
+	if (tg_reduce_host(t, streams, 1) != 0)
+		return -1;
+	t->no_graph = g && strcmp(g, "0") == 0 ? "TRAINC_CUDA_GRAPH=0"
+		      : t->dtrain.streamed	   ? "streamed data"
+		      : streams[0] > 0		   ? "another rank streams its data"
+		      : t->world > 1 && t->ngpu > 1 ? "NCCL over several GPUs of a rank"
+						   : NULL;
+	t->use_graph = t->no_graph == NULL;
 	t->read_step = t->at.step;
 	t->tty = t->rank == 0 && (isatty(STDOUT_FILENO) || getenv("TRAINC_TTY")) && !getenv("TRAINC_PLAIN");
 	return launch_floor(t);
@@ -740,9 +756,11 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 			printf("Step time: %.1f us per step (CUDA graph%s, %lld steps); CUDA graph launch floor: %.1f us (ratio %.2f)\n", us,
 			       t->tiny ? " of one kernel" : "", (long long)t->graph_steps, t->floor_us, t->floor_us > 0 ? us / t->floor_us : 0.0);
 		} else {
-			printf("Step time: no step ran as a CUDA graph%s\n",
-			       !t->use_graph ? (t->dtrain.streamed ? " (streamed data)" : " (TRAINC_CUDA_GRAPH=0)")
-					     : " (the first full-batch step runs eagerly, later ones replay a graph; this run had fewer than two)");
+			if (!t->use_graph)
+				printf("Step time: no step ran as a CUDA graph (%s)\n", t->no_graph);
+			else
+				printf("Step time: no step ran as a CUDA graph (the first full-batch step runs eagerly, later ones replay a "
+				       "graph; this run had fewer than two)\n");
 		}
 	}
 	size_t free_b = 0, total_b = 0;

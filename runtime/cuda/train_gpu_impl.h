@@ -97,6 +97,7 @@ struct gt {
 	bool ddp_on, issued[PLAN_MAX_DEVICES];
 	cudaGraphExec_t graph;
 	bool graph_ok, use_graph, warmed;
+	const char *no_graph; /* why steps run one by one; NULL: a graph */
 	int64_t saved_step;      /* the step of the last checkpoint written */
 	int pipe_m;              /* pipeline chunks of each micro-batch (parallel.microbatches), 1: none */
 	struct tiny_prog *tiny;  /* a small model's whole step as one block (tiny.h), host memory; NULL: layer by layer */

@@ -22,6 +22,12 @@ struct lex_state {
 	bool nesting_reported;
 	bool sent_final_nl;
 	bool last_was_nl;
+	bool cr_reported;  /* a carriage return without a line feed */
+	/* a string ran to the end of the line: the next parse error is its echo
+	 * when the string was inside brackets it swallowed the closer of, or
+	 * when it is on the string's line */
+	bool open_string;
+	int open_string_line, open_string_depth;
 	const char *last_text;
 	struct lex_hold *hold; /* lookahead past a newline (ast.c) */
 	struct ast_file *file;

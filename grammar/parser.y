@@ -175,6 +175,10 @@ static int yyreport_syntax_error(const yypcontext_t *pc, yyscan_t scanner, struc
 	struct loc at = *yypcontext_location(pc);
 	if (ls->nesting_reported)
 		return 0; /* one message about runaway nesting is enough */
+	if (ls->open_string && (ls->open_string_depth > 0 || at.line == ls->open_string_line)) {
+		ls->open_string = false;
+		return 0; /* the unclosed string swallowed what is missing here */
+	}
 	/* a missing closer is the likeliest mistake when one is possible here and
 	 * what came instead ends a line, the file or another bracket */
 	char closer = 0;

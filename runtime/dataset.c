@@ -41,7 +41,8 @@ static int mul_ok(int64_t a, int64_t b, int64_t *out)
 /* Decompressed copies of gzip'd IDX files, so a run after the first
  * starts without inflating them: $XDG_CACHE_HOME/trainc (or
  * ~/.cache/trainc), keyed by both files' paths, sizes and modification
- * times, checked by size and a trailer.  Any failure only means no cache;
+ * times, checked by size and a trailer; a label out of range in the copy
+ * makes the files be read again and the copy rewritten.  Any failure only means no cache;
  * TRAINC_NO_CACHE turns it off. */
 static bool cache_path(char *out, size_t n, const char *images, const char *labels)
 {
@@ -162,8 +163,9 @@ static void describe(struct dataset *ds, const struct idx_file *im, const char *
 	ds->target_numel = 1;
 }
 
-int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_path, int num_classes,
-		float mean, float std, char *err, size_t errlen)
+/* use_cache false: read the files themselves (and write the cache anew). */
+static int load_idx(struct dataset *ds, const char *images_path, const char *labels_path, int num_classes, float mean, float std,
+		    bool use_cache, char *err, size_t errlen)
 {
 	memset(ds, 0, sizeof *ds);
 	if (!isfinite(mean) || !isfinite(std) || std == 0.0f)
@@ -186,7 +188,7 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 	}
 	char cache[4200] = "";
 	void *block = NULL;
-	if ((im.gzip || lb.gzip) && cache_path(cache, sizeof cache, images_path, labels_path) && total > 0) {
+	if ((im.gzip || lb.gzip) && cache_path(cache, sizeof cache, images_path, labels_path) && total > 0 && use_cache) {
 		block = cache_map(cache, (size_t)total);
 		if (block)
 			ds->map_len = (size_t)total + sizeof CACHE_TRAILER;
@@ -220,6 +222,8 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 			else
 				free(block);
 			memset(ds, 0, sizeof *ds);
+			if (cached) /* the copy is damaged, not (as far as we know) the file: read the file */
+				return load_idx(ds, images_path, labels_path, num_classes, mean, std, false, err, errlen);
 			return util_fail(err, errlen, "%s: byte %lld: label %u of sample %lld is not below the %d classes; "
 				    "the file is corrupt or not this dataset's", labels_path,
 				    (long long)(lb.header_len + i), v, (long long)i, num_classes);
@@ -235,6 +239,12 @@ bad:
 	idx_close(&lb);
 	memset(ds, 0, sizeof *ds);
 	return -1;
+}
+
+int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_path, int num_classes, float mean, float std,
+		char *err, size_t errlen)
+{
+	return load_idx(ds, images_path, labels_path, num_classes, mean, std, true, err, errlen);
 }
 
 /* path of dir/name[suffix] into buf if it exists; 1 found, 0 not, -1 too long */

@@ -7,6 +7,7 @@
  * torch 1.13 and are written here as constants.
  * Does not: need Python or a network.
  */
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -297,6 +298,37 @@ static void test_mnist_errors(void)
 	CHECK(dataset_idx(&ds, at("label/train-labels-idx1-ubyte"), at("label/train-labels-idx1-ubyte"), 10, 0, 1,
 			  err, sizeof err) == -1);
 	CHECK(contains(err, "magic 0x00000801 is not an IDX file of unsigned bytes with 3 dimensions"));
+}
+
+/* A damaged cached copy of gzip'd files is read past, not blamed on the files. */
+static void test_dataset_cache(void)
+{
+	struct dataset ds;
+	char *was = strdup(getenv("XDG_CACHE_HOME"));
+	setenv("XDG_CACHE_HOME", at("cache-own"), 1); /* this test's copy alone */
+	CHECK(mkdir(at("cached"), 0700) == 0);
+	make_mnist(at("cached"), "train", 3, 3, -1, 1);
+	CHECK(dataset_mnist(&ds, at("cached"), "train", 0, 1, err, sizeof err) == 0 && ds.labels[0] == 0);
+	dataset_close(&ds);
+	DIR *d = opendir(at("cache-own/trainc"));
+	struct dirent *de;
+	char raw[1200] = "";
+	while (d && (de = readdir(d)))
+		if (strncmp(de->d_name, "idx-", 4) == 0)
+			snprintf(raw, sizeof raw, "%s/%s", at("cache-own/trainc"), de->d_name);
+	if (d)
+		closedir(d);
+	CHECK(raw[0] != 0); /* the first load wrote the copy */
+	FILE *f = fopen(raw, "r+b");
+	CHECK(f && fputc(255, f) == 255 && fclose(f) == 0); /* sample 0's label */
+	CHECK(dataset_mnist(&ds, at("cached"), "train", 0, 1, err, sizeof err) == 0 && ds.labels[0] == 0 && ds.labels[1] == 3);
+	dataset_close(&ds);
+	f = fopen(raw, "rb");
+	CHECK(f && fgetc(f) == 0); /* and rewrote it */
+	if (f)
+		fclose(f);
+	setenv("XDG_CACHE_HOME", was, 1);
+	free(was);
 }
 
 static void test_normalize(void)
@@ -720,10 +752,16 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
+	/* the copies of gzip'd files go here, not to the user's cache */
+	char cache[sizeof tmp + 16];
+	snprintf(cache, sizeof cache, "%s/cache", tmp);
+	setenv("XDG_CACHE_HOME", cache, 1);
+	unsetenv("TRAINC_NO_CACHE");
 	RUN(test_idx_raw_and_gzip);
 	RUN(test_idx_errors);
 	RUN(test_mnist_layouts);
 	RUN(test_mnist_errors);
+	RUN(test_dataset_cache);
 	RUN(test_normalize);
 	RUN(test_fashion_mnist);
 	RUN(test_synthetic);

@@ -98,7 +98,16 @@ static struct val *arith(struct evalctx *c, const struct ast *e, struct val *l, 
 	bool lnum = l->kind == V_INT || l->kind == V_FLOAT, rnum = r->kind == V_INT || r->kind == V_FLOAT;
 	if (!lnum || !rnum) {
 		struct val *bad = lnum ? r : l;
-		if (!suggest_param(c->d, bad)) {
+		if (bad == l && l->kind == V_NAME && op == '-' && rnum) {
+			/* `linear -5`, `repeat -1 { }`: a negative argument without parentheses */
+			char num[32];
+			if (r->kind == V_INT)
+				snprintf(num, sizeof num, "%lld", (long long)r->i);
+			else
+				snprintf(num, sizeof num, "%g", r->f);
+			diag_error(c->d, bad->loc, "'%s -%s' reads as a subtraction; a negative argument goes in parentheses: %s(-%s)", l->s,
+				   num, l->s, num);
+		} else if (!suggest_param(c->d, bad)) {
 			diag_error(c->d, bad->loc, "arithmetic needs numbers, but this is %s", kind_name(bad->kind));
 			val_note_origin(c->d, bad);
 		}

@@ -374,6 +374,19 @@ bool train_is_weights_file(const char *path)
 	return n > 12 && strcasecmp(path + n - 12, ".safetensors") == 0;
 }
 
+int train_check_samples(const struct dataset *ds, int world, char *err, size_t errlen)
+{
+	char where[4300] = "";
+	if (ds->kind == DATASET_IDX)
+		snprintf(where, sizeof where, "%s: ", ds->images_path);
+	if (ds->n == 0)
+		return util_fail(err, errlen, "%sthe training set has no samples", where);
+	if (ds->n < world)
+		return util_fail(err, errlen, "%s%lld training samples cannot feed %d ranks; lower --cpus or --gpus", where, (long long)ds->n,
+				 world);
+	return 0;
+}
+
 int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen)
 {
 	double timeout = p->parallel.timeout_s;
@@ -670,10 +683,8 @@ static int setup(struct trainer *t)
 		t->micro = tr->batch;
 		t->accum = 1;
 	}
-	if (t->train.n < t->world) {
-		snprintf(t->err, sizeof t->err, "%lld training samples cannot feed %d ranks", (long long)t->train.n, t->world);
+	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
 		return -1;
-	}
 	int64_t B = t->micro;
 	if (sampler_init(&t->s, t->train.n, t->world, t->rank, (int)B, tr->shuffle, 0, tr->drop_last, tr->shuffle_seed, t->err, sizeof t->err) != 0)
 		return -1;

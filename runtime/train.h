@@ -54,6 +54,9 @@ void train_report_spent(const struct plan *p);
 const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum);
 /* PATH.safetensors names a weights file; any other path a checkpoint folder. */
 bool train_is_weights_file(const char *path);
+/* Whether the training set can feed world ranks (one sample each at least):
+ * 0, or -1 with a message naming the file. */
+int train_check_samples(const struct dataset *ds, int world, char *err, size_t errlen);
 /* Every rank checks through the store that all compiled the same plan. */
 struct store_client;
 int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen);

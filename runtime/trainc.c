@@ -119,7 +119,10 @@ static int check_save(const char *path)
 	int fd = mkstemp(probe);
 	if (fd < 0) {
 		int e = errno;
-		if (e == ENOENT)
+		struct stat ds;
+		if (e == ENOENT && stat(dir, &ds) == 0 && S_ISDIR(ds.st_mode))
+			fprintf(stderr, "trainc: --save %s: cannot create files in %s; choose another place\n", path, dir);
+		else if (e == ENOENT)
 			fprintf(stderr, "trainc: --save %s: the folder %s does not exist; create it first (mkdir -p %s)\n", path, dir, dir);
 		else
 			fprintf(stderr, "trainc: --save %s: cannot write in %s: %s; choose another place\n", path, dir, strerror(e));
@@ -145,19 +148,23 @@ static int check_resume(const struct plan *p, const char *dir, int world, const 
 
 /* Before spawning N workers: open the datasets once here, so a missing or
  * broken file is reported once, not by every rank. */
-static int check_data(const struct plan *p)
+static int check_data(const struct plan *p, int world)
 {
 	const struct plan_dataset *sets[2] = { &p->train_data, &p->test_data };
 	for (int i = 0; i < 2; i++) {
 		if (sets[i]->kind != DATA_MNIST)
 			continue;
 		struct dataset ds;
-		char err[1024];
-		if (train_open_data(p, sets[i], &ds, err, sizeof err) != 0) {
+		char err[5000];
+		int rc = train_open_data(p, sets[i], &ds, err, sizeof err);
+		if (rc == 0) {
+			rc = i == 0 ? train_check_samples(&ds, world, err, sizeof err) : 0;
+			dataset_close(&ds);
+		}
+		if (rc != 0) {
 			fprintf(stderr, "trainc: %s\n", err);
 			return -1;
 		}
-		dataset_close(&ds);
 	}
 	return 0;
 }
@@ -337,7 +344,7 @@ int main(int argc, char **argv)
 				rc = train_run(p, &to);
 			}
 		} else if (o.world > 1) {
-			if (check_data(p) != 0 || (resume && check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus") != 0)) {
+			if (check_data(p, o.world) != 0 || (resume && check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus") != 0)) {
 				rc = 1;
 			} else {
 				struct launch_opts lo = { o.world, p->parallel.timeout_s, 5.0 };

@@ -398,8 +398,8 @@ static int setup(struct gt *t)
 		t->micro = tr->batch;
 		t->accum = 1;
 	}
-	if (t->train.n < t->world)
-		return util_fail(t->err, sizeof t->err, "%lld training samples cannot feed %d ranks", (long long)t->train.n, t->world);
+	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
+		return -1;
 	if (sampler_init(&t->smp, t->train.n, t->world, t->rank, (int)t->micro, tr->shuffle, 0, tr->drop_last, tr->shuffle_seed, t->err,
 			 sizeof t->err) != 0)
 		return -1;

@@ -39,4 +39,26 @@ expect "$tmp/small.net" 16 "$tmp/small/train-images-idx3-ubyte" --threads 1
 expect "$tmp/big.net" 64 "$tmp/big/train-images-idx3-ubyte" --cpus 2
 # the test split too (27 x 27), found after the training split opened fine
 expect "$tmp/ok.net" 27 "$tmp/ok/t10k-images-idx3-ubyte" --threads 1
+
+# a training split of 1 image at 2 ranks, and of none at 1: named with the
+# file, before any worker starts
+mkdir -p "$tmp/one" "$tmp/none"
+{ printf '\0\0\010\003\0\0\0\001\0\0\0\034\0\0\0\034'; head -c 784 /dev/zero; } > "$tmp/one/train-images-idx3-ubyte"
+printf '\0\0\010\001\0\0\0\001\001' > "$tmp/one/train-labels-idx1-ubyte"
+printf '\0\0\010\003\0\0\0\0\0\0\0\034\0\0\0\034' > "$tmp/none/train-images-idx3-ubyte"
+printf '\0\0\010\001\0\0\0\0' > "$tmp/none/train-labels-idx1-ubyte"
+for d in one none; do
+	sed -e "s|mnist(\"$tmp/ok\")|mnist(\"$tmp/$d\")|" -e '/split="test"/d' "$tmp/ok.net" > "$tmp/$d.net"
+done
+short() { # NET MESSAGE ARGS...
+	net=$1 msg=$2
+	shift 2
+	"$TRAINC" "$net" --run-dir "$tmp/run-short" "$@" > "$tmp/out" 2>&1
+	rc=$?
+	[ "$rc" -eq 1 ] && grep -Fq -- "$msg" "$tmp/out" || { fail "$net $*: exit $rc, no '$msg':"; sed 's/^/    /' "$tmp/out"; }
+	grep -q '^\[rank' "$tmp/out" && fail "$net $*: workers were started"
+}
+short "$tmp/one.net" "$tmp/one/train-images-idx3-ubyte: 1 training samples cannot feed 2 ranks; lower --cpus or --gpus" --cpus 2
+short "$tmp/none.net" "$tmp/none/train-images-idx3-ubyte: the training set has no samples" --threads 1
+short "$tmp/none.net" "$tmp/none/train-images-idx3-ubyte: the training set has no samples" --cpus 2
 exit $failed

@@ -29,6 +29,7 @@ struct lower {
 	int cur;          /* node whose output feeds the next layer */
 	const struct ast_section *active[MAX_BLOCK_DEPTH];
 	int nactive;
+	bool used[MAX_BLOCKS]; /* blocks instantiated, by index in s->blocks */
 	bool failed_size;
 	int max_device; /* highest @device index + 1 seen */
 };
@@ -219,6 +220,8 @@ static bool instantiate(struct lower *L, const struct ast_section *blk, const st
 		diag_error(L->d, call->name_loc, "blocks nested more than %d deep", MAX_BLOCK_DEPTH);
 		return false;
 	}
+	for (int i = 0; i < L->s->nblocks; i++)
+		L->used[i] |= L->s->blocks[i] == blk;
 	/* bind the call's arguments to the block's parameters */
 	struct env env = { { 0 }, { 0 }, 0, blk };
 	const char *names[32];
@@ -269,6 +272,54 @@ static bool instantiate(struct lower *L, const struct ast_section *blk, const st
 	ok = lower_body(L, blk->body, scope, &env, inh, &counter, false);
 	L->nactive--;
 	(void)st;
+	return ok;
+}
+
+static void unknown_layer(struct lower *L, const char *callee, struct loc at)
+{
+	const char *cands[64];
+	int n = op_names(cands, 60);
+	for (int i = 0; i < L->s->nblocks && n < 62; i++)
+		cands[n++] = L->s->blocks[i]->name;
+	cands[n++] = "residual";
+	cands[n++] = "repeat";
+	const char *near = diag_nearest(callee, cands, n);
+	if (near)
+		diag_error(L->d, at, "unknown layer '%s'; did you mean '%s'?", callee, near);
+	else
+		diag_error(L->d, at, "unknown layer '%s'", callee);
+}
+
+/* A block the model never uses is still read for what needs no argument
+ * values: its parameter list and the layers it names (a typo in a block
+ * kept for later should not wait for its first use). */
+static bool check_unused_block(struct lower *L, const struct ast_section *blk, const struct ast_stmt *body)
+{
+	bool ok = true;
+	if (body == blk->body) {
+		int np = 0;
+		for (const struct ast_arg *g = blk->params; g; g = g->next)
+			np++;
+		if (np > 32) {
+			diag_error(L->d, blk->name_loc, "block %s has more than 32 parameters", blk->name);
+			ok = false;
+		}
+	}
+	for (const struct ast_stmt *st = body; st; st = st->next) {
+		const struct ast *e = st->value;
+		const char *callee = !e ? NULL : e->kind == AST_CALL ? e->u.call.name : e->kind == AST_NAME ? e->u.s : NULL;
+		struct loc at = e && e->kind == AST_CALL ? e->u.call.name_loc : e ? e->loc : st->loc;
+		bool param = false;
+		for (const struct ast_arg *g = blk->params; callee && g; g = g->next)
+			param |= strcmp(g->key ? g->key : g->value->kind == AST_NAME ? g->value->u.s : "", callee) == 0;
+		if (callee && !param && strcmp(callee, "residual") != 0 && strcmp(callee, "repeat") != 0 && !find_block(L->s, callee) &&
+		    op_lookup(callee) < 0) {
+			unknown_layer(L, callee, at);
+			ok = false;
+		}
+		if (st->has_body)
+			ok &= check_unused_block(L, blk, st->body);
+	}
 	return ok;
 }
 
@@ -392,17 +443,7 @@ static bool lower_stmt(struct lower *L, const struct ast_stmt *st, int scope, co
 	}
 	int op = op_lookup(callee);
 	if (op < 0) {
-		const char *cands[64];
-		int n = op_names(cands, 60);
-		for (int i = 0; i < L->s->nblocks && n < 62; i++)
-			cands[n++] = L->s->blocks[i]->name;
-		cands[n++] = "residual";
-		cands[n++] = "repeat";
-		const char *near = diag_nearest(callee, cands, n);
-		if (near)
-			diag_error(L->d, v->name_loc, "unknown layer '%s'; did you mean '%s'?", callee, near);
-		else
-			diag_error(L->d, v->name_loc, "unknown layer '%s'", callee);
+		unknown_layer(L, callee, v->name_loc);
 		return false;
 	}
 	if (!name)
@@ -490,5 +531,8 @@ bool lower_model(struct arena *a, struct diag *d, const struct sections *s, stru
 		diag_error(d, m->name_loc, "model %s has no layers after its input", m->name);
 		return false;
 	}
+	for (int i = 0; ok && i < s->nblocks; i++)
+		if (!L.used[i])
+			ok &= check_unused_block(&L, s->blocks[i], s->blocks[i]->body);
 	return ok;
 }

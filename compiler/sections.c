@@ -267,7 +267,17 @@ static bool apply_set(struct gather *g, const char *set)
 	const struct ast_section **slot = strcmp(sec_name, "data") == 0 ? &g->s->data : strcmp(sec_name, "train") == 0 ? &g->s->train
 		: strcmp(sec_name, "parallel") == 0 ? &g->s->parallel : NULL;
 	if (!slot) {
-		diag_error(g->d, nowhere, "--set %s: only data, train and parallel settings can be overridden", set);
+		static const char *const overridable[] = { "data", "train", "parallel" };
+		const char *near = diag_nearest(sec_name, overridable, 3);
+		if (near)
+			diag_error(g->d, nowhere, "--set %s: no section '%s'; did you mean '%s'?", set, sec_name, near);
+		else
+			diag_error(g->d, nowhere, "--set %s: only data, train and parallel settings can be overridden", set);
+		return false;
+	}
+	if (strcmp(sec_name, "parallel") == 0 && strcmp(key, "mode") == 0) {
+		diag_error(g->d, nowhere, "--set %s: the parallel mode is the section's name (parallel fsdp { ... }) and --set cannot change it; "
+			   "edit the file", set);
 		return false;
 	}
 	const char *text = arena_printf(g->a, "%s { %s = %s\n}\n", sec_name, key, eq + 1); /* a comment ends at the line */

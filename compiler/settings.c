@@ -22,6 +22,27 @@ struct reader {
 
 /* The statements of a section as (key, value) after evaluation; reports
  * unknown keys with suggestions and repeated keys. */
+/* Settings PyTorch users look for in a section that are arguments of
+ * something in it: where they go. */
+static const char *elsewhere(const char *section, const char *key)
+{
+	static const struct {
+		const char *section, *key, *hint;
+	} moved[] = {
+		{ "train", "lr", "the learning rate is the optimizer's: optimizer = sgd(lr=0.01)" },
+		{ "train", "learning_rate", "the learning rate is the optimizer's: optimizer = sgd(lr=0.01)" },
+		{ "train", "momentum", "momentum is the optimizer's: optimizer = sgd(lr=0.01, momentum=0.9)" },
+		{ "train", "weight_decay", "weight decay is the optimizer's: optimizer = adam(lr=1e-3, weight_decay=0.01)" },
+		{ "train", "gamma", "gamma is the scheduler's: scheduler = step_lr(step=1, gamma=0.7)" },
+		{ "parallel", "min_params", "the minimum is the size policy's: wrap = size(min_params=20000)" },
+		{ "parallel", "min_num_params", "the minimum is the size policy's: wrap = size(min_params=20000)" },
+	};
+	for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++)
+		if (strcmp(moved[i].section, section) == 0 && strcmp(moved[i].key, key) == 0)
+			return moved[i].hint;
+	return NULL;
+}
+
 static bool read_keys(struct reader *r, const struct ast_section *sec, const char *const *keys, int nkeys, struct val **out)
 {
 	bool ok = true;
@@ -46,7 +67,10 @@ static bool read_keys(struct reader *r, const struct ast_section *sec, const cha
 		struct loc kl = st->name_loc;
 		if (k == nkeys) {
 			const char *near = diag_nearest(st->name, keys, nkeys);
-			if (near)
+			const char *hint = elsewhere(sec->kind, st->name);
+			if (hint)
+				diag_error(r->d, kl, "unknown %s setting '%s'; %s", sec->kind, st->name, hint);
+			else if (near)
 				diag_error(r->d, kl, "unknown %s setting '%s'; did you mean '%s'?", sec->kind, st->name, near);
 			else
 				diag_error(r->d, kl, "unknown %s setting '%s'", sec->kind, st->name);

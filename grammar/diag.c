@@ -167,8 +167,22 @@ static int distance(const char *a, const char *b)
 	return m[la][lb];
 }
 
+/* PyTorch's spellings of settings trainc names otherwise. */
+static const char *const aliases[][2] = {
+	{ "learning_rate", "lr" },	    { "batch_size", "batch" },		{ "test_batch_size", "test_batch" },
+	{ "bucket_cap_mb", "bucket_mb" },   { "bucket", "bucket_mb" },		{ "num_epochs", "epochs" },
+	{ "max_steps", "steps" },	    { "step_size", "step" },		{ "max_norm", "clip_grad_norm" },
+	{ "grad_clip", "clip_grad_norm" },  { "min_num_params", "min_params" }, { "sharding_strategy", "shard" },
+	{ "auto_wrap_policy", "wrap" },	    { "T_max", "t_max" },		{ "lr_scheduler", "scheduler" },
+	{ "criterion", "loss" },	    { "optim", "optimizer" },
+};
+
 const char *diag_nearest(const char *name, const char *const *candidates, int n)
 {
+	for (size_t a = 0; a < sizeof aliases / sizeof aliases[0]; a++)
+		for (int i = 0; strcmp(name, aliases[a][0]) == 0 && i < n; i++)
+			if (strcmp(candidates[i], aliases[a][1]) == 0)
+				return candidates[i];
 	const char *best = NULL;
 	int best_d = 99;
 	for (int i = 0; i < n; i++) {

@@ -93,6 +93,31 @@ static bool add(struct gather *g, const struct ast_section *sec)
 
 static bool gather_file(struct gather *g, const char *path, const struct loc *from);
 
+/* dir/name without "." components ("./a.net" imported from "./b.net" is
+ * "a.net", not "././a.net"); ".." stays, as a symbolic link may need it. */
+static const char *join_path(struct arena *a, const char *dir, const char *name)
+{
+	const char *full = arena_printf(a, "%s/%s", dir, name);
+	char *out = arena_alloc(a, strlen(full) + 2);
+	size_t n = 0;
+	const char *p = full;
+	if (*p == '/')
+		out[n++] = *p++;
+	while (*p) {
+		const char *end = strchr(p, '/');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len > 0 && !(len == 1 && p[0] == '.')) {
+			if (n > 0 && out[n - 1] != '/')
+				out[n++] = '/';
+			memcpy(out + n, p, len);
+			n += len;
+		}
+		p += len + (end ? 1 : 0);
+	}
+	out[n] = 0;
+	return n ? out : ".";
+}
+
 /* A second section of the same kind (blocks: of the same name) in one
  * file is a mistake; across files it is the replacement rule. */
 static bool first_in_file(struct gather *g, const struct ast_file *f, const struct ast_section *sec)
@@ -189,7 +214,7 @@ static bool take(struct gather *g, const struct ast_file *f)
 				continue;
 			}
 			char *dir = arena_strdup(g->a, f->src->path);
-			const char *resolved = sec->name[0] == '/' ? sec->name : arena_printf(g->a, "%s/%s", dirname(dir), sec->name);
+			const char *resolved = sec->name[0] == '/' ? sec->name : join_path(g->a, dirname(dir), sec->name);
 			if (!gather_file(g, resolved, &sec->name_loc))
 				ok = false;
 			continue;
@@ -240,6 +265,8 @@ static bool gather_file(struct gather *g, const char *path, const struct loc *fr
 	struct source *src = source_load(g->a, g->d, path, from);
 	if (!src)
 		return false;
+	if (from)
+		src->imported_at = *from;
 	src->next = g->s->sources;
 	g->s->sources = src;
 	int before = g->d->errors;
@@ -331,7 +358,7 @@ static bool apply_set(struct gather *g, const char *set)
 
 bool sections_gather(struct arena *a, struct diag *d, const char *path, const char *const *sets, int nsets, struct sections *out)
 {
-	struct gather g = { a, d, out, { 0 }, 0, NULL };
+	struct gather g = { .a = a, .d = d, .s = out };
 	memset(out, 0, sizeof *out);
 	if (!gather_file(&g, path, NULL))
 		return false;

@@ -86,6 +86,15 @@ static void show_line(struct diag *d, struct loc at)
 
 static void report(struct diag *d, struct loc at, const char *kind, const char *color, const char *fmt, va_list ap)
 {
+	/* an error or warning in an imported file, first of a run in it: the
+	 * chain of imports that read it, as compilers show includes */
+	if (strcmp(kind, "note") != 0 && at.src != d->last_src) {
+		d->last_src = at.src;
+		int depth = 0;
+		for (const struct source *s = at.src; s && s->imported_at.src && depth < 64; s = s->imported_at.src, depth++)
+			fprintf(d->out, "%s %s:%d:%d:\n", depth == 0 ? "In file imported from" : "                 from",
+				s->imported_at.src->path, s->imported_at.line, s->imported_at.col);
+	}
 	if (d->color)
 		fputs("\033[1m", d->out);
 	if (at.src)

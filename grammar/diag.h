@@ -17,6 +17,7 @@ struct diag {
 	int errors;
 	int max_errors; /* stop printing after this many (0: 20) */
 	bool color;
+	const struct source *last_src; /* of the last error: its import chain is shown once */
 };
 
 void diag_init(struct diag *d, FILE *out);

@@ -12,17 +12,20 @@
 struct arena;
 struct diag;
 
-struct source {
-	const char *path;  /* as given, or resolved relative to the importer */
-	const char *text;  /* NUL-terminated; len bytes */
-	size_t len;
-	const struct source *next; /* all sources of a compilation */
-};
+struct source;
 
 struct loc {
 	const struct source *src;
 	int line, col; /* 1-based; col in characters */
 	int len;       /* characters to underline, at least 1 */
+};
+
+struct source {
+	const char *path;  /* as given, or resolved relative to the importer */
+	const char *text;  /* NUL-terminated; len bytes */
+	size_t len;
+	const struct source *next; /* all sources of a compilation */
+	struct loc imported_at;    /* the import statement that read it (src NULL: none) */
 };
 
 /* Read path into a: returns NULL after reporting the problem at `from`

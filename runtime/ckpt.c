@@ -535,7 +535,15 @@ static int64_t json_int(const char *text, const char *key, bool *ok)
 		*ok = false;
 		return 0;
 	}
-	return strtoll(at + strlen(pat), NULL, 10);
+	/* a whole number in range, ended by what ends a JSON value: 1e30 or
+	 * 99999999999999999999 is damage, not 1 or INT64_MAX */
+	char *end;
+	errno = 0;
+	long long v = strtoll(at + strlen(pat), &end, 10);
+	end += strspn(end, " \t\r");
+	if (errno == ERANGE || end == at + strlen(pat) || (*end != ',' && *end != '}' && *end != '\n'))
+		*ok = false;
+	return v;
 }
 
 /* The string value of "key" in text, into out; false if the key is absent
@@ -621,7 +629,7 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 	st->philox_order = !strcmp(order, "philox");
 	const char *mh = strstr(text, "\"model_hash\": \"");
 	if (!ok || !mh) {
-		snprintf(err, errlen, "%s: missing fields", path);
+		snprintf(err, errlen, "%s: a field is missing or not a whole number in range; the checkpoint is damaged", path);
 		return -1;
 	}
 	if (st->epoch < 1 || st->batch < 0 || st->step < 0 || st->world < 1 || st->micro < 1) {

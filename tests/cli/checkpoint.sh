@@ -64,6 +64,18 @@ if "$TRAINC" $old/model.net --set train.steps=20 --resume "$dir/ck_bad" --run-di
 	echo "an unknown shuffle_order was accepted"; exit 1
 fi
 grep -q 'shuffle_order is not "randperm" or "philox"' "$dir/out" || { echo "an unknown shuffle_order:"; cat "$dir/out"; exit 1; }
+# a position that is not a whole number in range is damage, not its prefix
+for edit in 's/"step": [0-9]*/"step": 99999999999999999999/' 's/"epoch": [0-9]*/"epoch": 1e30/'; do
+	cp "$dir/ck_old2/step-00000013/state.json" "$st"
+	sed "$edit" "$st" > "$dir/state" && mv "$dir/state" "$st"
+	crc=$(gzip -c "$st" | tail -c 8 | head -c 4 | od -An -tx4 | tr -d ' ')
+	sed -i "s/^state.json .*/state.json $(wc -c < "$st") $crc/" "$dir/ck_bad/step-00000013/manifest.txt"
+	if "$TRAINC" $old/model.net --set train.steps=20 --resume "$dir/ck_bad" --run-dir "$dir/bad" > "$dir/out" 2>&1; then
+		echo "state.json edited by '$edit' was accepted"; exit 1
+	fi
+	grep -q 'state.json: a field is missing or not a whole number in range; the checkpoint is damaged' "$dir/out" ||
+		{ echo "state.json edited by '$edit':"; cat "$dir/out"; exit 1; }
+done
 
 # a longer parallel.timeout may be given on resume, also where the file's
 # parallel section has no body (`parallel ddp`)

@@ -208,6 +208,8 @@ int main(int argc, char **argv)
 				return usage_error("%s takes a number, not '%s'", a, argv[i + 1]);
 			if (n < 1)
 				return usage_error("%s must be at least 1", a);
+			if ((a[2] == 'g' ? gpus : cpus) > 0)
+				return usage_error("%s is given twice; give it once", a);
 			if (a[2] == 'g')
 				gpus = n;
 			else
@@ -223,16 +225,23 @@ int main(int argc, char **argv)
 		if (!strcmp(a, "--save")) {
 			if (i + 1 >= argc)
 				return usage_error("--save needs a file name, e.g. --save model.safetensors");
+			if (save)
+				return usage_error("--save is given twice; give it once");
 			save = argv[++i];
 			continue;
 		}
 		if (!strcmp(a, "--init") || !strcmp(a, "--run-dir") || !strcmp(a, "--resume")) {
 			if (i + 1 >= argc)
 				return usage_error("%s needs a path", a);
-			*(a[2] == 'i' ? &init : a[3] == 'u' ? &run_dir : &resume) = argv[++i];
+			const char **slot = a[2] == 'i' ? &init : a[3] == 'u' ? &run_dir : &resume;
+			if (*slot)
+				return usage_error("%s is given twice; give it once", a);
+			*slot = argv[++i];
 			continue;
 		}
 		if (!strcmp(a, "--threads")) {
+			if (threads)
+				return usage_error("--threads is given twice; give it once");
 			if (i + 1 >= argc || !parse_count(argv[i + 1], &threads) || threads < 1)
 				return usage_error("--threads takes a positive number");
 			i++;

@@ -25,6 +25,7 @@ struct gather {
 	const char *stack[MAX_IMPORT_DEPTH];
 	int depth;
 	struct source *last;
+	bool too_many_blocks;
 };
 
 static bool add(struct gather *g, const struct ast_section *sec)
@@ -67,7 +68,9 @@ static bool add(struct gather *g, const struct ast_section *sec)
 			}
 		}
 		if (s->nblocks == MAX_BLOCKS) {
-			diag_error(g->d, sec->name_loc, "more than %d blocks", MAX_BLOCKS);
+			if (!g->too_many_blocks) /* once, at the first block past the limit */
+				diag_error(g->d, sec->name_loc, "more than %d blocks; a model and its imports define at most %d", MAX_BLOCKS, MAX_BLOCKS);
+			g->too_many_blocks = true;
 			return false;
 		}
 		s->blocks[s->nblocks++] = sec;

@@ -526,6 +526,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	}
 	if (v[3] && v[4]) {
 		diag_error(r->d, v[4]->loc, "set batch (per rank) or global_batch (fixed over ranks), not both");
+		diag_note(r->d, v[3]->loc, "batch is set here");
 		ok = false;
 	}
 	/* batch sizes index samples within a batch as int, as DataLoader's do */

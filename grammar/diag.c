@@ -30,6 +30,21 @@ static size_t char_len(const unsigned char *p, size_t left)
 	return n;
 }
 
+/* Whether the UTF-8 character at p (n bytes) takes two terminal columns:
+ * the East Asian wide and fullwidth ranges and emoji, as wcwidth() says in
+ * a UTF-8 locale (which trainc does not set up). */
+static bool wide(const unsigned char *p, size_t n)
+{
+	unsigned c = n == 3 ? (p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu)
+		   : n == 4 ? (p[0] & 0x07u) << 18 | (p[1] & 0x3fu) << 12 | (p[2] & 0x3fu) << 6 | (p[3] & 0x3fu)
+			    : 0;
+	return (c >= 0x1100 && c <= 0x115f) || (c >= 0x2e80 && c <= 0x303e) || (c >= 0x3041 && c <= 0x33ff) ||
+	       (c >= 0x3400 && c <= 0x4dbf) || (c >= 0x4e00 && c <= 0x9fff) || (c >= 0xa000 && c <= 0xa4cf) ||
+	       (c >= 0xac00 && c <= 0xd7a3) || (c >= 0xf900 && c <= 0xfaff) || (c >= 0xfe30 && c <= 0xfe4f) ||
+	       (c >= 0xff00 && c <= 0xff60) || (c >= 0xffe0 && c <= 0xffe6) || (c >= 0x1f300 && c <= 0x1f64f) ||
+	       (c >= 0x1f900 && c <= 0x1f9ff) || (c >= 0x20000 && c <= 0x3fffd);
+}
+
 enum { SHOW_WIDTH = 100 }; /* characters of a long line shown around the spot */
 
 /* The source line (a window of it when long) with its control characters
@@ -68,7 +83,7 @@ static void show_line(struct diag *d, struct loc at)
 	while (col < at.col && i < len) {
 		size_t n = char_len(u + i, len - i);
 		if (col >= first)
-			fputc(line[i] == '\t' ? '\t' : ' ', d->out);
+			fputs(line[i] == '\t' ? "\t" : wide(u + i, n) ? "  " : " ", d->out);
 		i += n ? n : 1;
 		col++;
 	}

@@ -718,9 +718,6 @@ static int setup(struct trainer *t)
 		return -1;
 	t->e.seed = tr->seed;
 	t->e.rank = (uint32_t)t->rank; /* dropout masks differ per step and per rank */
-	/* mean losses: each micro-batch contributes its share of the step's mean */
-	if (tr->global_batch && tr->reduction == RED_MEAN)
-		t->e.loss_scale = 1.0f / (float)t->accum;
 	t->oc = train_optim_cfg(&tr->optim);
 	t->sc = train_sched_cfg(&tr->sched);
 	t->at = (struct ckpt_state){ .epoch = 1, .world = t->world, .micro = t->micro };
@@ -860,6 +857,16 @@ static int run_chunks(struct trainer *t, const float *x, const void *y, int b, d
 	return rc;
 }
 
+/* The samples of this rank's optimizer step that starts at the current
+ * batch: accum micro-batches, fewer at an epoch's end, the last one short. */
+static int64_t step_size(const struct trainer *t)
+{
+	int64_t n = 0;
+	for (int64_t k = t->at.batch; k < t->at.batch + t->accum && k < t->s.num_batches; k++)
+		n += sampler_batch_len(&t->s, k);
+	return n;
+}
+
 /* One epoch from the current position; returns 0, 1 when the step budget
  * is spent, or -1. */
 static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
@@ -871,6 +878,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 	int in_step = 0;
 	bool budget_spent = false;
 	double step_loss = 0, step_n = 0; /* this optimizer step's loss over its micro-batches */
+	int64_t step_samples = 0;	  /* this rank's samples in the step (a mean loss over micro-batches) */
 	for (;;) {
 		float *x;
 		void *y;
@@ -886,6 +894,10 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			fsdp_begin_step(&t->fsdp);
 		else if (in_step == 0)
 			memset(t->e.grads, 0, (size_t)t->e.trainable * 4);
+		if (in_step == 0 && tr->global_batch && tr->reduction == RED_MEAN && t->accum > 1)
+			step_samples = step_size(t);
+		if (step_samples > 0) /* a mean over the step: each micro-batch weighs its share of it */
+			t->e.loss_scale = (float)b / (float)step_samples;
 		bool last_micro = in_step + 1 == t->accum || t->at.batch + 1 == t->s.num_batches;
 		if (t->ddp_ok)
 			t->ddp.enabled = last_micro;

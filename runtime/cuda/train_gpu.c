@@ -115,10 +115,16 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 		CK(t, cudaSetDevice(t->base));
 	}
 	memset(t->issued, 0, sizeof t->issued);
-	float base_scale = e->loss_scale;
+	/* a mean loss over a step of micro-batches: each weighs its share of
+	 * the step's samples (1 / count when all are full) */
+	int64_t total = 0;
+	for (int m = 0; m < count; m++)
+		total += sizes[m];
+	bool share = p->train.global_batch && p->train.reduction == RED_MEAN && count > 1;
 	e->step_first = 0;
 	for (int m = 0; m < count; m++) {
 		int64_t b = sizes[m];
+		float base_scale = share ? (float)b / (float)total : 1.0f;
 		cuda_join(e); /* the last micro-batch's loss read the targets this one overwrites */
 		/* a pipeline: chunks of ceil(b / M) (torch.chunk), each in its own
 		 * activation copy; all forwards, then all backwards, so each GPU
@@ -142,7 +148,7 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 			cuda_loss(e, yb + (size_t)(first[j] * t->dtrain.yw) * 4, (int)size[j], true, &w->step_loss,
 				  p->train.reduction == RED_SUM ? 1.0 : (double)size[j], m > 0 || j > 0, NULL);
 		}
-		e->loss_scale = base_scale;
+		e->loss_scale = 1.0f;
 		for (int j = 0; j < k; j++) {
 			exec_set_micro(j);
 			t->ddp_on = t->comm && m == count - 1 && j == k - 1; /* buckets sync after the step's last backward */
@@ -439,8 +445,6 @@ static int setup(struct gt *t)
 	t->s = cuda_stream(&t->e);
 	t->e.seed = tr->seed;
 	t->e.rank = (uint32_t)t->rank;
-	if (tr->global_batch && tr->reduction == RED_MEAN)
-		t->e.loss_scale = 1.0f / (float)t->accum;
 	t->oc = train_optim_cfg(&tr->optim);
 	t->sc = train_sched_cfg(&tr->sched);
 	t->at = (struct ckpt_state){ .epoch = 1, .world = t->world, .micro = t->micro };

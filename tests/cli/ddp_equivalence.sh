@@ -27,3 +27,13 @@ $stcmp "$dir/g1.safetensors" "$dir/g2.safetensors" 1e-5
 $stcmp "$dir/g1.safetensors" "$dir/g4.safetensors" 1e-5
 $stcmp "$dir/g1.safetensors" "$dir/one.safetensors" 1e-5
 grep -q 'batch 4 per rank in 2 micro-batches of 2' "$dir/logg4"
+# an epoch's short last step (100 samples: 6 steps of 16, then 4) weighs
+# its micro-batches by their samples, as the step's one batch would: with
+# micro-batches = without, at 1 and 2 ranks
+for w in 1 2; do
+	sed -e 's/batch = 8/global_batch = 16; micro_batch = 2/' -e 's/samples=96/samples=100/' -e 's/steps = 6/steps = 7/' $net > "$dir/sm.net"
+	sed -e 's/batch = 8/global_batch = 16/' -e 's/samples=96/samples=100/' -e 's/steps = 6/steps = 7/' $net > "$dir/s.net"
+	"$TRAINC" "$dir/sm.net" --cpus $w --run-dir "$dir/sm$w" --save "$dir/sm$w.safetensors" > /dev/null
+	"$TRAINC" "$dir/s.net" --cpus $w --run-dir "$dir/s$w" --save "$dir/s$w.safetensors" > /dev/null
+	$stcmp "$dir/sm$w.safetensors" "$dir/s$w.safetensors" 1e-5
+done

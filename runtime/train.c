@@ -246,6 +246,19 @@ static int evaluate_all(struct trainer *t);
 static int evaluate(struct trainer *t)
 {
 	double wait0 = t->fsdp_ok ? t->fsdp.wait_s : 0, busy0 = t->comm ? comm_busy(t->comm) : 0;
+	if (t->ddp_ok) {
+		/* DDP (broadcast_buffers=True) gives every rank rank 0's buffers at
+		 * each forward: evaluation sees rank 0's running statistics */
+		int64_t first = t->p->unsharded_elems;
+		for (int k = 0; k < t->p->nparams; k++)
+			if (!t->p->params[k].trainable && t->p->params[k].offset < first)
+				first = t->p->params[k].offset;
+		launch_wait_begin();
+		int sent = ddp_broadcast(&t->ddp, t->e.params + first, t->p->unsharded_elems - first, t->err, sizeof t->err);
+		launch_wait_end();
+		if (sent != 0)
+			return -1;
+	}
 	int rc = evaluate_all(t);
 	if (t->fsdp_ok)
 		t->fsdp.wait_s = wait0;

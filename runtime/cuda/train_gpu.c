@@ -276,6 +276,8 @@ static int evaluate(struct gt *t)
 	struct exec *e = &t->e;
 	struct words *w = t->w;
 	int64_t EB = p->eval_batch;
+	if (t->comm && !t->sharded && tg_broadcast_buffers(t) != 0)
+		return -1;
 	CK(t, cudaMemsetAsync(w->sums, 0, sizeof w->sums, t->s));
 	float *in = exec_output(e, 0, false);
 	for (int64_t at = 0; at < t->eval_count; at += EB) {

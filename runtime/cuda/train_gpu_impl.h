@@ -161,6 +161,7 @@ struct fsdp_dev tg_fsdp_dev(struct gt *t);
 /* Initial parameters and optimizer state (PyTorch's initialisation,
  * --init or --resume), to the GPUs; DDP broadcasts rank 0's. */
 int tg_load_state(struct gt *t);
+int tg_broadcast_buffers(struct gt *t);
 /* The unsharded parameters (and optimizer state) in the host copies on
  * rank 0; every rank takes part. */
 int tg_full_state(struct gt *t, bool with_optim);

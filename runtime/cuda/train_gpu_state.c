@@ -100,6 +100,22 @@ int tg_load_state(struct gt *t)
 	return rc;
 }
 
+/* DDP (broadcast_buffers=True) gives every rank rank 0's buffers (batch
+ * norm's running statistics) at each forward; evaluation is where another
+ * rank's own would show. */
+int tg_broadcast_buffers(struct gt *t)
+{
+	struct exec *e = &t->e;
+	int rc = 0;
+	launch_wait_begin();
+	for (int d = 0; d < t->ngpu && rc == 0; d++)
+		if (e->b_n[d] > 0)
+			rc = comm_wait(comm_broadcast(e->split ? t->dcomm[d] : t->comm, exec_dev_buffers(e, d), e->b_n[d], 0), t->err,
+				       sizeof t->err);
+	launch_wait_end();
+	return rc;
+}
+
 static int barrier(struct gt *t)
 {
 	if (!t->comm)

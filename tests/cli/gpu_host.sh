@@ -120,6 +120,12 @@ for tag in mpe-gpu mpe-stream; do
 done
 
 # several ranks: DDP and FSDP over NCCL (the stand-in's runs over Gloo)
+# DDP's evaluation with rank 0's batch-norm statistics on every rank
+TRAINC_FAKE_GPUS=2 run bnddp-gpu tests/cli/nets/bn_ddp.net --gpus 2
+run bnddp-cpu tests/cli/nets/bn_ddp.net --cpus 2 --threads 1
+same bnddp-gpu bnddp-cpu 1e-5 "DDP with batch norm at 2 ranks: GPU path = CPU"
+grep -q '^Test set' "$tmp/bnddp-cpu.log" && [ "$(grep '^Test set' "$tmp/bnddp-gpu.log")" = "$(grep '^Test set' "$tmp/bnddp-cpu.log")" ] ||
+	fail "DDP with batch norm: GPU evaluation '$(grep '^Test set' "$tmp/bnddp-gpu.log")', CPU '$(grep '^Test set' "$tmp/bnddp-cpu.log")'"
 TRAINC_FAKE_GPUS=4 run ddp-gpu models/toy.net --gpus 2 --set train.steps=20
 run ddp-cpu models/toy.net --cpus 2 --threads 1 --set train.steps=20
 same ddp-gpu ddp-cpu 1e-6 "DDP at 2 ranks: GPU path = CPU"

@@ -347,8 +347,9 @@ int ckpt_shard_write(const char *dir, const struct plan *p, int64_t step, int ra
 			n++;
 		}
 	}
-	/* the replicated buffers (batch-norm statistics) once, from rank 0 */
-	for (int k = 0; rank == 0 && k < p->nparams; k++) {
+	/* the buffers (batch-norm statistics): each rank's own, as FSDP keeps
+	 * them; a checkpoint of earlier trainc has rank 0's only */
+	for (int k = 0; k < p->nparams; k++) {
 		const struct param *pr = &p->params[k];
 		if (pr->unit_offset >= 0)
 			continue;
@@ -413,8 +414,8 @@ int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_s
 
 /* Unsharded parameters and optimizer planes from a sharded checkpoint
  * written at `world` ranks. */
-static int load_shards(const char *folder, const struct plan *p, int world, float *params, float *optim, int64_t trainable, int k,
-		       char *err, size_t errlen)
+static int load_shards(const char *folder, const struct plan *p, int world, int rank, float *params, float *optim, int64_t trainable,
+		       int k, char *err, size_t errlen)
 {
 	int64_t biggest = 1;
 	for (int u = 0; u < p->nunits; u++) {
@@ -465,7 +466,9 @@ static int load_shards(const char *folder, const struct plan *p, int world, floa
 		if (pr->unit_offset >= 0)
 			continue;
 		snprintf(name, sizeof name, "buffer.%s", pr->name);
-		const struct safetensors_entry *en = safetensors_find(&sf[0], name);
+		const struct safetensors_entry *en = rank > 0 && rank < world ? safetensors_find(&sf[rank], name) : NULL;
+		if (!en)
+			en = safetensors_find(&sf[0], name);
 		size_t bytes = pr->dtype == DT_I64 ? 8 : (size_t)pr->numel * 4;
 		if (!en || en->end - en->begin != bytes) {
 			snprintf(err, errlen, "%s: shard 0 lacks the buffer '%s' (or its size differs)", folder, pr->name);
@@ -664,7 +667,7 @@ int ckpt_check(const char *dir, const struct plan *p, struct ckpt_state *st, cha
 	return read_state(dir, p, folder, text, st, err, errlen);
 }
 
-int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim, int64_t trainable, int k,
+int ckpt_load(const char *dir, const struct plan *p, int rank, float *params, float *optim, int64_t trainable, int k,
 	      struct ckpt_state *st, char *err, size_t errlen)
 {
 	char path[PATH_LEN], folder[PATH_LEN], text[STATE_LEN];
@@ -678,7 +681,7 @@ int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim
 			snprintf(err, errlen, "%s: bad shard count %lld", folder, (long long)shards);
 			return -1;
 		}
-		return load_shards(folder, p, (int)shards, params, optim, trainable, k, err, errlen);
+		return load_shards(folder, p, (int)shards, rank, params, optim, trainable, k, err, errlen);
 	}
 	join(path, sizeof path, folder, "weights.safetensors");
 	if (weights_load(p, params, path, true, err, errlen) != 0)

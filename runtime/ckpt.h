@@ -34,8 +34,10 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
  * position in st. */
 int ckpt_check(const char *dir, const struct plan *p, struct ckpt_state *st, char *err, size_t errlen);
 /* Load the newest complete checkpoint in dir, checking every file's size
- * and checksum and the model (the caller checks the world size). */
-int ckpt_load(const char *dir, const struct plan *p, float *params, float *optim, int64_t trainable, int k,
+ * and checksum and the model (the caller checks the world size).  rank:
+ * whose buffers a sharded checkpoint gives (each rank saved its own batch
+ * statistics; a rank the checkpoint did not have takes rank 0's). */
+int ckpt_load(const char *dir, const struct plan *p, int rank, float *params, float *optim, int64_t trainable, int k,
 	      struct ckpt_state *st, char *err, size_t errlen);
 /* Sharded checkpoints (FSDP): every rank writes its own shard file into the
  * same temporary folder, then rank 0 commits it.  The calls, in order, with

@@ -641,7 +641,7 @@ static int load_state(struct trainer *t)
 		optim_state_init(&t->oc, t->sv, t->e.trainable);
 	}
 	if (o->resume) {
-		rc = ckpt_load(o->resume, p, params, optim, t->e.trainable, k, &t->at, t->err, sizeof t->err);
+		rc = ckpt_load(o->resume, p, t->rank, params, optim, t->e.trainable, k, &t->at, t->err, sizeof t->err);
 		if (t->at.philox_order)
 			sampler_keep_philox(&t->s, p->train.seed);
 		if (rc == 0)

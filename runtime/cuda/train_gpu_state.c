@@ -66,7 +66,7 @@ int tg_load_state(struct gt *t)
 	}
 	int rc = 0;
 	if (o->resume) {
-		rc = ckpt_load(o->resume, p, t->h_params, t->h_optim, e->trainable, k, &t->at, t->err, sizeof t->err);
+		rc = ckpt_load(o->resume, p, t->rank, t->h_params, t->h_optim, e->trainable, k, &t->at, t->err, sizeof t->err);
 		if (t->at.philox_order)
 			sampler_keep_philox(&t->smp, p->train.seed);
 		if (rc == 0)

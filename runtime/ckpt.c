@@ -367,6 +367,13 @@ int ckpt_shard_write(const char *dir, const struct plan *p, int64_t step, int ra
 	return rc;
 }
 
+void ckpt_shard_abort(const char *dir, int64_t step)
+{
+	char tmp[PATH_LEN];
+	tmp_name(tmp, sizeof tmp, dir, step);
+	remove_tree(tmp);
+}
+
 int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_state *st, char *err, size_t errlen)
 {
 	char tmp[PATH_LEN], final[PATH_LEN], path[PATH_LEN], leaf[64];

@@ -51,6 +51,8 @@ int ckpt_shard_begin(const char *dir, int64_t step, char *err, size_t errlen);
 int ckpt_shard_write(const char *dir, const struct plan *p, int64_t step, int rank, int world, const float *shard,
 		     const float *optim, int64_t total, const int64_t *at, float *(*buffer)(void *ctx, int k), void *ctx,
 		     char *err, size_t errlen);
+/* Remove a sharded checkpoint's temporary folder after a failed write (rank 0). */
+void ckpt_shard_abort(const char *dir, int64_t step);
 int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_state *st, char *err, size_t errlen);
 
 /* A hash of the model and settings that ran, independent of the world size

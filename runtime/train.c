@@ -357,11 +357,18 @@ void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_
 	}
 }
 
+void train_progress_break(bool tty)
+{
+	if (tty) {
+		fputs("\r\033[K", stdout);
+		fflush(stdout);
+	}
+}
+
 void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double rate)
 {
 	double avg = sums[1] ? sums[0] / sums[1] : 0.0;
-	if (tty)
-		fputs("\r\033[K", stdout);
+	train_progress_break(tty);
 	printf("Train Epoch: %lld\tAverage loss: %.6f\t%.0f images/s\n", (long long)at->epoch, avg, rate);
 	if (rd)
 		rundir_metric_epoch(rd, at->step, at->epoch, avg, rate);
@@ -494,20 +501,33 @@ static void free_full(struct trainer *t, float *params, float *optim)
 	}
 }
 
-static int barrier(struct trainer *t)
-{
-	char err2[512];
-	launch_wait_begin();
-	int b = comm_barrier(t->comm, err2, sizeof err2);
-	launch_wait_end();
-	if (b != 0)
-		snprintf(t->err, sizeof t->err, "%s", err2);
-	return b;
-}
 
 static float *buffer_at(void *ctx, int k)
 {
 	return exec_param_ptr(ctx, k);
+}
+
+/* Whether every rank's part of a checkpoint went well: 0, -2 when some
+ * rank's write failed (all ranks return -2 together, so training can go
+ * on), -1 when the ranks could not even agree. */
+static int ckpt_agree(struct trainer *t, int rc, const char *others)
+{
+	double v = rc != 0;
+	if (t->world > 1) {
+		char err2[512];
+		launch_wait_begin();
+		int r = comm_wait(comm_all_reduce_f64(t->comm, &v, 1, COMM_SUM), err2, sizeof err2);
+		launch_wait_end();
+		if (r != 0) {
+			snprintf(t->err, sizeof t->err, "%s", err2);
+			return -1;
+		}
+	}
+	if (v == 0)
+		return 0;
+	if (rc == 0)
+		snprintf(t->err, sizeof t->err, "%s", others);
+	return TRAIN_CKPT_IO;
 }
 
 /* FSDP: every rank writes its shard, rank 0 commits the folder. */
@@ -515,63 +535,77 @@ static int sharded_checkpoint(struct trainer *t, const char *dir)
 {
 	t->at.micro = t->micro;
 	int rc = t->rank == 0 ? ckpt_shard_begin(dir, t->at.step, t->err, sizeof t->err) : 0;
-	if (barrier(t) != 0 || rc != 0)
-		return -1;
+	if ((rc = ckpt_agree(t, rc, "rank 0 could not begin the checkpoint")) != 0)
+		return rc;
 	rc = ckpt_shard_write(dir, t->p, t->at.step, t->rank, t->world, t->fsdp.shard, t->fsdp.optim, t->fsdp.total, t->fsdp.at,
 			      buffer_at, &t->e, t->err, sizeof t->err);
-	double v = rc != 0;
-	if (reduce_sums(t, &v, 1) != 0 || v != 0) {
-		if (rc == 0)
-			snprintf(t->err, sizeof t->err, "another rank could not write its shard");
-		return -1;
+	if ((rc = ckpt_agree(t, rc, "another rank could not write its shard (its message says why)")) != 0) {
+		if (rc == TRAIN_CKPT_IO && t->rank == 0)
+			ckpt_shard_abort(dir, t->at.step);
+		return rc;
 	}
 	if (t->rank == 0) {
 		rc = ckpt_shard_commit(dir, t->p, &t->at, t->err, sizeof t->err);
-		if (rc == 0)
+		if (rc == 0) {
+			train_progress_break(t->tty);
 			printf("Checkpoint: step %lld saved to %s (%d shards)\n", (long long)t->at.step, dir, t->world);
+			fflush(stdout);
+		} else {
+			ckpt_shard_abort(dir, t->at.step);
+		}
 	}
-	if (barrier(t) != 0)
-		return -1;
-	return rc;
+	return ckpt_agree(t, rc, "rank 0 could not commit the checkpoint");
 }
 
 /* Rank 0 writes, every rank waits at the barrier: the seed's protocol.
  * Without FSDP the state is whole on every rank; with it, each rank writes
- * its own shard (sharded_checkpoint). */
+ * its own shard (sharded_checkpoint).  0, TRAIN_CKPT_IO (on every rank) when it
+ * could not be written, -1 when the ranks failed. */
 static int checkpoint(struct trainer *t, const char *dir)
 {
 	if (t->saved_step == t->at.step && t->at.step > 0)
 		return 0; /* checkpoint_every just wrote this step */
-	t->saved_step = t->at.step;
 	double v[2] = { t->ep_loss, t->ep_n }; /* so that a resumed epoch's average is the whole epoch's */
 	if (reduce_sums(t, v, 2) != 0)
 		return -1;
 	t->at.loss_sum = v[0];
 	t->at.loss_n = v[1];
-	if (t->sharded)
-		return sharded_checkpoint(t, dir);
-	float *params, *optim;
-	int rc = full_state(t, &params, &optim, true);
-	t->at.micro = t->micro;
-	if (rc == 0 && t->rank == 0) {
-		launch_beat();
-		rc = ckpt_save(dir, t->p, params, optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err, sizeof t->err);
-		launch_beat();
-		if (rc == 0)
-			printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
-	}
-	free_full(t, params, optim);
-	if (t->world > 1) {
-		char err2[512];
-		launch_wait_begin();
-		int b = comm_barrier(t->comm, err2, sizeof err2);
-		launch_wait_end();
-		if (b != 0 && rc == 0) {
-			snprintf(t->err, sizeof t->err, "%s", err2);
-			rc = -1;
+	int rc;
+	if (t->sharded) {
+		rc = sharded_checkpoint(t, dir);
+	} else {
+		float *params, *optim;
+		rc = full_state(t, &params, &optim, true);
+		t->at.micro = t->micro;
+		if (rc == 0 && t->rank == 0) {
+			launch_beat();
+			rc = ckpt_save(dir, t->p, params, optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err,
+				       sizeof t->err);
+			launch_beat();
+			if (rc == 0) {
+				train_progress_break(t->tty);
+				printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
+				fflush(stdout);
+			}
 		}
+		free_full(t, params, optim);
+		rc = ckpt_agree(t, rc, "rank 0 could not write the checkpoint");
 	}
+	if (rc == 0)
+		t->saved_step = t->at.step;
 	return rc;
+}
+
+/* A checkpoint_every save that could not be written: said, and training
+ * goes on (the run directory gets the weights at the end). */
+static void checkpoint_missed(struct trainer *t)
+{
+	if (t->rank == 0) {
+		train_progress_break(t->tty);
+		fprintf(stderr, "trainc: warning: the checkpoint of step %lld was not saved: %s; training goes on\n", (long long)t->at.step,
+			t->err);
+	}
+	t->err[0] = 0;
 }
 
 /* Communicator, plan check and DDP for a world above one. */
@@ -1002,9 +1036,13 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		if (t->rank == 0 && (log || t->tty))
 			train_report_step(t->rd_ok ? &t->rd : NULL, t->tty, log, &t->at, t->at.batch * t->micro, t->s.num_samples, per_sample,
 					  lr, (double)seen * t->world / (util_now() - te));
-		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0 &&
-		    checkpoint(t, t->o->save) != 0)
-			return -1;
+		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0) {
+			int ck = checkpoint(t, t->o->save);
+			if (ck == TRAIN_CKPT_IO)
+				checkpoint_missed(t);
+			else if (ck != 0)
+				return -1;
+		}
 		if (tr->steps && t->at.step >= tr->steps) {
 			budget_spent = true;
 			break; /* the position stays mid-epoch, for a checkpoint */
@@ -1103,9 +1141,13 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 		       (double)t->fsdp.peak_bytes / 1048576.0);
 		fflush(stdout);
 	}
-	if (o->save && !train_is_weights_file(o->save)) {
-		if (checkpoint(t, o->save) != 0)
-			return fail(t, "cannot save the checkpoint");
+	/* a checkpoint that cannot be written still leaves the weights in the run directory */
+	int ck = 0;
+	if (o->save && !train_is_weights_file(o->save) && (ck = checkpoint(t, o->save)) != 0) {
+		if (t->rank == 0 || ck != TRAIN_CKPT_IO)
+			fail(t, "cannot save the checkpoint");
+		if (ck != TRAIN_CKPT_IO)
+			return 1;
 	}
 	float *params, *optim;
 	if (full_state(t, &params, &optim, false) != 0)
@@ -1114,19 +1156,20 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 	if (t->rank == 0) {
 		char path[4200];
 		snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&t->rd));
-		if (weights_save(t->p, params, path, t->err, sizeof t->err) != 0)
+		bool kept = weights_save(t->p, params, path, t->err, sizeof t->err) == 0;
+		if (!kept)
 			rc = fail(t, "cannot save the weights");
-		if (rc == 0 && o->save && train_is_weights_file(o->save)) {
+		if (o->save && train_is_weights_file(o->save)) {
 			if (weights_save(t->p, params, o->save, t->err, sizeof t->err) != 0)
 				rc = fail(t, "cannot save the weights");
 			else
 				printf("Saved the weights to %s\n", o->save);
 		}
-		if (rc == 0)
-			printf("Run directory: %s\n", rundir_path(&t->rd));
+		if (kept)
+			printf("Run directory: %s%s\n", rundir_path(&t->rd), ck ? " (the final weights are there)" : "");
 	}
 	free_full(t, params, optim);
-	return rc;
+	return rc || ck;
 }
 
 int train_run(const struct plan *p, const struct train_opts *o)

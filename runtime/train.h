@@ -42,6 +42,11 @@ void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckp
 /* Rank 0's report of a step: the terminal's progress bar (tty), or at a
  * log point the seed's "Train Epoch: E [done/total (P%)]  Loss: L" line and
  * the metrics record; done samples of total this epoch, loss the step's. */
+/* A checkpoint that could not be written, on every rank alike: the run
+ * goes on (checkpoint_every) or still writes its run directory (the end). */
+enum { TRAIN_CKPT_IO = -2 };
+/* End a progress bar's line (on a terminal) before another line prints. */
+void train_progress_break(bool tty);
 void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_state *at, int64_t done, int64_t total, double loss,
 		       double lr, double rate);
 /* Rank 0's line at an epoch's end (and its metrics line): sums are the

@@ -717,8 +717,14 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 			if (close_span(t, &timing, &graph_steps) != 0 || read_losses(t, samples, &last, &sum) != 0)
 				return -1;
 			t->ep_loss += sum;
-			if (tg_checkpoint(t, t->o->save) != 0)
+			int ck = tg_checkpoint(t, t->o->save);
+			if (ck == TRAIN_CKPT_IO && t->rank == 0) { /* said, and training goes on */
+				train_progress_break(t->tty);
+				fprintf(stderr, "trainc: warning: the checkpoint of step %lld was not saved: %s; training goes on\n",
+					(long long)t->at.step, t->err);
+			} else if (ck != 0 && ck != TRAIN_CKPT_IO) {
 				return -1;
+			}
 		}
 		if (tr->steps && t->at.step >= tr->steps) {
 			budget_spent = true;
@@ -781,8 +787,13 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 	printf("Rank %d: %s, parameters, gradients and optimizer state %.2f MiB; GPU memory in use %.1f MiB of %.1f MiB (first GPU)\n",
 	       t->rank, gpus, (double)state / 1048576.0, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0);
 	fflush(stdout);
-	if (o->save && !train_is_weights_file(o->save) && tg_checkpoint(t, o->save) != 0)
+	/* a checkpoint that cannot be written still leaves the weights in the run directory */
+	int ck = o->save && !train_is_weights_file(o->save) ? tg_checkpoint(t, o->save) : 0;
+	if (ck != 0 && ck != TRAIN_CKPT_IO)
 		return -1;
+	char ck_err[sizeof t->err + 40] = "";
+	if (ck)
+		snprintf(ck_err, sizeof ck_err, "cannot save the checkpoint: %s", t->err);
 	if (tg_full_state(t, false) != 0)
 		return -1;
 	if (t->rank == 0) {
@@ -795,8 +806,10 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 				return -1;
 			printf("Saved the weights to %s\n", o->save);
 		}
-		printf("Run directory: %s\n", rundir_path(&t->rd));
+		printf("Run directory: %s%s\n", rundir_path(&t->rd), ck ? " (the final weights are there)" : "");
 	}
+	if (ck)
+		return util_fail(t->err, sizeof t->err, "%s", ck_err);
 	return 0;
 }
 

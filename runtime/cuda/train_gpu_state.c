@@ -116,16 +116,6 @@ int tg_broadcast_buffers(struct gt *t)
 	return rc;
 }
 
-static int barrier(struct gt *t)
-{
-	if (!t->comm)
-		return 0;
-	launch_wait_begin();
-	int rc = comm_barrier(t->comm, t->err, sizeof t->err);
-	launch_wait_end();
-	return rc;
-}
-
 static float *host_buffer_at(void *ctx, int k)
 {
 	struct gt *t = ctx;
@@ -133,6 +123,20 @@ static float *host_buffer_at(void *ctx, int k)
 }
 
 /* FSDP: every rank writes its shard (copied to the host), rank 0 commits. */
+/* Whether every rank's part of a checkpoint was written: 0, TRAIN_CKPT_IO
+ * on every rank when some rank's was not, -1 when the ranks failed. */
+static int ckpt_agree(struct gt *t, int rc, const char *others)
+{
+	double v = rc != 0;
+	if (tg_reduce_host(t, &v, 1) != 0)
+		return -1;
+	if (v == 0)
+		return 0;
+	if (rc == 0)
+		snprintf(t->err, sizeof t->err, "%s", others);
+	return TRAIN_CKPT_IO;
+}
+
 static int sharded_checkpoint(struct gt *t, const char *dir)
 {
 	const struct plan *p = t->p;
@@ -145,27 +149,32 @@ static int sharded_checkpoint(struct gt *t, const char *dir)
 			tg_get(t, t->h_buffers, t->e.params, (size_t)(p->unsharded_elems - t->e.buffer_start) * 4) != 0))
 		rc = -1;
 	t->at.micro = t->micro;
-	if (rc == 0 && t->rank == 0)
-		rc = ckpt_shard_begin(dir, t->at.step, t->err, sizeof t->err);
-	double v = rc != 0;
+	double v = rc != 0; /* a rank that could not copy its shard out stops the run */
 	if (tg_reduce_host(t, &v, 1) != 0 || v != 0) {
 		free(shard), free(optim);
 		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "another rank could not prepare its shard");
 	}
-	rc = ckpt_shard_write(dir, p, t->at.step, t->rank, t->world, shard, optim, total, t->fsdp.at, host_buffer_at, t, t->err, sizeof t->err);
+	rc = t->rank == 0 ? ckpt_shard_begin(dir, t->at.step, t->err, sizeof t->err) : 0;
+	if ((rc = ckpt_agree(t, rc, "rank 0 could not begin the checkpoint")) == 0)
+		rc = ckpt_agree(t,
+				ckpt_shard_write(dir, p, t->at.step, t->rank, t->world, shard, optim, total, t->fsdp.at, host_buffer_at, t,
+						 t->err, sizeof t->err),
+				"another rank could not write its shard (its message says why)");
 	free(shard), free(optim);
-	v = rc != 0;
-	if (tg_reduce_host(t, &v, 1) != 0 || v != 0)
-		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "another rank could not write its shard");
-	if (t->rank == 0) {
+	if (rc == 0 && t->rank == 0) {
 		rc = ckpt_shard_commit(dir, p, &t->at, t->err, sizeof t->err);
-		if (rc == 0)
+		if (rc == 0) {
+			train_progress_break(t->tty);
 			printf("Checkpoint: step %lld saved to %s (%d shards)\n", (long long)t->at.step, dir, t->world);
+			fflush(stdout);
+		}
+		rc = ckpt_agree(t, rc, "");
+	} else if (rc == 0) {
+		rc = ckpt_agree(t, 0, "rank 0 could not commit the checkpoint");
 	}
-	v = rc != 0;
-	if (tg_reduce_host(t, &v, 1) != 0 || v != 0)
-		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "rank 0 could not commit the checkpoint");
-	return 0;
+	if (rc == TRAIN_CKPT_IO && t->rank == 0)
+		ckpt_shard_abort(dir, t->at.step);
+	return rc;
 }
 
 /* The unsharded parameters (and optimizer state) in the host copies, on
@@ -187,29 +196,33 @@ int tg_checkpoint(struct gt *t, const char *dir)
 {
 	if (t->saved_step == t->at.step && t->at.step > 0)
 		return 0; /* checkpoint_every just wrote this step */
-	t->saved_step = t->at.step;
 	double v[2] = { t->ep_loss, t->ep_n }; /* so that a resumed epoch's average is the whole epoch's */
 	if (tg_reduce_host(t, v, 2) != 0)
 		return -1;
 	t->at.loss_sum = v[0];
 	t->at.loss_n = v[1];
-	if (t->sharded)
-		return sharded_checkpoint(t, dir);
-	if (download_state(t, true) != 0)
-		return -1;
-	t->at.micro = t->micro;
-	int rc = 0;
-	if (t->rank == 0) {
-		launch_beat();
-		rc = ckpt_save(dir, t->p, t->h_params, t->h_optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err,
-			       sizeof t->err);
-		launch_beat();
-		if (rc == 0)
-			printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
+	int rc;
+	if (t->sharded) {
+		rc = sharded_checkpoint(t, dir);
+	} else {
+		if (download_state(t, true) != 0)
+			return -1;
+		t->at.micro = t->micro;
+		rc = 0;
+		if (t->rank == 0) {
+			launch_beat();
+			rc = ckpt_save(dir, t->p, t->h_params, t->h_optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err,
+				       sizeof t->err);
+			launch_beat();
+			if (rc == 0) {
+				train_progress_break(t->tty);
+				printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
+				fflush(stdout);
+			}
+		}
+		rc = ckpt_agree(t, rc, "rank 0 could not write the checkpoint");
 	}
-	if (rc != 0) {
-		barrier(t); /* the others wait there; rank 0's own error is the one to report */
-		return -1;
-	}
-	return barrier(t);
+	if (rc == 0)
+		t->saved_step = t->at.step;
+	return rc;
 }

@@ -523,10 +523,15 @@ static int ckpt_agree(struct trainer *t, int rc, const char *others)
 			return -1;
 		}
 	}
-	if (v == 0)
+	return train_ckpt_verdict(rc, v, others, t->err, sizeof t->err);
+}
+
+int train_ckpt_verdict(int rc, double failed, const char *others, char *err, size_t errlen)
+{
+	if (failed == 0)
 		return 0;
 	if (rc == 0)
-		snprintf(t->err, sizeof t->err, "%s", others);
+		snprintf(err, errlen, "%s", others);
 	return TRAIN_CKPT_IO;
 }
 

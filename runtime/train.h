@@ -45,6 +45,10 @@ void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckp
 /* A checkpoint that could not be written, on every rank alike: the run
  * goes on (checkpoint_every) or still writes its run directory (the end). */
 enum { TRAIN_CKPT_IO = -2 };
+/* After the ranks summed `failed` (1 from each rank whose part failed):
+ * 0, or TRAIN_CKPT_IO with `others` as the message of a rank whose own
+ * part went well (rc 0). */
+int train_ckpt_verdict(int rc, double failed, const char *others, char *err, size_t errlen);
 /* End a progress bar's line (on a terminal) before another line prints. */
 void train_progress_break(bool tty);
 void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_state *at, int64_t done, int64_t total, double loss,

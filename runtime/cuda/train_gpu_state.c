@@ -130,11 +130,7 @@ static int ckpt_agree(struct gt *t, int rc, const char *others)
 	double v = rc != 0;
 	if (tg_reduce_host(t, &v, 1) != 0)
 		return -1;
-	if (v == 0)
-		return 0;
-	if (rc == 0)
-		snprintf(t->err, sizeof t->err, "%s", others);
-	return TRAIN_CKPT_IO;
+	return train_ckpt_verdict(rc, v, others, t->err, sizeof t->err);
 }
 
 static int sharded_checkpoint(struct gt *t, const char *dir)

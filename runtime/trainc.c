@@ -8,12 +8,14 @@
  * error in a file is reported before anything else happens.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,7 +92,7 @@ static bool parse_count(const char *s, int *out)
 /* --save's destination, tried before training so that a run is not lost
  * at its end to a missing or read-only folder: a .safetensors file is
  * written in its folder, a checkpoint folder in itself or its parent. */
-static int check_save(const char *path)
+static int check_save(const char *path, const char *resume)
 {
 	struct stat st;
 	bool exists = stat(path, &st) == 0, weights = train_is_weights_file(path);
@@ -114,6 +116,16 @@ static int check_save(const char *path)
 		snprintf(dir, sizeof dir, ".");
 	else
 		snprintf(dir, sizeof dir, "%.*s", slash == name ? 1 : (int)(slash - name), name);
+	/* another run's checkpoints are not overwritten by a fresh run: only
+	 * the run they belong to continues into them (--resume DIR --save DIR) */
+	char latest[4200], a[PATH_MAX], b[PATH_MAX];
+	snprintf(latest, sizeof latest, "%s/latest", dir);
+	if (exists && !weights && access(latest, F_OK) == 0 &&
+	    !(resume && realpath(resume, a) && realpath(dir, b) && strcmp(a, b) == 0)) {
+		fprintf(stderr, "trainc: --save %s: already holds another run's checkpoints; continue that run with --resume %s --save %s, "
+			"or save into a new folder\n", path, path, path);
+		return -1;
+	}
 	char probe[4200];
 	snprintf(probe, sizeof probe, "%s/.trainc-save-XXXXXX", dir);
 	int fd = mkstemp(probe);
@@ -131,6 +143,32 @@ static int check_save(const char *path)
 	close(fd);
 	unlink(probe);
 	return 0;
+}
+
+/* A checkpoint folder is saved into by one run at a time: the folder is
+ * made now and locked (flock) for this process's life, which the workers
+ * live within; a second run into it is refused instead of the two
+ * removing each other's half-written saves. */
+static int lock_save(const char *path)
+{
+	if (train_is_weights_file(path))
+		return 0;
+	if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "trainc: --save %s: cannot create the folder: %s\n", path, strerror(errno));
+		return -1;
+	}
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "trainc: --save %s: cannot open the folder: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		fprintf(stderr, "trainc: --save %s: another trainc run is saving into it; wait for it to end, or save into a new folder\n",
+			path);
+		close(fd);
+		return -1;
+	}
+	return 0; /* fd stays open: the lock lasts until this process exits */
 }
 
 /* Before spawning N workers: a checkpoint that cannot resume here is
@@ -322,7 +360,7 @@ int main(int argc, char **argv)
 		if (p->train_data.kind == DATA_NONE) {
 			fprintf(stderr, "trainc: error: %s has no data section with a training set; add data { train = ... }\n", p->path);
 			rc = 2;
-		} else if (save && wrank < 0 && check_save(save) != 0) {
+		} else if (save && wrank < 0 && (check_save(save, resume) != 0 || lock_save(save) != 0)) {
 			rc = 2;
 		} else if (run_dir && wrank < 0 && rundir_check(run_dir, gerr, sizeof gerr) != 0) {
 			fprintf(stderr, "trainc: %s\n", gerr);

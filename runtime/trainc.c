@@ -26,6 +26,7 @@
 #include "runtime/ckpt.h"
 #include "runtime/dataset.h"
 #include "runtime/gpu.h"
+#include "runtime/kern.h"
 #include "runtime/launch.h"
 #include "runtime/rundir.h"
 #include "runtime/train.h"
@@ -282,6 +283,8 @@ int main(int argc, char **argv)
 				return usage_error("--threads is given twice; give it once");
 			if (i + 1 >= argc || !parse_count(argv[i + 1], &threads) || threads < 1)
 				return usage_error("--threads takes a positive number");
+			if (threads > 1024) /* OpenMP's thread creation fails, or its stacks overflow, long before */
+				return usage_error("--threads %d: at most 1024", threads);
 			i++;
 			continue;
 		}
@@ -354,6 +357,10 @@ int main(int argc, char **argv)
 		print_graph(stdout, p);
 	} else if (!strcmp(cmd, "train")) {
 		int wworld = 0, wrank = launch_worker_rank(&wworld);
+		if (threads > 0 && wrank < 0 && (int64_t)threads * o.world > kern_cpus())
+			fprintf(stderr, "trainc: warning: %d thread%s on each of %d rank%s is more than the %d CPU%s this process may use; "
+				"expect a slower run\n", threads, threads == 1 ? "" : "s", o.world, o.world == 1 ? "" : "s", kern_cpus(),
+				kern_cpus() == 1 ? "" : "s");
 		struct train_opts to = { save, init, resume, run_dir, TRAINC_VERSION, threads, 0, o.world, argc, argv };
 		char gerr[1024];
 		int ngpu = 0;

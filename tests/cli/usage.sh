@@ -35,6 +35,7 @@ expect 0 '^usage: trainc' help
 expect 2 "--cpus is given twice; give it once" models/toy.net --cpus 2 --cpus 3
 expect 2 "--init is given twice; give it once" models/toy.net --init a.safetensors --init b.safetensors
 expect 2 "--threads is given twice; give it once" models/toy.net --threads 1 --threads 2
+expect 2 "--threads 100000: at most 1024" models/toy.net --threads 100000
 expect 2 "cannot open 'no/such/file\.net'" check no/such/file.net
 expect 2 "'models' is a directory" check models
 : > "$tmp/empty.net"

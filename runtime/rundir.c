@@ -405,12 +405,24 @@ int rundir_metric(struct rundir *r, const char *json_fields)
 	if (!line)
 		return util_fail(r->err, sizeof r->err, "%s/metrics.jsonl: out of memory for a line", r->path);
 	int n = snprintf(line, need, "{\"time\": %s%s%s}\n", time_s, sep, json_fields ? json_fields : "");
-	size_t wrote = fwrite(line, 1, (size_t)n, r->metrics);
+	/* one write of the whole line, straight to the file: a line that does
+	 * not fit (a full disk) is cut back out, never left half written for
+	 * the next one to be glued to */
+	int fd = fileno(r->metrics);
+	off_t end = lseek(fd, 0, SEEK_END);
+	ssize_t wrote = write(fd, line, (size_t)n);
+	int e = errno;
 	free(line);
-	if (wrote != (size_t)n || fflush(r->metrics) != 0)
-		return util_fail(r->err, sizeof r->err, "%s/metrics.jsonl: write failed: %s; check free disk space", r->path,
-			    strerror(errno));
-	return 0;
+	if (wrote == n)
+		return 0;
+	if (wrote > 0 && end >= 0 && ftruncate(fd, end) != 0)
+		e = errno;
+	util_fail(r->err, sizeof r->err, "%s/metrics.jsonl: write failed: %s; check free disk space", r->path,
+		  wrote < 0 ? strerror(e) : "the line did not fit");
+	if (!r->warned) /* training goes on; once is enough to say so */
+		fprintf(stderr, "trainc: warning: %s; training goes on, but metrics.jsonl lacks lines from here\n", r->err);
+	r->warned = true;
+	return -1;
 }
 
 int rundir_metric_step(struct rundir *r, int64_t step, int64_t epoch, double loss, double lr, double images_per_s)

@@ -12,6 +12,7 @@
  */
 #ifndef RUNDIR_H
 #define RUNDIR_H
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -24,6 +25,7 @@ struct rundir {
 	FILE *metrics;              /* metrics.jsonl; NULL when closed */
 	double t0;                  /* CLOCK_MONOTONIC seconds at creation */
 	char err[512];              /* why the last rundir_metric failed */
+	bool warned;                /* a failed write was said on stderr */
 };
 
 /* Create the run directory and write model.net and run.json.  dir NULL:

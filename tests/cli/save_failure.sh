@@ -34,4 +34,17 @@ for case in "m.net --cpus 1" "m.net --cpus 2" "f.net --cpus 2"; do
 	[ $failed = 0 ] || { sed 's/^/    /' "$tmp/out" | tail -8; break; }
 	echo "ok $case: failed checkpoints said, training went on, weights in the run directory"
 done
+
+# metrics.jsonl past the size limit: one warning, training goes on, and
+# every line left is whole (before, a failed write was ignored and the next
+# line was glued to the half-written one)
+(trap '' XFSZ; ulimit -f 16; "$TRAINC" models/toy.net --set train.steps=200 --set train.log_interval=1 --run-dir "$tmp/rm" \
+	> /dev/null 2> "$tmp/err")
+rc=$?
+[ $rc -eq 0 ] || fail "metrics.jsonl over the limit: exit $rc"
+[ "$(grep -c 'warning: .*metrics.jsonl: write failed' "$tmp/err")" = 1 ] || { fail "metrics.jsonl over the limit: not one warning:"; cat "$tmp/err"; }
+[ -s "$tmp/rm/weights.safetensors" ] || fail "metrics.jsonl over the limit: no final weights"
+bad=$(grep -cv '^{"time": .*}$' "$tmp/rm/metrics.jsonl")
+[ "$bad" = 0 ] || fail "metrics.jsonl over the limit: $bad broken lines"
+[ $failed = 0 ] && echo "ok metrics.jsonl that cannot grow: one warning, whole lines, the run ends well"
 exit $failed

@@ -190,6 +190,7 @@ struct trainer {
 	int micro_pipe;      /* micro-batches of the pipeline */
 	bool chunked;        /* FSDP with micro-batches: the chunks in turn on this thread */
 	int64_t saved_step;  /* the step of the last checkpoint written */
+	bool ckpt_pending;   /* a checkpoint_every save waits for the epoch's evaluation */
 	int64_t micro;       /* samples per micro-batch on this rank */
 	int accum;           /* micro-batches per optimizer step */
 	int64_t epochs;
@@ -1042,11 +1043,17 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			train_report_step(t->rd_ok ? &t->rd : NULL, t->tty, log, &t->at, t->at.batch * t->micro, t->s.num_samples, per_sample,
 					  lr, (double)seen * t->world / (util_now() - te));
 		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0) {
-			int ck = checkpoint(t, t->o->save);
-			if (ck == TRAIN_CKPT_IO)
-				checkpoint_missed(t);
-			else if (ck != 0)
-				return -1;
+			/* at an epoch's end, after its evaluation: a run stopped
+			 * during the evaluation resumes to evaluate again */
+			if (t->has_test && t->at.batch == t->s.num_batches) {
+				t->ckpt_pending = true;
+			} else {
+				int ck = checkpoint(t, t->o->save);
+				if (ck == TRAIN_CKPT_IO)
+					checkpoint_missed(t);
+				else if (ck != 0)
+					return -1;
+			}
 		}
 		if (tr->steps && t->at.step >= tr->steps) {
 			budget_spent = true;
@@ -1218,6 +1225,16 @@ int train_run(const struct plan *p, const struct train_opts *o)
 		if (t->has_test && evaluate(t) != 0) {
 			rc = fail(t, "evaluation");
 			break;
+		}
+		if (t->ckpt_pending) { /* the epoch's last step's checkpoint_every save */
+			t->ckpt_pending = false;
+			int ck = checkpoint(t, o->save);
+			if (ck == TRAIN_CKPT_IO) {
+				checkpoint_missed(t);
+			} else if (ck != 0) {
+				rc = fail(t, NULL);
+				break;
+			}
 		}
 		if (r == 1)
 			break; /* the step budget ended mid-epoch: keep the position */

@@ -646,6 +646,19 @@ static int close_span(struct gt *t, bool *timing, int64_t *steps)
 	return 0;
 }
 
+/* A checkpoint_every save: one that could not be written is said, and
+ * training goes on. */
+static int periodic_checkpoint(struct gt *t)
+{
+	int ck = tg_checkpoint(t, t->o->save);
+	if (ck == TRAIN_CKPT_IO && t->rank == 0) {
+		train_progress_break(t->tty);
+		fprintf(stderr, "trainc: warning: the checkpoint of step %lld was not saved: %s; training goes on\n", (long long)t->at.step,
+			t->err);
+	}
+	return ck == TRAIN_CKPT_IO ? 0 : ck;
+}
+
 /* One epoch from the current position: 0, 1 when the step budget is spent, -1. */
 static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 {
@@ -717,14 +730,12 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 			if (close_span(t, &timing, &graph_steps) != 0 || read_losses(t, samples, &last, &sum) != 0)
 				return -1;
 			t->ep_loss += sum;
-			int ck = tg_checkpoint(t, t->o->save);
-			if (ck == TRAIN_CKPT_IO && t->rank == 0) { /* said, and training goes on */
-				train_progress_break(t->tty);
-				fprintf(stderr, "trainc: warning: the checkpoint of step %lld was not saved: %s; training goes on\n",
-					(long long)t->at.step, t->err);
-			} else if (ck != 0 && ck != TRAIN_CKPT_IO) {
+			/* at an epoch's end, after its evaluation: a run stopped
+			 * during the evaluation resumes to evaluate again */
+			if (t->has_test && t->at.batch == nb)
+				t->ckpt_pending = true;
+			else if (periodic_checkpoint(t) != 0)
 				return -1;
-			}
 		}
 		if (tr->steps && t->at.step >= tr->steps) {
 			budget_spent = true;
@@ -914,6 +925,13 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 		if (r < 0 || (t->has_test && evaluate(t) != 0)) {
 			rc = -1;
 			break;
+		}
+		if (t->ckpt_pending) { /* the epoch's last step's checkpoint_every save */
+			t->ckpt_pending = false;
+			if (periodic_checkpoint(t) != 0) {
+				rc = -1;
+				break;
+			}
 		}
 		if (r == 1)
 			break;

@@ -63,6 +63,7 @@ struct gt {
 	int rank, world, device;
 	struct dataset train, test;
 	bool has_test, train_open, test_open;
+	bool ckpt_pending; /* a checkpoint_every save waits for the epoch's evaluation */
 	struct exec e;
 	bool exec_ok;
 	cudaStream_t s;          /* compute, on the rank's first GPU */

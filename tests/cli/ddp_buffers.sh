@@ -30,4 +30,14 @@ evals "$tmp/frest" | tail -1 > "$tmp/fb"
 # each rank kept its own statistics: FSDP does not evaluate as DDP does
 cmp -s "$tmp/a" "$tmp/fa" && fail "FSDP evaluated with rank 0's buffers, as DDP ($(cat "$tmp/fa"))"
 [ $failed = 0 ] && echo "ok sharded FSDP keeps each rank's buffers, in its checkpoint too: resumed = uninterrupted ($(cat "$tmp/fa"))"
+
+# a checkpoint_every save at an epoch's last step is written after the
+# epoch's evaluation, so a run stopped during the evaluation resumes to
+# evaluate again (before, the checkpoint came first and the resumed run
+# went on to the next epoch: that evaluation was never made)
+"$TRAINC" $net --cpus 2 --set train.checkpoint_every=4 --save "$tmp/ce" --run-dir "$tmp/ce-run" > "$tmp/ce.out" 2>&1 ||
+	fail "the checkpoint_every run failed"
+order=$(grep -n 'Test set\|Checkpoint: step 4 ' "$tmp/ce.out" | head -2 | cut -d: -f2 | cut -c1-4 | tr '\n' ' ')
+[ "$order" = "Test Chec " ] || fail "at the epoch's end the checkpoint came before the evaluation: $order"
+[ $failed = 0 ] && echo "ok an epoch's last checkpoint_every save follows its evaluation"
 exit $failed

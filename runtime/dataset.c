@@ -11,8 +11,10 @@
  */
 #include "runtime/dataset.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -107,10 +109,40 @@ static void *cache_map(const char *path, size_t total)
 	return m;
 }
 
+/* Remove what writers of path that no longer run left behind
+ * (path.PID.tmp of a run interrupted while writing the copy). */
+static void cache_sweep(const char *path)
+{
+	char dir[4200];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return;
+	*slash = 0;
+	const char *leaf = slash + 1;
+	size_t n = strlen(leaf);
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		char *end;
+		if (strncmp(de->d_name, leaf, n) != 0 || de->d_name[n] != '.')
+			continue;
+		long pid = strtol(de->d_name + n + 1, &end, 10);
+		if (strcmp(end, ".tmp") != 0 || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue; /* not such a file, or its writer still runs */
+		char stale[8400];
+		snprintf(stale, sizeof stale, "%s/%s", dir, de->d_name);
+		unlink(stale);
+	}
+	if (d)
+		closedir(d);
+}
+
 static void cache_write(const char *path, const void *block, size_t total)
 {
 	if (!path[0])
 		return;
+	cache_sweep(path);
 	char tmp[4300];
 	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
 	FILE *f = fopen(tmp, "wb");

@@ -319,7 +319,15 @@ static void test_dataset_cache(void)
 	if (d)
 		closedir(d);
 	CHECK(raw[0] != 0); /* the first load wrote the copy */
-	FILE *f = fopen(raw, "r+b");
+	/* what an interrupted writer left (a dead PID), and a live writer's */
+	char dead[1300], live[1300];
+	snprintf(dead, sizeof dead, "%s.2000000000.tmp", raw);
+	snprintf(live, sizeof live, "%s.%d.tmp", raw, (int)getppid()); /* not ours: ours is the one being written */
+	FILE *f = fopen(dead, "w");
+	CHECK(f && fclose(f) == 0);
+	f = fopen(live, "w");
+	CHECK(f && fclose(f) == 0);
+	f = fopen(raw, "r+b");
 	CHECK(f && fputc(255, f) == 255 && fclose(f) == 0); /* sample 0's label */
 	CHECK(dataset_mnist(&ds, at("cached"), "train", 0, 1, err, sizeof err) == 0 && ds.labels[0] == 0 && ds.labels[1] == 3);
 	dataset_close(&ds);
@@ -327,6 +335,8 @@ static void test_dataset_cache(void)
 	CHECK(f && fgetc(f) == 0); /* and rewrote it */
 	if (f)
 		fclose(f);
+	CHECK(access(dead, F_OK) != 0 && access(live, F_OK) == 0); /* the dead writer's leftover went */
+	unlink(live);
 	setenv("XDG_CACHE_HOME", was, 1);
 	free(was);
 }

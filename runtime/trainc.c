@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -144,6 +145,33 @@ static int check_save(const char *path, const char *resume)
 	close(fd);
 	unlink(probe);
 	return 0;
+}
+
+static char stop_note[4400];
+
+static void on_stop(int sig)
+{
+	ssize_t w = write(STDERR_FILENO, stop_note, strlen(stop_note)); /* async-signal-safe, as _exit's path */
+	(void)w;
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* A single rank stopped by Ctrl-C or SIGTERM says so, and how to go on,
+ * then ends as the signal ends a process; a closed output pipe (| head)
+ * no longer ends it, as it does not end ranks under the launcher. */
+static void single_rank_signals(const char *save)
+{
+	if (save && !train_is_weights_file(save))
+		snprintf(stop_note, sizeof stop_note, "\ntrainc: stopped by a signal; a checkpoint saved in %s before it continues with "
+			 "--resume %s\n", save, save);
+	else
+		snprintf(stop_note, sizeof stop_note, "\ntrainc: stopped by a signal; nothing was saved (--save DIR keeps checkpoints)\n");
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_stop;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
 }
 
 /* A checkpoint folder is saved into by one run at a time: the folder is
@@ -387,6 +415,7 @@ int main(int argc, char **argv)
 				fprintf(stderr, "trainc: worker %d: the launcher started %d ranks, but this command line makes %d\n", wrank, wworld,
 					o.world);
 		} else if (gpus > 0 && o.world == 1) {
+			single_rank_signals(save);
 			rc = gpu_train(p, &to, 0);
 		} else if (wrank >= 0) {
 			if (wworld != o.world) {
@@ -405,6 +434,7 @@ int main(int argc, char **argv)
 				rc = launch_run(&lo, argc, argv);
 			}
 		} else {
+			single_rank_signals(save);
 			rc = train_run(p, &to);
 		}
 	}

@@ -1,0 +1,20 @@
+# A single rank (no launcher) stopped by SIGTERM or Ctrl-C says so and how
+# to go on, and ends as the signal ends a process; a closed output pipe
+# (trainc ... | head) no longer kills it before it writes its weights, as
+# it does not kill ranks under the launcher.  Before, both ended it
+# silently, the pipe with exit 141 and no weights.
+. "$(dirname "$0")/preamble.inc"
+net=tests/cli/nets/mlp_mse.net
+"$TRAINC" $net --set train.steps=100000 --save "$tmp/ck" --run-dir "$tmp/r1" > /dev/null 2> "$tmp/err" &
+pid=$!
+sleep 1
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 143 ] || fail "SIGTERM: exit $rc, expected 143"
+grep -q "stopped by a signal; a checkpoint saved in $tmp/ck before it continues with --resume $tmp/ck" "$tmp/err" ||
+	{ fail "SIGTERM: no word of it:"; cat "$tmp/err"; }
+"$TRAINC" $net --set train.steps=300 --set train.log_interval=1 --run-dir "$tmp/r2" 2> "$tmp/err2" | head -1 > /dev/null
+[ -s "$tmp/r2/weights.safetensors" ] || { fail "a closed output pipe: no weights"; cat "$tmp/err2"; }
+[ $failed = 0 ] && echo "ok a single rank: SIGTERM said with how to resume (exit 143); a closed pipe does not stop it"
+exit $failed

@@ -596,6 +596,8 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 		if (access(path, F_OK) == 0) /* one step's folder of a checkpoint */
 			snprintf(err, errlen, "%s: is one step of a checkpoint; resume from the folder that holds it (its 'latest' names the step "
 				 "to continue from)", dir);
+		else if (access(dir, F_OK) != 0)
+			snprintf(err, errlen, "%s: no such folder; --resume takes the folder a run's --save wrote", dir);
 		else
 			snprintf(err, errlen, "%s: no checkpoint here (no 'latest' file: %s)", dir, strerror(e));
 		return -1;

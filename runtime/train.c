@@ -380,6 +380,16 @@ void train_report_spent(const struct plan *p)
 	printf("Nothing to train: train.steps is %lld; raise it (--set train.steps=N) to go on\n", (long long)p->train.steps);
 }
 
+bool train_epochs_done(const struct plan *p, const struct ckpt_state *at, int64_t epochs, int rank)
+{
+	if (at->epoch <= epochs)
+		return false;
+	if (rank == 0)
+		printf("Nothing to train: the run is past epoch %lld and train.epochs is %lld; raise it (--set train.epochs=N) to go on\n",
+		       (long long)at->epoch - 1, (long long)p->train.epochs);
+	return true;
+}
+
 const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum)
 {
 	if (accum > 1)
@@ -1216,6 +1226,8 @@ int train_run(const struct plan *p, const struct train_opts *o)
 	bool spent = p->train.steps && t->at.step >= p->train.steps;
 	if (spent && t->rank == 0)
 		train_report_spent(p);
+	else if (!spent)
+		spent = train_epochs_done(p, &t->at, t->epochs, t->rank);
 	while (!spent && t->at.epoch <= t->epochs && rc == 0) {
 		int r = run_epoch(t, &train_time, &images);
 		if (r < 0) {

@@ -57,6 +57,8 @@ void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_
  * epoch's summed loss and samples, rate this run's images/s in it. */
 void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double rate);
 /* Rank 0's line for a resumed run already at train.steps. */
+/* A resumed run already past train.epochs: says so on rank 0, true. */
+bool train_epochs_done(const struct plan *p, const struct ckpt_state *at, int64_t epochs, int rank);
 void train_report_spent(const struct plan *p);
 /* "batch B per rank", or with accumulation "batch B per rank in A
  * micro-batches of M", into buf. */

@@ -920,6 +920,8 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 	bool spent = p->train.steps && t->at.step >= p->train.steps;
 	if (spent && t->rank == 0)
 		train_report_spent(p);
+	else if (!spent)
+		spent = train_epochs_done(p, &t->at, t->epochs_total, t->rank);
 	while (!spent && rc == 0 && t->at.epoch <= t->epochs_total) {
 		int r = run_epoch(t, &train_time, &images);
 		if (r < 0 || (t->has_test && evaluate(t) != 0)) {

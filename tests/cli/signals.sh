@@ -17,4 +17,12 @@ grep -q "stopped by a signal; a checkpoint saved in $tmp/ck before it continues 
 "$TRAINC" $net --set train.steps=300 --set train.log_interval=1 --run-dir "$tmp/r2" 2> "$tmp/err2" | head -1 > /dev/null
 [ -s "$tmp/r2/weights.safetensors" ] || { fail "a closed output pipe: no weights"; cat "$tmp/err2"; }
 [ $failed = 0 ] && echo "ok a single rank: SIGTERM said with how to resume (exit 143); a closed pipe does not stop it"
+# resuming a run already past its epochs says there is nothing to train;
+# a --resume folder that does not exist is named as such
+"$TRAINC" tests/cli/nets/bn_ddp.net --save "$tmp/ep" --run-dir "$tmp/e1" > /dev/null 2>&1 || fail "a 2-epoch run failed"
+"$TRAINC" tests/cli/nets/bn_ddp.net --resume "$tmp/ep" --run-dir "$tmp/e2" > "$tmp/out" 2>&1
+grep -q "Nothing to train: the run is past epoch 2 and train.epochs is 2" "$tmp/out" || { fail "a finished run resumed:"; cat "$tmp/out"; }
+"$TRAINC" $net --resume "$tmp/nowhere" > "$tmp/out" 2>&1
+grep -q "nowhere: no such folder" "$tmp/out" || { fail "--resume of a missing folder:"; cat "$tmp/out"; }
+[ $failed = 0 ] && echo "ok a run resumed past its epochs has nothing to train; a missing --resume folder is named"
 exit $failed

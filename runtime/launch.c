@@ -188,6 +188,7 @@ static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], in
 	setenv("TRAINC_WORKER", "1", 1);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
 	signal(SIGPIPE, SIG_DFL);
 	execv("/proc/self/exe", argv);
 	fprintf(stderr, "trainc: cannot start worker %d: %s\n", rank, strerror(errno));
@@ -217,6 +218,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGCHLD, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	double start = util_now();
@@ -293,10 +295,12 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		}
 		unsigned char sig;
 		while (read(sig_pipe[0], &sig, 1) == 1) {
-			if ((sig == SIGINT || sig == SIGTERM) && !stop_signal) {
+			if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && !stop_signal) {
 				stop_signal = sig;
 				end_raw_line();
-				fprintf(stderr, "trainc: %s: stopping %d worker%s\n", sig == SIGINT ? "interrupted" : "terminated", n, n == 1 ? "" : "s");
+				fprintf(stderr, "trainc: %s: stopping %d worker%s\n",
+					sig == SIGINT ? "interrupted" : sig == SIGHUP ? "hung up (the terminal closed)" : "terminated", n,
+					n == 1 ? "" : "s");
 				signal_all(ws, n, SIGTERM);
 				kill_at = t + o->grace_s;
 			}

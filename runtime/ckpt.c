@@ -609,6 +609,22 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 	}
 	fclose(f);
 	join(folder, PATH_LEN, dir, name);
+	if (access(folder, F_OK) != 0) { /* removed by hand: name what is left */
+		char other[128] = "";
+		DIR *d = opendir(dir);
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "step-", 5) && strlen(de->d_name) < sizeof other && strcmp(de->d_name, other) > 0)
+				snprintf(other, sizeof other, "%s", de->d_name);
+		if (d)
+			closedir(d);
+		if (other[0])
+			snprintf(err, errlen, "%s names %s, which is gone; the folder still holds %s: write that name into %s to resume "
+				 "from it", path, name, other, path);
+		else
+			snprintf(err, errlen, "%s names %s, which is gone, and no other checkpoint is left in %s", path, name, dir);
+		return -1;
+	}
 	if (check_manifest(folder, err, errlen) != 0)
 		return -1;
 	join(path, sizeof path, folder, "state.json");

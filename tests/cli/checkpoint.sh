@@ -117,4 +117,9 @@ grep -q "weights.safetensors: 100 bytes, but the manifest says" "$dir/err" || { 
 if "$TRAINC" "$dir/net.net" --cpus 2 --resume "$dir/ck_full1" --run-dir "$dir/c3" > /dev/null 2> "$dir/err"; then echo "world change accepted"; exit 1; fi
 grep -q "was made by 1 rank, this run has 2" "$dir/err" || { cat "$dir/err"; exit 1; }
 [ "$(grep -c 'was made by' "$dir/err")" = 1 ] || { echo "the refusal is not said once, by the launcher:"; cat "$dir/err"; exit 1; }
+# latest naming a step folder removed by hand: the older one left is named
+"$TRAINC" tests/cli/nets/mlp_mse.net --set train.checkpoint_every=2 --save "$dir/ck_gone" --run-dir "$dir/g1" > /dev/null 2>&1
+rm -rf "$dir/ck_gone/step-00000006"
+if "$TRAINC" tests/cli/nets/mlp_mse.net --resume "$dir/ck_gone" --run-dir "$dir/g2" > /dev/null 2> "$dir/err"; then echo "a gone step folder was resumed"; exit 1; fi
+grep -q "names step-00000006, which is gone; the folder still holds step-00000004" "$dir/err" || { cat "$dir/err"; exit 1; }
 echo "ok corrupt, truncated and mismatched checkpoints are refused by name"

@@ -401,6 +401,7 @@ int dataset_synthetic(struct dataset *ds, const struct synthetic_spec *spec, cha
 	ds->ndim = spec->ndim;
 	memcpy(ds->shape, spec->shape, sizeof ds->shape);
 	ds->seed = spec->seed;
+	ds->split = spec->split;
 	if (spec->input_high < 0 || spec->input_high > (1 << 24))
 		return util_fail(err, errlen, "synthetic data: randint(%lld, ...) must draw below 2^24", (long long)spec->input_high);
 	ds->input_high = spec->input_high;
@@ -426,8 +427,8 @@ static void fill_idx(const struct dataset *ds, const int64_t *idx, int b, float 
 
 static void fill_synthetic(const struct dataset *ds, const int64_t *idx, int b, float *x, void *y)
 {
-	struct rng in = rng_stream(ds->seed, RNG_DATA, SYNTH_INPUT, 0);
-	struct rng tg = rng_stream(ds->seed, RNG_DATA, SYNTH_TARGET, 0);
+	struct rng in = rng_stream(ds->seed, RNG_DATA, SYNTH_INPUT, ds->split);
+	struct rng tg = rng_stream(ds->seed, RNG_DATA, SYNTH_TARGET, ds->split);
 	int64_t m = ds->sample_numel, k = ds->target_numel;
 	for (int s = 0; s < b; s++) {
 		uint64_t base = (uint64_t)idx[s] * (uint64_t)m;

@@ -39,6 +39,7 @@ struct dataset {
 	float lut[256];                         /* pixel value -> (p/255 - mean)/std */
 	/* DATASET_SYNTHETIC */
 	uint64_t seed;
+	uint32_t split;                         /* as synthetic_spec's */
 	int64_t input_high;                     /* as synthetic_spec's */
 	size_t map_len;                         /* > 0: images and labels are a mapped cache file of this many bytes */
 	char images_path[4200];                 /* DATASET_IDX: the images file, for messages */
@@ -77,6 +78,7 @@ struct synthetic_spec {
 	int target_ndim;
 	int64_t target_shape[DATASET_MAX_DIMS];
 	uint64_t seed;
+	uint32_t split;                         /* 0 the training set, 1 the test set: their own samples */
 	int64_t input_high;                     /* > 0: inputs are integers in [0, input_high) (token ids), as floats */
 };
 

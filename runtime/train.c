@@ -92,6 +92,7 @@ int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct 
 	sp.target_ndim = pd->target_shape.rank;
 	memcpy(sp.target_shape, pd->target_shape.d, sizeof(int64_t) * (size_t)sp.target_ndim);
 	sp.seed = p->train.seed;
+	sp.split = pd == &p->test_data; /* a test set of its own samples, not the training set's first ones */
 	sp.input_high = pd->input_high;
 	return dataset_synthetic(ds, &sp, err, n);
 }

@@ -421,6 +421,12 @@ static void test_synthetic(void)
 	spec.seed = 43;
 	CHECK(dataset_synthetic(&b, &spec, err, sizeof err) == 0);
 	CHECK(dataset_fill(&b, (int64_t[]){ 7 }, 1, x3, y3) == 0 && memcmp(x1, x3, sizeof x1) != 0);
+	/* a test set's samples are its own, not the training set's first ones */
+	spec.seed = 42;
+	spec.split = 1;
+	CHECK(dataset_synthetic(&b, &spec, err, sizeof err) == 0);
+	CHECK(dataset_fill(&b, (int64_t[]){ 7 }, 1, x3, y3) == 0 && memcmp(x1, x3, sizeof x1) != 0 && memcmp(y1, y3, sizeof y1) != 0);
+	spec.split = 0;
 
 	/* standard normal: mean 0, variance 1 over 12000 values */
 	double s = 0, s2 = 0;

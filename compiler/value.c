@@ -98,7 +98,8 @@ static struct val *arith(struct evalctx *c, const struct ast *e, struct val *l, 
 	bool lnum = l->kind == V_INT || l->kind == V_FLOAT, rnum = r->kind == V_INT || r->kind == V_FLOAT;
 	if (!lnum || !rnum) {
 		struct val *bad = lnum ? r : l;
-		if (bad == l && l->kind == V_NAME && op == '-' && rnum) {
+		if (bad == l && l->kind == V_NAME && op == '-' && rnum &&
+		    (op_lookup(l->s) >= 0 || !strcmp(l->s, "repeat") || !strcmp(l->s, "residual"))) {
 			/* `linear -5`, `repeat -1 { }`: a negative argument without parentheses */
 			char num[32];
 			if (r->kind == V_INT)

@@ -188,7 +188,6 @@ static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], in
 	setenv("TRAINC_WORKER", "1", 1);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
 	signal(SIGPIPE, SIG_DFL);
 	execv("/proc/self/exe", argv);
 	fprintf(stderr, "trainc: cannot start worker %d: %s\n", rank, strerror(errno));
@@ -218,7 +217,9 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	struct sigaction hup;
+	if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN) /* nohup's ignore holds, here and in the workers */
+		sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGCHLD, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	double start = util_now();

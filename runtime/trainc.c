@@ -147,11 +147,13 @@ static int check_save(const char *path, const char *resume)
 	return 0;
 }
 
-static char stop_note[4400];
+static char stop_note[4400], stop_note_none[4400], stop_latest[4200];
 
 static void on_stop(int sig)
 {
-	ssize_t w = write(STDERR_FILENO, stop_note, strlen(stop_note)); /* async-signal-safe, as _exit's path */
+	/* write, access and strlen are async-signal-safe */
+	const char *note = stop_latest[0] && access(stop_latest, F_OK) == 0 ? stop_note : stop_note_none;
+	ssize_t w = write(STDERR_FILENO, note, strlen(note));
 	(void)w;
 	signal(sig, SIG_DFL);
 	raise(sig);
@@ -162,15 +164,22 @@ static void on_stop(int sig)
  * no longer ends it, as it does not end ranks under the launcher. */
 static void single_rank_signals(const char *save)
 {
-	if (save && !train_is_weights_file(save))
-		snprintf(stop_note, sizeof stop_note, "\ntrainc: stopped by a signal; a checkpoint saved in %s before it continues with "
-			 "--resume %s\n", save, save);
-	else
-		snprintf(stop_note, sizeof stop_note, "\ntrainc: stopped by a signal; nothing was saved (--save DIR keeps checkpoints)\n");
-	struct sigaction sa = { 0 };
-	sa.sa_handler = on_stop;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	if (save && !train_is_weights_file(save)) {
+		snprintf(stop_latest, sizeof stop_latest, "%s/latest", save);
+		snprintf(stop_note, sizeof stop_note, "\ntrainc: stopped by a signal; --resume %s continues from its latest checkpoint\n",
+			 save);
+		snprintf(stop_note_none, sizeof stop_note_none,
+			 "\ntrainc: stopped by a signal before a checkpoint was saved in %s (train.checkpoint_every saves as it goes)\n", save);
+	} else {
+		snprintf(stop_note_none, sizeof stop_note_none, "\ntrainc: stopped by a signal; nothing was saved (--save DIR keeps checkpoints)\n");
+	}
+	int sigs[2] = { SIGINT, SIGTERM };
+	for (int i = 0; i < 2; i++) {
+		struct sigaction old, sa = { 0 };
+		sa.sa_handler = on_stop;
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) /* an ignore (nohup, a background job) holds */
+			sigaction(sigs[i], &sa, NULL);
+	}
 	signal(SIGPIPE, SIG_IGN);
 }
 

@@ -12,8 +12,16 @@ kill -TERM $pid
 wait $pid
 rc=$?
 [ $rc -eq 143 ] || fail "SIGTERM: exit $rc, expected 143"
-grep -q "stopped by a signal; a checkpoint saved in $tmp/ck before it continues with --resume $tmp/ck" "$tmp/err" ||
+grep -q "stopped by a signal before a checkpoint was saved in $tmp/ck" "$tmp/err" ||
 	{ fail "SIGTERM: no word of it:"; cat "$tmp/err"; }
+# with a checkpoint saved, the note says how to resume from it
+"$TRAINC" $net --set train.steps=100000 --set train.checkpoint_every=100 --save "$tmp/ck2" --run-dir "$tmp/r1b" > /dev/null 2> "$tmp/err" &
+pid=$!
+sleep 1
+kill -TERM $pid
+wait $pid
+grep -q "stopped by a signal; --resume $tmp/ck2 continues from its latest checkpoint" "$tmp/err" ||
+	{ fail "SIGTERM after a checkpoint: no word of it:"; cat "$tmp/err"; }
 "$TRAINC" $net --set train.steps=300 --set train.log_interval=1 --run-dir "$tmp/r2" 2> "$tmp/err2" | head -1 > /dev/null
 [ -s "$tmp/r2/weights.safetensors" ] || { fail "a closed output pipe: no weights"; cat "$tmp/err2"; }
 [ $failed = 0 ] && echo "ok a single rank: SIGTERM said with how to resume (exit 143); a closed pipe does not stop it"

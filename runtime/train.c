@@ -192,6 +192,7 @@ struct trainer {
 	bool chunked;        /* FSDP with micro-batches: the chunks in turn on this thread */
 	int64_t saved_step;  /* the step of the last checkpoint written */
 	bool ckpt_pending;   /* a checkpoint_every save waits for the epoch's evaluation */
+	bool ckpt_own;       /* the last checkpoint step this rank's own part failed */
 	int64_t micro;       /* samples per micro-batch on this rank */
 	int accum;           /* micro-batches per optimizer step */
 	int64_t epochs;
@@ -524,6 +525,7 @@ static float *buffer_at(void *ctx, int k)
  * on), -1 when the ranks could not even agree. */
 static int ckpt_agree(struct trainer *t, int rc, const char *others)
 {
+	t->ckpt_own = rc != 0; /* this rank's own failure: its message is the one to say */
 	double v = rc != 0;
 	if (t->world > 1) {
 		char err2[512];
@@ -617,7 +619,7 @@ static int checkpoint(struct trainer *t, const char *dir)
  * goes on (the run directory gets the weights at the end). */
 static void checkpoint_missed(struct trainer *t)
 {
-	if (t->rank == 0) {
+	if (t->rank == 0 || t->ckpt_own) {
 		train_progress_break(t->tty);
 		fprintf(stderr, "trainc: warning: the checkpoint of step %lld was not saved: %s; training goes on\n", (long long)t->at.step,
 			t->err);
@@ -1167,7 +1169,7 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 	/* a checkpoint that cannot be written still leaves the weights in the run directory */
 	int ck = 0;
 	if (o->save && !train_is_weights_file(o->save) && (ck = checkpoint(t, o->save)) != 0) {
-		if (t->rank == 0 || ck != TRAIN_CKPT_IO)
+		if (t->rank == 0 || ck != TRAIN_CKPT_IO || t->ckpt_own)
 			fail(t, "cannot save the checkpoint");
 		if (ck != TRAIN_CKPT_IO)
 			return 1;

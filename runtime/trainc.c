@@ -187,26 +187,39 @@ static void single_rank_signals(const char *save)
  * made now and locked (flock) for this process's life, which the workers
  * live within; a second run into it is refused instead of the two
  * removing each other's half-written saves. */
+static char made_save[4200]; /* a --save folder this run made: removed at exit if it stayed empty */
+
+static void remove_made_save(void)
+{
+	rmdir(made_save); /* fails, as it should, once a checkpoint is in it */
+}
+
 static int lock_save(const char *path)
 {
 	if (train_is_weights_file(path))
 		return 0;
-	if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+	if (mkdir(path, 0755) == 0) {
+		snprintf(made_save, sizeof made_save, "%s", path);
+		atexit(remove_made_save);
+	} else if (errno != EEXIST) {
 		fprintf(stderr, "trainc: --save %s: cannot create the folder: %s\n", path, strerror(errno));
 		return -1;
 	}
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "trainc: --save %s: cannot open the folder: %s\n", path, strerror(errno));
-		return -1;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return 0; /* fd stays open: the lock lasts until this process exits */
+	if (fd >= 0 && errno == EWOULDBLOCK) {
 		fprintf(stderr, "trainc: --save %s: another trainc run is saving into it; wait for it to end, or save into a new folder\n",
 			path);
 		close(fd);
 		return -1;
 	}
-	return 0; /* fd stays open: the lock lasts until this process exits */
+	/* a folder that cannot be read or a file system without locks: go on unlocked */
+	fprintf(stderr, "trainc: warning: --save %s: cannot lock the folder (%s); make sure no other run saves into it\n", path,
+		strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return 0;
 }
 
 /* Before spawning N workers: a checkpoint that cannot resume here is

@@ -651,7 +651,7 @@ static int close_span(struct gt *t, bool *timing, int64_t *steps)
 static int periodic_checkpoint(struct gt *t)
 {
 	int ck = tg_checkpoint(t, t->o->save);
-	if (ck == TRAIN_CKPT_IO && t->rank == 0) {
+	if (ck == TRAIN_CKPT_IO && (t->rank == 0 || t->ckpt_own)) {
 		train_progress_break(t->tty);
 		fprintf(stderr, "trainc: warning: the checkpoint of step %lld was not saved: %s; training goes on\n", (long long)t->at.step,
 			t->err);

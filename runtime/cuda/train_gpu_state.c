@@ -127,6 +127,7 @@ static float *host_buffer_at(void *ctx, int k)
  * on every rank when some rank's was not, -1 when the ranks failed. */
 static int ckpt_agree(struct gt *t, int rc, const char *others)
 {
+	t->ckpt_own = rc != 0; /* this rank's own failure: its message is the one to say */
 	double v = rc != 0;
 	if (tg_reduce_host(t, &v, 1) != 0)
 		return -1;

@@ -473,12 +473,11 @@ static int load_shards(const char *folder, const struct plan *p, int world, int 
 		if (pr->unit_offset >= 0)
 			continue;
 		snprintf(name, sizeof name, "buffer.%s", pr->name);
-		const struct safetensors_entry *en = rank > 0 && rank < world ? safetensors_find(&sf[rank], name) : NULL;
-		if (!en)
-			en = safetensors_find(&sf[0], name);
+		int from = rank > 0 && rank < world && safetensors_find(&sf[rank], name) ? rank : 0;
+		const struct safetensors_entry *en = safetensors_find(&sf[from], name);
 		size_t bytes = pr->dtype == DT_I64 ? 8 : (size_t)pr->numel * 4;
 		if (!en || en->end - en->begin != bytes) {
-			snprintf(err, errlen, "%s: shard 0 lacks the buffer '%s' (or its size differs)", folder, pr->name);
+			snprintf(err, errlen, "%s: shard %d lacks the buffer '%s' (or its size differs)", folder, from, pr->name);
 			rc = -1;
 			break;
 		}
@@ -614,7 +613,8 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 		DIR *d = opendir(dir);
 		struct dirent *de;
 		while (d && (de = readdir(d)))
-			if (!strncmp(de->d_name, "step-", 5) && strlen(de->d_name) < sizeof other && strcmp(de->d_name, other) > 0)
+			if (!strncmp(de->d_name, "step-", 5) && strlen(de->d_name) < sizeof other &&
+			    (strlen(de->d_name) > strlen(other) || (strlen(de->d_name) == strlen(other) && strcmp(de->d_name, other) > 0)))
 				snprintf(other, sizeof other, "%s", de->d_name);
 		if (d)
 			closedir(d);

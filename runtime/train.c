@@ -540,6 +540,20 @@ static int ckpt_agree(struct trainer *t, int rc, const char *others)
 	return train_ckpt_verdict(rc, v, others, t->err, sizeof t->err);
 }
 
+int train_ckpt_save(const char *dir, const struct plan *p, const float *params, const float *optim, int64_t trainable,
+		    const struct ckpt_state *at, bool tty, char *err, size_t errlen)
+{
+	launch_beat(); /* a long save is not a hang */
+	int rc = ckpt_save(dir, p, params, optim, trainable, p->train.optim.state_per_param, at, err, errlen);
+	launch_beat();
+	if (rc == 0) {
+		train_progress_break(tty);
+		printf("Checkpoint: step %lld saved to %s\n", (long long)at->step, dir);
+		fflush(stdout);
+	}
+	return rc;
+}
+
 int train_ckpt_verdict(int rc, double failed, const char *others, char *err, size_t errlen)
 {
 	if (failed == 0)
@@ -596,17 +610,8 @@ static int checkpoint(struct trainer *t, const char *dir)
 		float *params, *optim;
 		rc = full_state(t, &params, &optim, true);
 		t->at.micro = t->micro;
-		if (rc == 0 && t->rank == 0) {
-			launch_beat();
-			rc = ckpt_save(dir, t->p, params, optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err,
-				       sizeof t->err);
-			launch_beat();
-			if (rc == 0) {
-				train_progress_break(t->tty);
-				printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
-				fflush(stdout);
-			}
-		}
+		if (rc == 0 && t->rank == 0)
+			rc = train_ckpt_save(dir, t->p, params, optim, t->e.trainable, &t->at, t->tty, t->err, sizeof t->err);
 		free_full(t, params, optim);
 		rc = ckpt_agree(t, rc, "rank 0 could not write the checkpoint");
 	}

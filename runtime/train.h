@@ -49,6 +49,9 @@ enum { TRAIN_CKPT_IO = -2 };
  * 0, or TRAIN_CKPT_IO with `others` as the message of a rank whose own
  * part went well (rc 0). */
 int train_ckpt_verdict(int rc, double failed, const char *others, char *err, size_t errlen);
+/* Rank 0's unsharded checkpoint of the state at `at`, said on stdout. */
+int train_ckpt_save(const char *dir, const struct plan *p, const float *params, const float *optim, int64_t trainable,
+		    const struct ckpt_state *at, bool tty, char *err, size_t errlen);
 /* End a progress bar's line (on a terminal) before another line prints. */
 void train_progress_break(bool tty);
 void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_state *at, int64_t done, int64_t total, double loss,

@@ -205,18 +205,8 @@ int tg_checkpoint(struct gt *t, const char *dir)
 		if (download_state(t, true) != 0)
 			return -1;
 		t->at.micro = t->micro;
-		rc = 0;
-		if (t->rank == 0) {
-			launch_beat();
-			rc = ckpt_save(dir, t->p, t->h_params, t->h_optim, t->e.trainable, t->p->train.optim.state_per_param, &t->at, t->err,
-				       sizeof t->err);
-			launch_beat();
-			if (rc == 0) {
-				train_progress_break(t->tty);
-				printf("Checkpoint: step %lld saved to %s\n", (long long)t->at.step, dir);
-				fflush(stdout);
-			}
-		}
+		rc = t->rank == 0 ? train_ckpt_save(dir, t->p, t->h_params, t->h_optim, t->e.trainable, &t->at, t->tty, t->err, sizeof t->err)
+				  : 0;
 		rc = ckpt_agree(t, rc, "rank 0 could not write the checkpoint");
 	}
 	if (rc == 0)

@@ -252,12 +252,10 @@ static int evaluate(struct trainer *t)
 	if (t->ddp_ok) {
 		/* DDP (broadcast_buffers=True) gives every rank rank 0's buffers at
 		 * each forward: evaluation sees rank 0's running statistics */
-		int64_t first = t->p->unsharded_elems;
-		for (int k = 0; k < t->p->nparams; k++)
-			if (!t->p->params[k].trainable && t->p->params[k].offset < first)
-				first = t->p->params[k].offset;
+		int sent = 0;
 		launch_wait_begin();
-		int sent = ddp_broadcast(&t->ddp, t->e.params + first, t->p->unsharded_elems - first, t->err, sizeof t->err);
+		for (int d = 0; d < t->p->ndevices && sent == 0; d++)
+			sent = ddp_broadcast(&t->ddp, exec_dev_buffers(&t->e, d), t->e.b_n[d], t->err, sizeof t->err);
 		launch_wait_end();
 		if (sent != 0)
 			return -1;

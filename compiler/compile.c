@@ -98,7 +98,8 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 	if (!place_nodes(a, d, p) || !infer_shapes(a, d, p) || !plan_fits(d, p, per_rank) || !wrap_units(a, d, p) ||
 	    !memplan_build(a, d, p) || d->errors > before)
 		return NULL;
-	p->text = unparse_sections(a, &s);
+	p->text = unparse_sections(a, &s, false);
+	p->source = unparse_sections(a, &s, true);
 	uint64_t h = 0xcbf29ce484222325ull;
 	h = fnv1a(h, p->text, strlen(p->text));
 	h = fnv1a(h, &p->world, sizeof p->world);

@@ -37,6 +37,7 @@ bool infer_shapes(struct arena *a, struct diag *d, struct plan *p);
 bool wrap_units(struct arena *a, struct diag *d, struct plan *p);
 /* memplan.c: offsets of parameters, buckets and activations; bytes per region. */
 bool memplan_build(struct arena *a, struct diag *d, struct plan *p);
-/* unparse.c: the canonical text of the sections in force. */
-const char *unparse_sections(struct arena *a, const struct sections *s);
+/* unparse.c: the canonical text of the sections in force; floats in 17
+ * digits (what the hashes cover) or, shortest, in their fewest exact digits. */
+const char *unparse_sections(struct arena *a, const struct sections *s, bool shortest);
 #endif

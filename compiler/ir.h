@@ -240,7 +240,8 @@ struct plan {
 	struct plan_dataset train_data, test_data;
 	struct plan_train train;
 	struct plan_parallel parallel;
-	const char *text;          /* canonical source: every section as it ran, imports resolved */
+	const char *text;          /* canonical source: every section as it ran, imports resolved; floats in 17 digits (hashed) */
+	const char *source;        /* the same with floats in their fewest exact digits: model.net */
 	uint64_t hash;
 };
 

@@ -357,10 +357,17 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 	return true;
 }
 
-static bool random_shape(struct reader *r, const struct val *v, const char *what, struct shape *out)
+/* what: "input" or "target"; forms: what else it may be, e.g. "randint(high, sizes...)" */
+static bool random_shape(struct reader *r, const struct val *v, const char *what, const char *forms, struct shape *out)
 {
 	if (!v || v->kind != V_CALL || strcmp(v->s, "randn") != 0 || v->n < 1 || v->n > SHAPE_MAX) {
-		diag_error(r->d, v ? v->loc : (struct loc){ 0 }, "%s must be randn(sizes...), e.g. randn(10)", what);
+		struct loc at = v ? v->loc : (struct loc){ 0 };
+		if (v && v->kind == V_CALL && strcmp(v->s, "randn") == 0 && v->n > SHAPE_MAX)
+			diag_error(r->d, at, "%s has %d sizes; at most %d", what, v->n, SHAPE_MAX);
+		else if (v && v->kind == V_CALL && strcmp(v->s, "randint") == 0 && !strcmp(what, "target"))
+			diag_error(r->d, at, "class targets are drawn with classes(N), e.g. target=classes(10); randint is for input token ids");
+		else
+			diag_error(r->d, at, "%s must be randn(sizes...) or %s, e.g. %s=randn(10)", what, forms, what);
 		return false;
 	}
 	out->rank = v->n;
@@ -444,7 +451,7 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 		for (int i = 1; i < s[0]->n; i++)
 			if (s[0]->items[i].key || !int_at_least(r, s[0]->items[i].v, "a size", 1, &ds->sample.d[i - 1]))
 				return false;
-	} else if (!random_shape(r, s[0], "input (randn(sizes...) or randint(high, sizes...))", &ds->sample)) {
+	} else if (!random_shape(r, s[0], "input", "randint(high, sizes...)", &ds->sample)) {
 		return false;
 	}
 	if (s[1] && s[1]->kind == V_CALL && strcmp(s[1]->s, "classes") == 0) {
@@ -453,7 +460,7 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 			return false;
 	} else {
 		ds->target = TGT_VECTOR;
-		if (!random_shape(r, s[1], "target (randn(sizes...) or classes(N))", &ds->target_shape))
+		if (!random_shape(r, s[1], "target", "classes(N)", &ds->target_shape))
 			return false;
 	}
 	if (!s[2]) {

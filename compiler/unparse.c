@@ -1,18 +1,24 @@
 /* unparse.c: the canonical text of a compilation: the sections in force
  * after imports, replacement and --set, written back as .net source in a
- * fixed layout (comments dropped).  This is what a run directory records
- * and what the plan hash covers, so two files that mean the same thing
- * hash the same and the text reruns exactly what ran.
+ * fixed layout (comments dropped).  The plan hash and a checkpoint's
+ * model hash cover it with every float in 17 digits (the form they have
+ * always covered, so hashes stay stable); a run directory records it with
+ * each float in its fewest exact digits (lr = 0.01), which reads back as
+ * the same doubles.  Two files that mean the same thing hash the same and
+ * either text reruns exactly what ran.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "compiler/compile_impl.h"
+#include "compiler/value.h"
 #include "grammar/arena.h"
 
 struct out {
 	struct arena *a;
+	bool shortest; /* floats in their fewest exact digits, else always 17 */
 	char *buf;
 	size_t len, cap;
 };
@@ -50,9 +56,13 @@ static void expr(struct out *o, const struct ast *e)
 	switch (e->kind) {
 	case AST_INT: snprintf(b, sizeof b, "%" PRId64, e->u.i); put(o, b); return;
 	case AST_FLOAT:
-		snprintf(b, sizeof b, "%.17g", e->u.f);
-		if (!strpbrk(b, ".en"))
-			strcat(b, ".0");
+		if (o->shortest) {
+			val_float_text(e->u.f, b, sizeof b);
+		} else {
+			snprintf(b, sizeof b, "%.17g", e->u.f);
+			if (!strpbrk(b, ".en"))
+				strcat(b, ".0");
+		}
 		put(o, b);
 		return;
 	case AST_STRING:
@@ -151,9 +161,9 @@ static void section(struct out *o, const struct ast_section *sec)
 	put(o, "\n");
 }
 
-const char *unparse_sections(struct arena *a, const struct sections *s)
+const char *unparse_sections(struct arena *a, const struct sections *s, bool shortest)
 {
-	struct out o = { a, NULL, 0, 0 };
+	struct out o = { a, shortest, NULL, 0, 0 };
 	put(&o, "");
 	for (int i = 0; i < s->nblocks; i++) {
 		section(&o, s->blocks[i]);

@@ -433,20 +433,25 @@ static int put(char *buf, int n, int at, const char *fmt, ...)
 	return k < 0 ? at : at + k;
 }
 
+void val_float_text(double f, char *buf, size_t n)
+{
+	/* 17 significant digits always read back exactly */
+	for (int p = 1; p <= 17; p++) {
+		snprintf(buf, n, "%.*g", p, f);
+		if (p == 17 || strtod(buf, NULL) == f)
+			break;
+	}
+	if (!strpbrk(buf, ".en"))
+		strcat(buf, ".0");
+}
+
 static int print(const struct val *v, char *buf, int n, int at)
 {
 	switch (v->kind) {
 	case V_INT: return put(buf, n, at, "%" PRId64, v->i);
 	case V_FLOAT: {
 		char tmp[40];
-		snprintf(tmp, sizeof tmp, "%.17g", v->f);
-		for (int p = 1; p < 17; p++) {
-			snprintf(tmp, sizeof tmp, "%.*g", p, v->f);
-			if (strtod(tmp, NULL) == v->f)
-				break;
-		}
-		if (!strpbrk(tmp, ".en"))
-			strcat(tmp, ".0");
+		val_float_text(v->f, tmp, sizeof tmp);
 		return put(buf, n, at, "%s", tmp);
 	}
 	case V_STRING: return put(buf, n, at, "\"%s\"", v->s);

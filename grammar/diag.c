@@ -5,7 +5,9 @@
  */
 #include "grammar/diag.h"
 
+#include <ctype.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -201,12 +203,68 @@ static const char *const aliases[][2] = {
 	{ "criterion", "loss" },	    { "optim", "optimizer" },
 };
 
+/* PyTorch's class names whose trainc name is not the folded class name. */
+static const char *const class_aliases[][2] = {
+	{ "cosineannealing", "cosine" },
+	{ "step", "step_lr" },
+};
+
+/* s in lower case without '_' (StepLR and step_lr are both "steplr");
+ * false when it does not fit. */
+static bool fold(const char *s, char *out, size_t n)
+{
+	size_t k = 0;
+	for (; *s; s++) {
+		if (*s == '_')
+			continue;
+		if (k + 1 >= n)
+			return false;
+		out[k++] = (char)tolower((unsigned char)*s);
+	}
+	out[k] = 0;
+	return true;
+}
+
+/* The candidate PyTorch's class name `name` means: the same letters in
+ * another case and without underscores (ReLU, MaxPool2d, AdamW), less a
+ * class suffix (MSELoss, StepLR, CosineAnnealingLR), or NULL. */
+static const char *pytorch_name(const char *name, const char *const *candidates, int n)
+{
+	char f[64], c[64];
+	if (!fold(name, f, sizeof f))
+		return NULL;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < n; i++)
+			if (fold(candidates[i], c, sizeof c) && strcmp(f, c) == 0)
+				return candidates[i];
+		for (size_t a = 0; a < sizeof class_aliases / sizeof class_aliases[0]; a++)
+			for (int i = 0; strcmp(f, class_aliases[a][0]) == 0 && i < n; i++)
+				if (strcmp(candidates[i], class_aliases[a][1]) == 0)
+					return candidates[i];
+		size_t len = strlen(f);
+		if (len > 4 && strcmp(f + len - 4, "loss") == 0)
+			f[len - 4] = 0;
+		else if (len > 2 && strcmp(f + len - 2, "lr") == 0)
+			f[len - 2] = 0;
+		else
+			break;
+	}
+	return NULL;
+}
+
 const char *diag_nearest(const char *name, const char *const *candidates, int n)
 {
 	for (size_t a = 0; a < sizeof aliases / sizeof aliases[0]; a++)
 		for (int i = 0; strcmp(name, aliases[a][0]) == 0 && i < n; i++)
 			if (strcmp(candidates[i], aliases[a][1]) == 0)
 				return candidates[i];
+	/* ConstantLR scales the rate for a while; trainc's constant does not */
+	char f[16];
+	if (fold(name, f, sizeof f) && strcmp(f, "constantlr") == 0)
+		return NULL;
+	const char *py = pytorch_name(name, candidates, n);
+	if (py)
+		return py;
 	const char *best = NULL;
 	int best_d = 99;
 	for (int i = 0; i < n; i++) {

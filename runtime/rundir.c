@@ -312,8 +312,8 @@ static int write_model(struct rundir *r, const struct plan *p, char *err, size_t
 	FILE *f = open_in(r, "model.net", "w", file, sizeof file);
 	if (!f)
 		return util_fail(err, errlen, "%s: cannot create: %s", file, strerror(errno));
-	if (p->text)
-		fputs(p->text, f);
+	if (p->source)
+		fputs(p->source, f);
 	return finish(f, file, err, errlen);
 }
 

@@ -1,7 +1,8 @@
 # The run directory: run.json's git state covers the files a .net imports
 # (an edited import made a run look clean), and metrics.jsonl has a line
 # per logged step, per epoch (the average loss) and per evaluation, each
-# with its step and epoch.
+# with its step and epoch; model.net writes floats as they were written
+# (0.01, not 0.01000000000000000021) and reruns the same plan.
 . "$(dirname "$0")/preamble.inc"
 
 repo=$tmp/repo
@@ -23,6 +24,8 @@ dirty import-edited true
 git -C "$repo" checkout -q sub.net
 printf '# edited\n' >> "$repo/main.net"
 dirty main-edited true
+"$TRAINC" "$repo/main.net" --set "train.optimizer=sgd(lr=0.01, momentum=0.9)" --run-dir "$tmp/floats" > "$tmp/floats.log" 2>&1 ||
+	fail "run floats: $(cat "$tmp/floats.log")"
 
 # metrics.jsonl of the clean run: 4 batches an epoch, logged at 2 and 4
 m=$tmp/clean/metrics.jsonl
@@ -37,4 +40,11 @@ avg=$(sed -n 's/^Train Epoch: 2	Average loss: \([0-9.]*\).*/\1/p' "$tmp/clean.lo
 rec=$(grep '"kind": "epoch"' "$m" | sed -n '2s/.*"loss": \([^,]*\),.*/\1/p')
 awk -v a="$avg" -v r="$rec" 'BEGIN { d = a - r; if (d < 0) d = -d; exit !(a != "" && d < 1e-6) }' ||
 	fail "epoch 2's average: printed $avg, recorded $rec"
+# model.net: floats in their fewest exact digits, the same plan when rerun
+grep -q 'optimizer = sgd(lr=0.01, momentum=0.9)$' "$tmp/floats/model.net" ||
+	fail "model.net's floats: $(grep optimizer "$tmp/floats/model.net")"
+"$TRAINC" "$tmp/floats/model.net" --run-dir "$tmp/rerun" > "$tmp/rerun.log" 2>&1 || fail "model.net rerun: $(cat "$tmp/rerun.log")"
+h1=$(grep plan_hash "$tmp/floats/run.json") h2=$(grep plan_hash "$tmp/rerun/run.json")
+[ -n "$h1" ] && [ "$h1" = "$h2" ] || fail "model.net reran another plan: $h1 / $h2"
+cmp -s "$tmp/floats/weights.safetensors" "$tmp/rerun/weights.safetensors" || fail "model.net reran to other weights"
 exit $failed

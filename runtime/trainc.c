@@ -311,6 +311,11 @@ int main(int argc, char **argv)
 			return usage_error(!strcmp(a, "--set") ? "%s needs section.key=value, not the option '%s'"
 							       : "%s needs a path, not the option '%s' (a path that starts with -- can be written ./%s)",
 					   a, argv[i + 1], argv[i + 1]);
+		/* an unset shell variable (--run-dir "$OUT"): "" would be the current
+		 * or the root folder, depending on who joins it to a name */
+		if ((!strcmp(a, "--save") || !strcmp(a, "--init") || !strcmp(a, "--run-dir") || !strcmp(a, "--resume") ||
+		     !strcmp(a, "--set")) && i + 1 < argc && !argv[i + 1][0])
+			return usage_error("%s is given an empty %s (an unset shell variable?)", a, !strcmp(a, "--set") ? "setting" : "path");
 		if (!strcmp(a, "--save")) {
 			if (i + 1 >= argc)
 				return usage_error("--save needs a file name, e.g. --save model.safetensors");

@@ -1,4 +1,4 @@
-# The command line: --help, --version, unknown options, missing, directory
+# The command line: --help, --version, unknown options, empty paths, missing, directory
 # and empty files, and bad --cpus values all give exit 2 and a message
 # that says what is wrong.
 . "$(dirname "$0")/preamble.inc"
@@ -55,6 +55,14 @@ expect 2 "--cpus needs a number" print models/mnist_cnn.net --cpus
 expect 2 "not both" print models/mnist_cnn.net --cpus 2 --gpus 2
 expect 2 "second one" check models/mnist_cnn.net models/toy.net
 expect 2 "no \.net file given" check
+
+# an empty path (an unset shell variable) is refused before anything is
+# written: --run-dir '' put the run's files in the root folder (the --cpus 0
+# after it only keeps a regression from writing anywhere)
+for o in --run-dir --save --resume --init; do
+	expect 2 "$o is given an empty path" models/toy.net "$o" '' --cpus 0
+done
+expect 2 "--set is given an empty setting" models/toy.net --set '' --cpus 0
 
 # --set mistakes
 expect 2 "--set takes section\.key=value" check models/mnist_cnn.net --set train.epochs

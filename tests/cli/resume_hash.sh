@@ -1,0 +1,45 @@
+# What a checkpoint must be resumed with: the same model and settings, but
+# not the same spelling of them.  A file without a parallel section resumes
+# with --set parallel.timeout=N (the documented way to wait longer for a
+# slow rank), and with or without `parallel ddp` (which is what it runs);
+# a layer named like a resumable setting (`steps = relu`) is part of the
+# model, so another layer there is a different model.
+. "$(dirname "$0")/preamble.inc"
+
+model() { # model NAME ACTIVATION: the model, data and train sections
+	printf 'model M {\n    input(10)\n    l1 = linear(16)\n    steps = %s\n    l2 = linear(5)\n}\n' "$2" > "$tmp/$1.net"
+	printf 'data { train = synthetic(input=randn(10), target=randn(5), samples=32) }\n' >> "$tmp/$1.net"
+	printf 'train { loss = mse; optimizer = adam(lr=0.01); batch = 8; steps = 4 }\n' >> "$tmp/$1.net"
+}
+model relu relu
+model tanh tanh
+cp "$tmp/relu.net" "$tmp/ddp.net" && printf 'parallel ddp\n' >> "$tmp/ddp.net"
+"$TRAINC" "$tmp/relu.net" --save "$tmp/ck" --run-dir "$tmp/r0" > "$tmp/out" 2>&1 || fail "first run: $(cat "$tmp/out")"
+
+# resume CASE FILE ARGS...: a resume that must go on from step 4
+resume() {
+	name=$1 file=$2
+	shift 2
+	"$TRAINC" "$file" --resume "$tmp/ck" --set train.steps=6 --run-dir "$tmp/$name" "$@" > "$tmp/$name.out" 2>&1 &&
+		grep -q 'Resumed from .* at step 4' "$tmp/$name.out" || fail "$name: $(cat "$tmp/$name.out")"
+}
+resume timeout "$tmp/relu.net" --set parallel.timeout=100
+resume ddp "$tmp/ddp.net"
+resume ddp-timeout "$tmp/ddp.net" --set parallel.timeout=100
+
+# and the other way: a checkpoint of `parallel ddp` resumes without it
+"$TRAINC" "$tmp/ddp.net" --save "$tmp/ck2" --run-dir "$tmp/r2" > /dev/null 2>&1 || fail "parallel ddp run"
+"$TRAINC" "$tmp/relu.net" --resume "$tmp/ck2" --set train.steps=6 --run-dir "$tmp/r3" > "$tmp/r3.out" 2>&1 ||
+	fail "parallel ddp's checkpoint without parallel ddp: $(cat "$tmp/r3.out")"
+
+# a different layer named `steps` is a different model
+if "$TRAINC" "$tmp/tanh.net" --resume "$tmp/ck" --set train.steps=6 --run-dir "$tmp/tanh" > "$tmp/tanh.out" 2>&1; then
+	fail "a tanh model resumed a relu model's checkpoint"
+fi
+grep -q 'was made by a different model or settings' "$tmp/tanh.out" || fail "tanh: $(cat "$tmp/tanh.out")"
+# and a different setting still is too
+if "$TRAINC" "$tmp/relu.net" --resume "$tmp/ck" --set train.steps=6 --set "train.optimizer=adam(lr=0.02)" \
+	--run-dir "$tmp/lr" > "$tmp/lr.out" 2>&1; then
+	fail "another learning rate resumed the checkpoint"
+fi
+exit $failed

@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,7 @@ struct trainer {
 	bool has_test;
 	pthread_t test_thread;
 	bool test_thread_on;
+	atomic_bool test_done; /* the loader has set test_rc */
 	int test_rc;
 	char test_err[512];
 	struct exec e;
@@ -216,6 +218,7 @@ static void *load_test(void *arg)
 	struct trainer *t = arg;
 	kern_unpin_this_thread(); /* not only the main thread's CPU */
 	t->test_rc = train_open_data(t->p, &t->p->test_data, &t->test, t->test_err, sizeof t->test_err);
+	atomic_store_explicit(&t->test_done, true, memory_order_release);
 	return NULL;
 }
 
@@ -229,6 +232,14 @@ static int test_ready(struct trainer *t)
 			snprintf(t->err, sizeof t->err, "%s", t->test_err);
 	}
 	return t->test_rc;
+}
+
+/* True when the test set's loader has failed (a file damaged past the
+ * header that was checked before training): the run stops at this step
+ * instead of training the whole epoch to fail at its evaluation. */
+static bool test_failed(struct trainer *t)
+{
+	return t->test_thread_on && atomic_load_explicit(&t->test_done, memory_order_acquire) && test_ready(t) != 0;
 }
 
 /* Sums over ranks (loss, counts); a world of one returns them as they are. */
@@ -1075,6 +1086,8 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			budget_spent = true;
 			break; /* the position stays mid-epoch, for a checkpoint */
 		}
+		if (test_failed(t))
+			return -1;
 	}
 	double dt = util_now() - te;
 	*train_time += dt;

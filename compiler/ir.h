@@ -15,7 +15,9 @@
 
 struct arena;
 
-enum { SHAPE_MAX = 6, PLAN_MAX_DEVICES = 16, PLAN_MAX_MILESTONES = 16, PLAN_MAX_WRAP_BLOCKS = 8 };
+/* PLAN_MAX_STAGES: runs of consecutive layers on one device in a rank, the
+ * pipeline's fixed stage table (pipe.h). */
+enum { SHAPE_MAX = 6, PLAN_MAX_DEVICES = 16, PLAN_MAX_STAGES = 64, PLAN_MAX_MILESTONES = 16, PLAN_MAX_WRAP_BLOCKS = 8 };
 
 /* A per-sample shape: the batch dimension is never stored. */
 struct shape {

@@ -353,7 +353,9 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		if (s[0] && !val_num(d, s[0], "p", &n->a.drop.p))
 			return false;
 		if (n->a.drop.p < 0 || n->a.drop.p > 1) {
-			diag_error(d, s[0]->loc, "dropout probability must be between 0 and 1, not %g", n->a.drop.p);
+			char f[32];
+			diag_error(d, s[0]->loc, "dropout probability must be between 0 and 1, not %s",
+				   val_number_text(n->a.drop.p, f, sizeof f));
 			val_note_origin(d, s[0]);
 			return false;
 		}

@@ -1,6 +1,6 @@
-# The command line: --help, --version, unknown options, missing, directory
-# and empty files, and bad --cpus values all give exit 2 and a message
-# that says what is wrong.
+# The command line: --help (whose synopsis README repeats) and --version;
+# unknown options, missing, directory and empty files, and bad --cpus
+# values all give exit 2 and a message that says what is wrong.
 . "$(dirname "$0")/preamble.inc"
 
 # run ARGS...: exit status in $rc, stdout in $tmp/out, stderr in $tmp/err
@@ -26,6 +26,11 @@ for cmd in check print graph; do
 done
 [ -s "$tmp/err" ] && fail "--help wrote to stderr"
 expect 0 '^trainc [0-9]+\.[0-9]+\.[0-9]+$' --version
+# README's command summary is --help's, line for line
+run --help
+sed -n '1,/^$/p' "$tmp/out" | sed -e '/^$/d' -e 's/^usage: //' -e 's/^ *//' > "$tmp/help"
+sed -n '/^## Commands$/,/^- /p' README.md | grep '^    ' | sed 's/^ *//' > "$tmp/readme"
+[ -s "$tmp/help" ] && cmp -s "$tmp/help" "$tmp/readme" || { fail "README's command summary differs from --help:"; diff "$tmp/help" "$tmp/readme" | sed 's/^/    /'; }
 
 expect 2 "unknown option '--frobnicate'" check models/mnist_cnn.net --frobnicate
 expect 2 "unknown option" --frobnicate

@@ -15,7 +15,9 @@
 
 struct arena;
 
-enum { SHAPE_MAX = 6, PLAN_MAX_DEVICES = 16, PLAN_MAX_MILESTONES = 16, PLAN_MAX_WRAP_BLOCKS = 8 };
+/* PLAN_MAX_STAGES: runs of consecutive layers on one device in a rank, the
+ * pipeline's fixed stage table (pipe.h). */
+enum { SHAPE_MAX = 6, PLAN_MAX_DEVICES = 16, PLAN_MAX_STAGES = 64, PLAN_MAX_MILESTONES = 16, PLAN_MAX_WRAP_BLOCKS = 8 };
 
 /* A per-sample shape: the batch dimension is never stored. */
 struct shape {
@@ -52,7 +54,11 @@ struct node {
 	union {
 		struct { int64_t in, out; bool bias; } linear;
 		struct { int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups; bool bias; } conv;
-		struct { int64_t kh, kw, sh, sw, ph, pw, dh, dw; bool ceil_mode, count_include_pad; } pool;
+		struct {
+			int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+			bool ceil_mode, count_include_pad;
+			bool kpair, spair, ppair, dpair; /* given as pairs, so PyTorch prints them as pairs */
+		} pool;
 		struct { int64_t oh, ow; bool single; } apool; /* single: one size given, as PyTorch prints it */
 		struct { int64_t c; double eps, momentum; bool affine, track; } bn;
 		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine; } ln;

@@ -17,7 +17,7 @@
 #include "grammar/arena.h"
 #include "grammar/diag.h"
 
-enum { MAX_BLOCK_DEPTH = 32, MAX_NODES = 8192 };
+enum { MAX_BLOCK_DEPTH = 32, MAX_LAYERS = 8192 };
 
 struct lower {
 	struct arena *a;
@@ -70,9 +70,10 @@ static int new_scope(struct lower *L, int parent, const char *name, const char *
 static int new_node(struct lower *L, enum op op, struct loc at, int scope)
 {
 	struct plan *p = L->p;
-	if (p->nnodes == MAX_NODES) {
+	/* the input is a node but not a layer */
+	if (p->nnodes == MAX_LAYERS + 1) {
 		if (!L->failed_size)
-			diag_error(L->d, at, "the model expands to more than %d layers", MAX_NODES);
+			diag_error(L->d, at, "the model expands to more than %d layers", MAX_LAYERS);
 		L->failed_size = true;
 		return -1;
 	}

@@ -122,18 +122,26 @@ static bool configure_pool(struct diag *d, struct node *n, struct val **s, const
 		return missing(d, call, callee, "a kernel size");
 	if (!get_pair(d, s[0], "kernel", &n->a.pool.kh, &n->a.pool.kw, 1))
 		return false;
+	/* PyTorch keeps each argument as given (stride defaulting to the
+	 * kernel size), and its repr shows 2 or (2, 3) accordingly */
+	n->a.pool.kpair = s[0]->kind != V_INT;
 	n->a.pool.sh = n->a.pool.kh;
 	n->a.pool.sw = n->a.pool.kw;
+	n->a.pool.spair = n->a.pool.kpair;
 	n->a.pool.dh = n->a.pool.dw = 1;
 	n->a.pool.count_include_pad = true;
 	if (s[1] && !get_pair(d, s[1], "stride", &n->a.pool.sh, &n->a.pool.sw, 1))
 		return false;
+	if (s[1])
+		n->a.pool.spair = s[1]->kind != V_INT;
 	if (s[2] && !get_pair(d, s[2], "padding", &n->a.pool.ph, &n->a.pool.pw, 0))
 		return false;
+	n->a.pool.ppair = s[2] && s[2]->kind != V_INT;
 	if (s[3] && !val_bool(d, s[3], "ceil_mode", &n->a.pool.ceil_mode))
 		return false;
 	if (s[4] && !avg && !get_pair(d, s[4], "dilation", &n->a.pool.dh, &n->a.pool.dw, 1))
 		return false;
+	n->a.pool.dpair = s[4] && !avg && s[4]->kind != V_INT;
 	if (s[4] && avg && !val_bool(d, s[4], "count_include_pad", &n->a.pool.count_include_pad))
 		return false;
 	if (n->a.pool.ph * 2 > n->a.pool.kh || n->a.pool.pw * 2 > n->a.pool.kw) {
@@ -345,7 +353,9 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		if (s[0] && !val_num(d, s[0], "p", &n->a.drop.p))
 			return false;
 		if (n->a.drop.p < 0 || n->a.drop.p > 1) {
-			diag_error(d, s[0]->loc, "dropout probability must be between 0 and 1, not %g", n->a.drop.p);
+			char f[32];
+			diag_error(d, s[0]->loc, "dropout probability must be between 0 and 1, not %s",
+				   val_number_text(n->a.drop.p, f, sizeof f));
 			val_note_origin(d, s[0]);
 			return false;
 		}
@@ -698,6 +708,16 @@ static const char *pybool(bool b)
 	return b ? "True" : "False";
 }
 
+/* A size as PyTorch's repr shows it: 2, or (2, 3) when given as a pair. */
+static const char *pysize(int64_t a, int64_t b, bool pair, char *buf, int n)
+{
+	if (pair)
+		snprintf(buf, (size_t)n, "(%" PRId64 ", %" PRId64 ")", a, b);
+	else
+		snprintf(buf, (size_t)n, "%" PRId64, a);
+	return buf;
+}
+
 static const char *pyfloat(double v, char *buf, int n)
 {
 	snprintf(buf, (size_t)n, "%g", v);
@@ -737,19 +757,22 @@ void op_describe(const struct node *n, char *buf, int len)
 			snprintf(buf + at, l - (size_t)at, ")");
 		return;
 	}
-	case OP_MAXPOOL2D:
-		snprintf(buf, l, "%s(kernel_size=%" PRId64 ", stride=%" PRId64 ", padding=%" PRId64 ", dilation=%" PRId64 ", ceil_mode=%s)", t,
-			 n->a.pool.kh, n->a.pool.sh, n->a.pool.ph, n->a.pool.dh, pybool(n->a.pool.ceil_mode));
-		return;
-	case OP_AVGPOOL2D:
-		snprintf(buf, l, "%s(kernel_size=%" PRId64 ", stride=%" PRId64 ", padding=%" PRId64 ")", t, n->a.pool.kh, n->a.pool.sh,
-			 n->a.pool.ph);
-		return;
-	case OP_ADAPTIVE_AVGPOOL2D:
-		if (n->a.apool.single)
-			snprintf(buf, l, "%s(output_size=%" PRId64 ")", t, n->a.apool.oh);
+	case OP_MAXPOOL2D: case OP_AVGPOOL2D: {
+		const struct node *c = n;
+		char k[48], s[48], p[48], dl[48];
+		pysize(c->a.pool.kh, c->a.pool.kw, c->a.pool.kpair, k, sizeof k);
+		pysize(c->a.pool.sh, c->a.pool.sw, c->a.pool.spair, s, sizeof s);
+		pysize(c->a.pool.ph, c->a.pool.pw, c->a.pool.ppair, p, sizeof p);
+		pysize(c->a.pool.dh, c->a.pool.dw, c->a.pool.dpair, dl, sizeof dl);
+		if (n->op == OP_MAXPOOL2D)
+			snprintf(buf, l, "%s(kernel_size=%s, stride=%s, padding=%s, dilation=%s, ceil_mode=%s)", t, k, s, p, dl,
+				 pybool(c->a.pool.ceil_mode));
 		else
-			snprintf(buf, l, "%s(output_size=(%" PRId64 ", %" PRId64 "))", t, n->a.apool.oh, n->a.apool.ow);
+			snprintf(buf, l, "%s(kernel_size=%s, stride=%s, padding=%s)", t, k, s, p);
+		return;
+	}
+	case OP_ADAPTIVE_AVGPOOL2D:
+		snprintf(buf, l, "%s(output_size=%s)", t, pysize(n->a.apool.oh, n->a.apool.ow, !n->a.apool.single, f1, sizeof f1));
 		return;
 	case OP_BATCHNORM2D:
 		snprintf(buf, l, "%s(%" PRId64 ", eps=%s, momentum=%s, affine=%s, track_running_stats=%s)", t, n->a.bn.c,

@@ -25,11 +25,20 @@ bool place_nodes(struct arena *a, struct diag *d, struct plan *p)
 		}
 	}
 	p->nodes[0].device = first;
-	int ntransfers = 0;
+	int ntransfers = 0, nstages = 0;
 	for (int i = 1; i < p->nnodes; i++) {
 		struct node *n = &p->nodes[i];
 		if (n->device < 0)
 			n->device = p->nodes[n->in].device;
+		/* the pipeline's stages, counted as pipe.c will; a transfer joins
+		 * its consumer's stage, so counting before they are inserted gives
+		 * the same number */
+		if ((i == 1 || n->device != p->nodes[i - 1].device) && ++nstages > PLAN_MAX_STAGES) {
+			diag_error(d, n->loc,
+				   "%s starts pipeline stage %d, but a rank's placement may make at most %d stages (runs of consecutive layers on one device); put neighbouring layers on the same device",
+				   n->what, nstages, PLAN_MAX_STAGES);
+			return false;
+		}
 		if (n->device > maxdev)
 			maxdev = n->device;
 		if (p->nodes[n->in].device != n->device)
@@ -85,6 +94,5 @@ bool place_nodes(struct arena *a, struct diag *d, struct plan *p)
 			p->scopes[s].node = map[p->scopes[s].node];
 	p->nodes = out;
 	p->nnodes = k;
-	(void)d;
 	return true;
 }

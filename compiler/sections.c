@@ -22,7 +22,7 @@ struct gather {
 	struct arena *a;
 	struct diag *d;
 	struct sections *s;
-	const char *stack[MAX_IMPORT_DEPTH];
+	const char *stack[MAX_IMPORT_DEPTH + 1]; /* the file named on the command line, then its imports */
 	int depth;
 	struct source *last;
 	bool too_many_blocks;
@@ -261,7 +261,8 @@ static bool gather_file(struct gather *g, const char *path, const struct loc *fr
 			return false;
 		}
 	}
-	if (g->depth == MAX_IMPORT_DEPTH) {
+	/* depth counts the files open around this one, the first not imported */
+	if (g->depth == MAX_IMPORT_DEPTH + 1) {
 		diag_error(g->d, *from, "imports nested more than %d deep", MAX_IMPORT_DEPTH);
 		return false;
 	}

@@ -116,12 +116,16 @@ static bool num_range(struct reader *r, const struct val *v, const char *what, d
 	if (!val_num(r->d, v, what, out))
 		return false;
 	if (!(*out >= lo && *out <= hi)) {
+		char l[32], h[32], x[32];
+		val_number_text(lo, l, sizeof l);
+		val_number_text(hi, h, sizeof h);
+		val_number_text(*out, x, sizeof x);
 		if (isinf(hi))
-			diag_error(r->d, v->loc, "%s must be at least %g, not %g", what, lo, *out);
+			diag_error(r->d, v->loc, "%s must be at least %s, not %s", what, l, x);
 		else if (isinf(lo))
-			diag_error(r->d, v->loc, "%s must be at most %g, not %g", what, hi, *out);
+			diag_error(r->d, v->loc, "%s must be at most %s, not %s", what, h, x);
 		else
-			diag_error(r->d, v->loc, "%s must be between %g and %g, not %g", what, lo, hi, *out);
+			diag_error(r->d, v->loc, "%s must be between %s and %s, not %s", what, l, h, x);
 		return false;
 	}
 	return true;

@@ -445,6 +445,15 @@ void val_float_text(double f, char *buf, size_t n)
 		strcat(buf, ".0");
 }
 
+const char *val_number_text(double f, char *buf, size_t n)
+{
+	if (f == floor(f) && fabs(f) < 0x1p53)
+		snprintf(buf, n, "%.0f", f);
+	else
+		val_float_text(f, buf, n);
+	return buf;
+}
+
 static int print(const struct val *v, char *buf, int n, int at)
 {
 	switch (v->kind) {

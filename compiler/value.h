@@ -85,4 +85,8 @@ void val_print(const struct val *v, char *buf, int n);
  * 0.10000000000000001), always with a '.', 'e' or the name of a
  * non-finite value so that it reads back as a float; buf holds >= 32. */
 void val_float_text(double f, char *buf, size_t n);
+/* f for a message, exactly: an integer without a '.' (10000001, where %g
+ * writes 1e+07), anything else in its fewest exact digits (0.999999999,
+ * where %g writes 1); buf holds >= 32.  Returns buf. */
+const char *val_number_text(double f, char *buf, size_t n);
 #endif

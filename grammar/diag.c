@@ -74,6 +74,7 @@ static void show_line(struct diag *d, struct loc at)
 		i += n ? n : 1;
 		col++;
 	}
+	int end = col; /* the column after the last character shown */
 	if (i < len)
 		fputs("...", d->out);
 	fputc('\n', d->out);
@@ -89,8 +90,10 @@ static void show_line(struct diag *d, struct loc at)
 		i += n ? n : 1;
 		col++;
 	}
-	if (at.len > SHOW_WIDTH)
-		at.len = SHOW_WIDTH;
+	/* the underline ends with the text shown: at a cut, or at the line's
+	 * end for a span that runs on */
+	if (at.len > end - at.col)
+		at.len = end - at.col > 1 ? end - at.col : 1;
 	if (d->color)
 		fputs("\033[1;32m", d->out);
 	fputc('^', d->out);

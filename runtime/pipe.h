@@ -16,7 +16,7 @@
 
 #include "runtime/exec.h"
 
-enum { PIPE_MAX_STAGES = 64, PIPE_MAX_MICRO = 64 };
+enum { PIPE_MAX_STAGES = PLAN_MAX_STAGES, PIPE_MAX_MICRO = 64 };
 
 struct pipe_stage {
 	int begin, end, dev; /* layers [begin, end) on device dev */

@@ -1,8 +1,8 @@
 /* test_compiler.c: unit tests of the front end and the compiler passes:
  * the arena, suggestions, parsing, arithmetic (a long flat sum included),
  * the seed CNN's state_dict names and counts against PyTorch's, FSDP units
- * under both of the seed's wrap policies, placement, and the memory plan's
- * invariants.
+ * under both of the seed's wrap policies, placement, the layer limit, and
+ * the memory plan's invariants.
  */
 #include <stdlib.h>
 
@@ -149,6 +149,22 @@ static void test_placement(void)
 	CHECK(p->params[2].device == 1 && p->params[0].device == 0);
 }
 
+/* The documented limit of 8192 layers after expansion: 8192 compile (the
+ * input is not a layer), 8193 are one error. */
+static void test_layer_limit(void)
+{
+	char text[96];
+	snprintf(text, sizeof text, "model M {\n input(4)\n repeat %d { relu }\n}\n", 8192);
+	struct plan *p = compile_text(text, 1);
+	CHECK(p && p->nnodes == 8193);
+	FILE *devnull = fopen("/dev/null", "w");
+	struct diag quiet;
+	diag_init(&quiet, devnull);
+	snprintf(text, sizeof text, "model M {\n input(4)\n repeat %d { relu }\n}\n", 8193);
+	CHECK(!net_text_compile(&A, &quiet, text, 1) && quiet.errors == 1);
+	fclose(devnull);
+}
+
 /* Parameters and gradients share offsets, trainables are contiguous in
  * reverse order and buckets tile the gradient region. */
 static void test_memplan_layout(void)
@@ -260,6 +276,7 @@ int main(void)
 	RUN(test_seed_cnn_names);
 	RUN(test_wrap_policies);
 	RUN(test_placement);
+	RUN(test_layer_limit);
 	RUN(test_memplan_layout);
 	RUN(test_memplan_sizes);
 	RUN(test_memplan_workspace);

@@ -572,6 +572,28 @@ static void test_pool_reference(void)
 		CHECK_NEAR(yd[i], want_dp[i], 0);
 		CHECK(idxd[i] == want_dp_idx[i]);
 	}
+	/* pairs whose two values differ, each used along its own axis:
+	 * max_pool2d(x6, (2, 2), (1, 2), (1, 0), (1, 2)) of a 4x6 plane and
+	 * avg_pool2d(x, (3, 2), (2, 1), (1, 0)) */
+	float x6[24] = { 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4 };
+	d = (struct pool2d_desc){ .n = 1, .c = 1, .h = 4, .w = 6, .kh = 2, .kw = 2, .sh = 1, .sw = 2, .ph = 1, .dh = 1, .dw = 2 };
+	kern_pool2d_out(&d, &oh, &ow);
+	CHECK(oh == 5 && ow == 2);
+	float want_pm[10] = { 4, 5, 5, 5, 9, 9, 9, 9, 8, 6 };
+	int32_t want_pm_idx[10] = { 2, 4, 8, 4, 12, 14, 12, 14, 18, 20 };
+	kern_maxpool2d_fwd(&d, x6, yd, idxd);
+	for (int i = 0; i < 10; i++) {
+		CHECK_NEAR(yd[i], want_pm[i], 0);
+		CHECK(idxd[i] == want_pm_idx[i]);
+	}
+	d = (struct pool2d_desc){ .n = 1, .c = 1, .h = 4, .w = 4, .kh = 3, .kw = 2, .sh = 2, .sw = 1, .ph = 1, .dh = 1, .dw = 1,
+				  .count_include_pad = true };
+	kern_pool2d_out(&d, &oh, &ow);
+	CHECK(oh == 2 && ow == 3);
+	float want_pa[6] = { 3, 2.66666675f, 2.16666675f, 6.33333349f, 5.83333349f, 5.5f };
+	kern_avgpool2d_fwd(&d, x, y);
+	for (int i = 0; i < 6; i++)
+		CHECK_NEAR(y[i], want_pa[i], 1e-6);
 	/* adaptive_avg_pool2d(arange(35).reshape(1,1,5,7), (3,2)) */
 	float a[35], want_ad[6] = { 5, 8, 15.5f, 18.5f, 26, 29 };
 	for (int i = 0; i < 35; i++)

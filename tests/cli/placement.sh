@@ -2,7 +2,7 @@
 # of 2 devices) equals ToyModel at --cpus 2 from the same initial weights;
 # pipelined (micro-batches) equals not pipelined; a model on 3 devices
 # with a residual crossing devices equals the same model unplaced;
-# placement errors are reported before spawning at the annotation's line.
+# 64 pipeline stages (the limit) train; placement errors are reported before spawning at the annotation's line.
 set -e
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -42,3 +42,15 @@ grep -q '@device(2)' "$dir/err"
 set +e; "$TRAINC" print models/toy_mp.net --gpus 1 2> "$dir/err"; rc=$?; set -e
 [ $rc -eq 2 ] && grep -q 'gives a rank only 1 device' "$dir/err" || { echo "too few devices: exit $rc"; cat "$dir/err"; exit 1; }
 echo "ok placement errors name the annotation before anything starts"
+
+# 64 pipeline stages, the most a rank may have, train; the 65th is refused
+# when compiling (tests/errors/place_too_many_stages.net)
+{
+	printf 'block Pair {\n    linear(8) @device(0)\n    linear(8) @device(1)\n}\n'
+	printf 'model M {\n    input(8)\n    repeat 32 { Pair }\n}\n'
+	printf 'data { train = synthetic(input=randn(8), target=randn(8), samples=8) }\n'
+	printf 'train { loss = mse; optimizer = sgd(0.01); batch = 8; steps = 1 }\n'
+} > "$dir/st64.net"
+run st64 "$dir/st64.net" --set parallel.microbatches=2
+grep -q 'Pipeline: 64 stages over 2 devices, 2 micro-batches' "$dir/st64.log" || { cat "$dir/st64.log"; exit 1; }
+echo "ok 64 pipeline stages train"

@@ -1,6 +1,6 @@
-# The command line: --help, --version, unknown options, empty paths, missing, directory
-# and empty files, and bad --cpus values all give exit 2 and a message
-# that says what is wrong.
+# The command line: --help (whose synopsis README repeats) and --version;
+# unknown options, empty paths, missing, directory and empty files, and bad
+# --cpus values all give exit 2 and a message that says what is wrong.
 . "$(dirname "$0")/preamble.inc"
 
 # run ARGS...: exit status in $rc, stdout in $tmp/out, stderr in $tmp/err
@@ -26,6 +26,11 @@ for cmd in check print graph; do
 done
 [ -s "$tmp/err" ] && fail "--help wrote to stderr"
 expect 0 '^trainc [0-9]+\.[0-9]+\.[0-9]+$' --version
+# README's command summary is --help's, line for line
+run --help
+sed -n '1,/^$/p' "$tmp/out" | sed -e '/^$/d' -e 's/^usage: //' -e 's/^ *//' > "$tmp/help"
+sed -n '/^## Commands$/,/^- /p' README.md | grep '^    ' | sed 's/^ *//' > "$tmp/readme"
+[ -s "$tmp/help" ] && cmp -s "$tmp/help" "$tmp/readme" || { fail "README's command summary differs from --help:"; diff "$tmp/help" "$tmp/readme" | sed 's/^/    /'; }
 
 expect 2 "unknown option '--frobnicate'" check models/mnist_cnn.net --frobnicate
 expect 2 "unknown option" --frobnicate
@@ -72,6 +77,10 @@ expect 2 "epochs must be at least 1, not 0" check models/mnist_cnn.net --set tra
 expect 0 '' check models/mnist_cnn.net --set train.epochs=1
 expect 0 '' check models/mnist_cnn.net --set 'train.epochs=1 # a comment, as in the file'
 [ -s "$tmp/out" ] || [ -s "$tmp/err" ] && fail "check with a valid --set printed something"
+# the --set diagnostic docs/language.md shows is the one printed
+sed -n '/^\$ trainc check models\/toy.net --set train.batchh=5$/,/^```$/p' docs/language.md | sed '1d;$d' > "$tmp/doc"
+run check models/toy.net --set train.batchh=5
+[ -s "$tmp/doc" ] && cmp -s "$tmp/doc" "$tmp/err" || { fail "docs/language.md's --set example differs:"; diff "$tmp/doc" "$tmp/err" | sed 's/^/    /'; }
 
 # errors that depend on the rank count name the count given, not a first one-rank look
 printf 'import "%s/models/toy.net"\ntrain { loss = mse; optimizer = sgd(lr=0.001); global_batch = 20; micro_batch = 3 }\n' \

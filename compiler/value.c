@@ -105,7 +105,7 @@ static struct val *arith(struct evalctx *c, const struct ast *e, struct val *l, 
 			if (r->kind == V_INT)
 				snprintf(num, sizeof num, "%lld", (long long)r->i);
 			else
-				snprintf(num, sizeof num, "%g", r->f);
+				val_float_text(r->f, num, sizeof num);
 			diag_error(c->d, bad->loc, "'%s -%s' reads as a subtraction; a negative argument goes in parentheses: %s(-%s)", l->s,
 				   num, l->s, num);
 		} else if (!suggest_param(c->d, bad)) {

@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "runtime/safetensors.h"
+#include "runtime/util.h"
 #include "runtime/weights.h"
 
 enum { PATH_LEN = 4096, KEEP = 2 };
@@ -112,26 +113,63 @@ static int fsync_path(const char *path, bool dir)
 	return rc;
 }
 
-/* Size and CRC-32 of a file, or -1. */
-static int file_crc(const char *path, int64_t *size, uint32_t *crc)
+/* A text file of a checkpoint opened for reading, or NULL with errno
+ * set and err saying why (util_open_file: never waits on a FIFO). */
+static FILE *open_text(const char *path, const char *what_to_do, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
+	struct stat st;
+	int fd = util_open_file(path, &st, what_to_do, err, errlen);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+	if (fd >= 0 && !f) {
+		int e = errno;
+		close(fd);
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+		errno = e;
+	}
+	return f;
+}
+
+/* Size and CRC-32 of a file: 0, or -1 with err saying why. */
+static int file_crc(const char *path, int64_t *size, uint32_t *crc, const char *what_to_do, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = util_open_file(path, &st, what_to_do, err, errlen);
+	if (fd < 0)
 		return -1;
 	unsigned char buf[1 << 16];
 	uLong c = crc32(0L, Z_NULL, 0);
 	int64_t n = 0;
-	size_t k;
-	while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+	ssize_t k;
+	while ((k = read(fd, buf, sizeof buf)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			int e = errno;
+			close(fd);
+			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
+			return -1;
+		}
 		c = crc32(c, buf, (uInt)k);
 		n += (int64_t)k;
 	}
-	int bad = ferror(f);
-	fclose(f);
-	if (bad)
-		return -1;
+	close(fd);
 	*size = n;
 	*crc = (uint32_t)c;
+	return 0;
+}
+
+/* A file just written into a save's folder: on disk, then its manifest line. */
+static int sync_line(const char *path, const char *name, char *line, size_t n, char *err, size_t errlen)
+{
+	int64_t size;
+	uint32_t crc;
+	if (fsync_path(path, false) != 0) {
+		snprintf(err, errlen, "%s: cannot sync: %s", path, strerror(errno));
+		return -1;
+	}
+	if (file_crc(path, &size, &crc, NULL, err, errlen) != 0)
+		return -1;
+	snprintf(line, n, "%s %" PRId64 " %08" PRIx32 "\n", name, size, crc);
 	return 0;
 }
 
@@ -268,15 +306,10 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
 	/* the manifest last: its presence means the folder is complete */
 	char manifest[1024] = "";
 	for (int i = 0; i < NFILES; i++) {
-		int64_t size;
-		uint32_t crc;
-		join(path, sizeof path, tmp, files[i]);
-		if (fsync_path(path, false) != 0 || file_crc(path, &size, &crc) != 0) {
-			snprintf(err, errlen, "%s: cannot read back: %s", path, strerror(errno));
-			goto fail;
-		}
 		size_t at = strlen(manifest);
-		snprintf(manifest + at, sizeof manifest - at, "%s %" PRId64 " %08" PRIx32 "\n", files[i], size, crc);
+		join(path, sizeof path, tmp, files[i]);
+		if (sync_line(path, files[i], manifest + at, sizeof manifest - at, err, errlen) != 0)
+			goto fail;
 	}
 	join(path, sizeof path, tmp, "manifest.txt");
 	if (write_text(path, manifest, err, errlen) != 0 || fsync_path(tmp, true) != 0)
@@ -396,16 +429,12 @@ int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_s
 			snprintf(leaf, sizeof leaf, "state.json");
 		else
 			snprintf(leaf, sizeof leaf, "shard-%05d-of-%05d.safetensors", r, st->world);
-		int64_t size;
-		uint32_t crc;
+		size_t len = strlen(manifest);
 		join(path, sizeof path, tmp, leaf);
-		if (fsync_path(path, false) != 0 || file_crc(path, &size, &crc) != 0) {
-			snprintf(err, errlen, "%s: cannot read back: %s", path, strerror(errno));
+		if (sync_line(path, leaf, manifest + len, cap - len, err, errlen) != 0) {
 			free(manifest);
 			return -1;
 		}
-		size_t len = strlen(manifest);
-		snprintf(manifest + len, cap - len, "%s %" PRId64 " %08" PRIx32 "\n", leaf, size, crc);
 	}
 	join(path, sizeof path, tmp, "manifest.txt");
 	int rc = write_text(path, manifest, err, errlen);
@@ -494,9 +523,10 @@ static int check_manifest(const char *folder, char *err, size_t errlen)
 {
 	char path[PATH_LEN];
 	join(path, sizeof path, folder, "manifest.txt");
-	FILE *f = fopen(path, "r");
+	FILE *f = open_text(path, "the checkpoint is damaged", err, errlen);
 	if (!f) {
-		snprintf(err, errlen, "%s: missing: the checkpoint is incomplete", path);
+		if (errno == ENOENT)
+			snprintf(err, errlen, "%s: missing: the checkpoint is incomplete", path);
 		return -1;
 	}
 	char name[128];
@@ -508,8 +538,7 @@ static int check_manifest(const char *folder, char *err, size_t errlen)
 		uint32_t got_crc;
 		char file[PATH_LEN];
 		join(file, sizeof file, folder, name);
-		if (file_crc(file, &got_size, &got_crc) != 0) {
-			snprintf(err, errlen, "%s: cannot read: %s", file, strerror(errno));
+		if (file_crc(file, &got_size, &got_crc, "the checkpoint is damaged", err, errlen) != 0) {
 			fclose(f);
 			return -1;
 		}
@@ -588,7 +617,9 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 {
 	char path[PATH_LEN], name[128] = "";
 	join(path, sizeof path, dir, "latest");
-	FILE *f = fopen(path, "r");
+	FILE *f = open_text(path, "make it a one-line file naming the step-* folder to resume from", err, errlen);
+	if (!f && errno != ENOENT && errno != ENOTDIR)
+		return -1; /* not a regular file, or unreadable: err says so */
 	if (!f) {
 		int e = errno;
 		join(path, sizeof path, dir, "state.json");
@@ -628,10 +659,11 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 	if (check_manifest(folder, err, errlen) != 0)
 		return -1;
 	join(path, sizeof path, folder, "state.json");
-	f = fopen(path, "r");
-	size_t n = f ? fread(text, 1, STATE_LEN - 1, f) : 0;
-	if (f)
-		fclose(f);
+	f = open_text(path, "the checkpoint is damaged", err, errlen);
+	if (!f)
+		return -1;
+	size_t n = fread(text, 1, STATE_LEN - 1, f);
+	fclose(f);
 	text[n] = 0;
 	bool ok = true;
 	st->epoch = json_int(text, "epoch", &ok);

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -87,15 +86,16 @@ static bool cache_path(char *out, size_t n, const char *images, const char *labe
 static const uint64_t CACHE_TRAILER = 0x74726169636e6964ull;
 
 /* Map the cached copy privately (pages load as they are touched; the label
- * conversion writes copy-on-write pages, never the file): the mapping or NULL. */
+ * conversion writes copy-on-write pages, never the file): the mapping or NULL,
+ * also where something that is not a regular file has the copy's name. */
 static void *cache_map(const char *path, size_t total)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	int fd = util_open_file(path, &st, NULL, NULL, 0);
 	if (fd < 0)
 		return NULL;
-	struct stat st;
 	void *m = NULL;
-	if (fstat(fd, &st) == 0 && (size_t)st.st_size == total + sizeof CACHE_TRAILER) {
+	if ((size_t)st.st_size == total + sizeof CACHE_TRAILER) {
 		m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 		uint64_t trailer = 0;
 		if (m == MAP_FAILED)
@@ -140,8 +140,9 @@ static void cache_sweep(const char *path)
 
 static void cache_write(const char *path, const void *block, size_t total)
 {
-	if (!path[0])
-		return;
+	struct stat st;
+	if (!path[0] || (stat(path, &st) == 0 && !S_ISREG(st.st_mode)))
+		return; /* not a copy of ours there (a folder, a FIFO): leave it, go without */
 	cache_sweep(path);
 	char tmp[4300];
 	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());

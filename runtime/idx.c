@@ -98,15 +98,16 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 			    path, sizeof f->path - 1);
 	strcpy(f->path, path);
 
-	FILE *fp = fopen(path, "rb");
-	if (!fp)
-		return util_fail(err, errlen, "%s: cannot open: %s; check the path or download the dataset",
-			    path, strerror(errno));
 	struct stat st;
-	if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-		fclose(fp);
-		return util_fail(err, errlen, "%s: not a regular file; point at the IDX file itself", path);
+	int in = util_open_file(path, &st, "check the path or download the dataset", err, errlen);
+	FILE *fp = in < 0 ? NULL : fdopen(in, "rb");
+	if (in >= 0 && !fp) {
+		int e = errno;
+		close(in);
+		return util_fail(err, errlen, "%s: cannot open: %s", path, strerror(e));
 	}
+	if (!fp)
+		return -1;
 	unsigned char sig[2] = { 0, 0 };
 	size_t got_sig = fread(sig, 1, 2, fp);
 	if (got_sig == 2 && sig[0] == 0x1f && sig[1] == 0x8b) {

@@ -206,6 +206,11 @@ static void test_idx_errors(void)
 	expect_fail(at("cut.gz"), 1, "(decompressed): data ends after ");
 	CHECK(contains(err, "of the 300000 bytes its header (300000) promises: unexpected end of file; "
 		       "the file is truncated; re-download the dataset"));
+	/* a FIFO is refused, not opened: open() of one waits for a writer for ever */
+	CHECK(mkfifo(at("fifo"), 0600) == 0);
+	alarm(30);
+	expect_fail(at("fifo"), 1, "fifo is not a regular file (a FIFO); check the path or download the dataset");
+	alarm(0);
 }
 
 /* a tiny MNIST-like pair: n images of 28 x 28, pixel (i, j) = (i + j + s) % 256 */

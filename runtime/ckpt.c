@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "runtime/launch.h"
 #include "runtime/safetensors.h"
 #include "runtime/util.h"
 #include "runtime/weights.h"
@@ -189,8 +190,15 @@ static int write_text(const char *path, const char *text, char *err, size_t errl
 	return 0;
 }
 
+/* Remove a save's folder and its files, or a file.  A symbolic link is
+ * removed itself: the files of the folder it leads to are not trainc's. */
 static void remove_tree(const char *path)
 {
+	struct stat st;
+	if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		unlink(path);
+		return;
+	}
 	DIR *d = opendir(path);
 	if (d) {
 		struct dirent *e;
@@ -206,31 +214,104 @@ static void remove_tree(const char *path)
 	rmdir(path);
 }
 
-/* Remove folders older than the KEEP newest complete ones, and leftovers of
- * interrupted saves. */
+/* The length of the step number at s as trainc writes it (%08: eight
+ * digits, or more without a leading zero, so that longer means later), or
+ * 0 where s does not start with one. */
+static size_t step_digits(const char *s)
+{
+	size_t n = strspn(s, "0123456789");
+	return n == 8 || (n > 8 && s[0] != '0') ? n : 0;
+}
+
+static bool is_step_name(const char *name)
+{
+	return strncmp(name, "step-", 5) == 0 && step_digits(name + 5) && !name[5 + step_digits(name + 5)];
+}
+
+/* Two step folders' names in the order of their steps: step-100000000
+ * comes after step-99999999, which strcmp would put first. */
+static int step_cmp(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	return la != lb ? (la < lb ? -1 : 1) : strcmp(a, b);
+}
+
+/* Whether dir/name is a checkpoint folder's name in trainc's format and a
+ * folder (not a link, whose target's files remove_tree would delete). */
+static bool is_step_dir(const char *dir, const char *name)
+{
+	char path[PATH_LEN];
+	struct stat st;
+	return is_step_name(name) && join(path, sizeof path, dir, name) && lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The newest step folder of dir before `below` (of all, when NULL), into
+ * out; false when there is none. */
+static bool newest_step(const char *dir, const char *below, char *out, size_t n)
+{
+	out[0] = 0;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (strlen(e->d_name) < n && (!below || step_cmp(e->d_name, below) < 0) && (!out[0] || step_cmp(e->d_name, out) > 0) &&
+		    is_step_dir(dir, e->d_name))
+			strcpy(out, e->d_name);
+	if (d)
+		closedir(d);
+	return out[0] != 0;
+}
+
+/* The writer's PID in one of trainc's temporary names (.tmp-step-N-PID,
+ * .tmp-shards-N-PID, .tmp-latest-PID), or 0 for any other name. */
+static long temp_writer(const char *name)
+{
+	static const char *const kinds[] = { ".tmp-step-", ".tmp-shards-", ".tmp-latest-" };
+	for (int i = 0; i < 3; i++) {
+		if (strncmp(name, kinds[i], strlen(kinds[i])) != 0)
+			continue;
+		const char *s = name + strlen(kinds[i]);
+		if (i < 2 && (!step_digits(s) || s[step_digits(s)] != '-'))
+			return 0;
+		if (i < 2)
+			s += step_digits(s) + 1;
+		size_t n = strspn(s, "0123456789");
+		return n && n < 10 && !s[n] && s[0] != '0' ? strtol(s, NULL, 10) : 0;
+	}
+	return 0;
+}
+
+/* Remove the step folders older than the KEEP newest, and what saves of
+ * processes that no longer run left behind.  Nothing else in dir is
+ * touched: names that only look like trainc's may be the user's. */
 static void prune(const char *dir)
 {
 	DIR *d = opendir(dir);
 	if (!d)
 		return;
-	char names[256][64];
-	int n = 0;
-	struct dirent *e;
+	char keep[KEEP][64] = { { 0 } }; /* the newest step folders, newest first */
 	char path[PATH_LEN];
+	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, ".tmp-", 5) == 0) {
-			join(path, sizeof path, dir, e->d_name);
+		if (util_pid_gone(temp_writer(e->d_name)) && join(path, sizeof path, dir, e->d_name)) {
 			remove_tree(path);
-		} else if (strncmp(e->d_name, "step-", 5) == 0 && n < 256 && strlen(e->d_name) < 64) {
-			strcpy(names[n++], e->d_name);
+			continue;
+		}
+		if (strlen(e->d_name) >= sizeof keep[0] || !is_step_dir(dir, e->d_name))
+			continue;
+		for (int i = 0; i < KEEP; i++) {
+			if (!keep[i][0] || step_cmp(e->d_name, keep[i]) > 0) {
+				if (i + 1 < KEEP)
+					memmove(keep[i + 1], keep[i], (size_t)(KEEP - 1 - i) * sizeof keep[0]);
+				strcpy(keep[i], e->d_name);
+				break;
+			}
 		}
 	}
+	rewinddir(d);
+	while (keep[KEEP - 1][0] && (e = readdir(d)))
+		if (step_cmp(e->d_name, keep[KEEP - 1]) < 0 && is_step_dir(dir, e->d_name) && join(path, sizeof path, dir, e->d_name))
+			remove_tree(path);
 	closedir(d);
-	qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
-	for (int i = 0; i + KEEP < n; i++) {
-		join(path, sizeof path, dir, names[i]);
-		remove_tree(path);
-	}
 }
 
 /* Rename the finished folder tmp to final.  A folder final already there
@@ -326,10 +407,12 @@ fail:
 
 /* ---- sharded checkpoints ---- */
 
+/* Every rank writes into the same folder, so it carries the job's PID,
+ * not a rank's: a later save tells a dead job's leftover by it. */
 static void tmp_name(char *out, size_t n, const char *dir, int64_t step)
 {
 	char leaf[64];
-	snprintf(leaf, sizeof leaf, ".tmp-shards-%08" PRId64, step);
+	snprintf(leaf, sizeof leaf, ".tmp-shards-%08" PRId64 "-%d", step, launch_job_pid());
 	join(out, n, dir, leaf);
 }
 
@@ -632,7 +715,7 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 			snprintf(err, errlen, "%s: no checkpoint here (no 'latest' file: %s)", dir, strerror(e));
 		return -1;
 	}
-	if (fscanf(f, "%127s", name) != 1 || strncmp(name, "step-", 5) != 0 || strchr(name, '/')) {
+	if (fscanf(f, "%127s", name) != 1 || !is_step_name(name)) {
 		fclose(f);
 		snprintf(err, errlen, "%s: does not name a checkpoint folder", path);
 		return -1;
@@ -640,16 +723,8 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 	fclose(f);
 	join(folder, PATH_LEN, dir, name);
 	if (access(folder, F_OK) != 0) { /* removed by hand: name what is left */
-		char other[128] = "";
-		DIR *d = opendir(dir);
-		struct dirent *de;
-		while (d && (de = readdir(d)))
-			if (!strncmp(de->d_name, "step-", 5) && strlen(de->d_name) < sizeof other &&
-			    (strlen(de->d_name) > strlen(other) || (strlen(de->d_name) == strlen(other) && strcmp(de->d_name, other) > 0)))
-				snprintf(other, sizeof other, "%s", de->d_name);
-		if (d)
-			closedir(d);
-		if (other[0])
+		char other[128];
+		if (newest_step(dir, NULL, other, sizeof other))
 			snprintf(err, errlen, "%s names %s, which is gone; the folder still holds %s: write that name into %s to resume "
 				 "from it", path, name, other, path);
 		else

@@ -14,7 +14,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -128,7 +127,7 @@ static void cache_sweep(const char *path)
 		if (strncmp(de->d_name, leaf, n) != 0 || de->d_name[n] != '.')
 			continue;
 		long pid = strtol(de->d_name + n + 1, &end, 10);
-		if (strcmp(end, ".tmp") != 0 || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (strcmp(end, ".tmp") != 0 || !util_pid_gone(pid))
 			continue; /* not such a file, or its writer still runs */
 		char stale[8400];
 		snprintf(stale, sizeof stale, "%s/%s", dir, de->d_name);

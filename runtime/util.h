@@ -1,10 +1,11 @@
 /* util.h: the small helpers every runtime module needs alike: an error
  * message into a caller's buffer, a monotonic clock, the length of a
- * UTF-8 sequence and opening an input file that must be a regular file.
- * Nothing else belongs here.
+ * UTF-8 sequence, opening an input file that must be a regular file, and
+ * whether a process is gone.  Nothing else belongs here.
  */
 #ifndef UTIL_H
 #define UTIL_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
 
@@ -22,4 +23,6 @@ int util_utf8_len(const unsigned char *s, size_t n);
  * that is not a regular file, and err says "PATH: cannot open: REASON" or
  * "PATH is not a regular file (a FIFO)", then "; what_to_do" when given. */
 int util_open_file(const char *path, struct stat *st, const char *what_to_do, char *err, size_t errlen);
+/* Whether no process pid exists any more (one of another user is alive). */
+bool util_pid_gone(long pid);
 #endif

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -738,13 +739,19 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 	if (!f)
 		return -1;
 	size_t n = fread(text, 1, STATE_LEN - 1, f);
+	bool longer = n == STATE_LEN - 1 && fgetc(f) != EOF;
 	fclose(f);
 	text[n] = 0;
+	if (longer) {
+		snprintf(err, errlen, "%s: more than %d bytes, longer than any state.json trainc writes; the checkpoint is damaged", path,
+			 STATE_LEN - 1);
+		return -1;
+	}
 	bool ok = true;
 	st->epoch = json_int(text, "epoch", &ok);
 	st->batch = json_int(text, "batch", &ok);
 	st->step = json_int(text, "step", &ok);
-	st->world = (int)json_int(text, "world", &ok);
+	int64_t world = json_int(text, "world", &ok); /* an int: 4294967297 is damage, not 1 */
 	st->micro = json_int(text, "micro", &ok);
 	/* absent from checkpoints made before they were kept: the epoch's
 	 * average then covers the batches after the resume */
@@ -767,12 +774,13 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 		snprintf(err, errlen, "%s: a field is missing or not a whole number in range; the checkpoint is damaged", path);
 		return -1;
 	}
-	if (st->epoch < 1 || st->batch < 0 || st->step < 0 || st->world < 1 || st->micro < 1) {
-		snprintf(err, errlen, "%s: a position no run reaches (epoch %lld, batch %lld, step %lld, %d ranks, micro-batch %lld); "
-			 "the checkpoint is damaged", path, (long long)st->epoch, (long long)st->batch, (long long)st->step, st->world,
+	if (st->epoch < 1 || st->batch < 0 || st->step < 0 || world < 1 || world > INT_MAX || st->micro < 1) {
+		snprintf(err, errlen, "%s: a position no run reaches (epoch %lld, batch %lld, step %lld, %lld ranks, micro-batch %lld); "
+			 "the checkpoint is damaged", path, (long long)st->epoch, (long long)st->batch, (long long)st->step, (long long)world,
 			 (long long)st->micro);
 		return -1;
 	}
+	st->world = (int)world;
 	uint64_t hash = strtoull(mh + 15, NULL, 16);
 	if (hash != ckpt_model_hash(p) && strstr(text, "\"shards\":")) {
 		/* no weights file to offer: the other settings can write one */

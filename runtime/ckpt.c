@@ -329,18 +329,47 @@ static int put_in_place(const char *tmp, const char *final)
 	return rename(tmp, final);
 }
 
-/* Point `latest` at step-N, atomically, then drop old saves. */
+/* Whether the file latest holds exactly line. */
+static bool holds(const char *latest, const char *line)
+{
+	char got[64] = "";
+	FILE *f = open_text(latest, NULL, NULL, 0);
+	if (f) {
+		if (!fgets(got, sizeof got, f))
+			got[0] = 0;
+		fclose(f);
+	}
+	return !strcmp(got, line);
+}
+
+/* Point `latest` at step-N, atomically, then drop old saves.  Where
+ * `latest` cannot be replaced (a full disk), the new folder is taken out
+ * again: a checkpoint is either in place and named by `latest` or not
+ * saved at all, as the caller then says. */
 static int point_latest(const char *dir, int64_t step, char *err, size_t errlen)
 {
-	char latest[PATH_LEN], latest_tmp[PATH_LEN], line[64], leaf[64];
+	char latest[PATH_LEN], latest_tmp[PATH_LEN], line[64], leaf[64], why[512], final[PATH_LEN];
 	join(latest, sizeof latest, dir, "latest");
 	snprintf(leaf, sizeof leaf, ".tmp-latest-%d", (int)getpid());
 	join(latest_tmp, sizeof latest_tmp, dir, leaf);
 	snprintf(line, sizeof line, "step-%08" PRId64 "\n", step);
-	if (write_text(latest_tmp, line, err, errlen) != 0)
+	int rc = write_text(latest_tmp, line, why, sizeof why);
+	if (rc == 0 && rename(latest_tmp, latest) != 0)
+		rc = util_fail(why, sizeof why, "%s", strerror(errno));
+	if (rc != 0) {
+		unlink(latest_tmp);
+		if (holds(latest, line)) /* the same step saved again: latest names it already */
+			return 0;
+		snprintf(leaf, sizeof leaf, "step-%08" PRId64, step);
+		join(final, sizeof final, dir, leaf);
+		remove_tree(final);
+		bool before = access(latest, F_OK) == 0;
+		snprintf(err, errlen, "%s cannot be made to name %s (%s), so %s is removed again%s", latest, leaf, why, final,
+			 before ? " and latest still names the checkpoint before it" : "; the folder holds no checkpoint yet");
 		return -1;
-	if (rename(latest_tmp, latest) != 0 || fsync_path(dir, true) != 0) {
-		snprintf(err, errlen, "%s: cannot update: %s", latest, strerror(errno));
+	}
+	if (fsync_path(dir, true) != 0) {
+		snprintf(err, errlen, "%s: cannot sync the folder after updating latest: %s", dir, strerror(errno));
 		return -1;
 	}
 	prune(dir);
@@ -694,6 +723,19 @@ static bool json_str(const char *text, const char *key, char *out, size_t n)
 
 enum { STATE_LEN = 2048 };
 
+/* After a message that dir's newest checkpoint cannot be resumed: the
+ * newest step folder before `below` (or of all, when NULL) whose files
+ * all check out, and how to resume from it, as --resume reads the folder
+ * `latest` names.  Nothing is added where there is none. */
+static void offer_whole(const char *dir, const char *below, char *err, size_t errlen)
+{
+	char prev[128], folder[PATH_LEN], why[1024];
+	size_t at = strlen(err);
+	if (newest_step(dir, below, prev, sizeof prev) && join(folder, sizeof folder, dir, prev) &&
+	    check_manifest(folder, why, sizeof why) == 0)
+		snprintf(err + at, errlen - at, "; %s is a whole checkpoint: write %s into %s/latest to resume from it", folder, prev, dir);
+}
+
 /* The newest checkpoint of dir: its folder, its state.json text and the
  * position in it, checked for completeness and for this model. */
 static int read_state(const char *dir, const struct plan *p, char *folder, char *text, struct ckpt_state *st, char *err,
@@ -723,7 +765,8 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 	}
 	fclose(f);
 	join(folder, PATH_LEN, dir, name);
-	if (access(folder, F_OK) != 0) { /* removed by hand: name what is left */
+	struct stat fst;
+	if (stat(folder, &fst) != 0) { /* removed by hand: name what is left */
 		char other[128];
 		if (newest_step(dir, NULL, other, sizeof other))
 			snprintf(err, errlen, "%s names %s, which is gone; the folder still holds %s: write that name into %s to resume "
@@ -732,8 +775,15 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 			snprintf(err, errlen, "%s names %s, which is gone, and no other checkpoint is left in %s", path, name, dir);
 		return -1;
 	}
-	if (check_manifest(folder, err, errlen) != 0)
+	if (!S_ISDIR(fst.st_mode)) {
+		snprintf(err, errlen, "%s names %s, which is not a folder, so not a checkpoint", path, name);
+		offer_whole(dir, NULL, err, errlen);
 		return -1;
+	}
+	if (check_manifest(folder, err, errlen) != 0) {
+		offer_whole(dir, name, err, errlen);
+		return -1;
+	}
 	join(path, sizeof path, folder, "state.json");
 	f = open_text(path, "the checkpoint is damaged", err, errlen);
 	if (!f)

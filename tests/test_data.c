@@ -334,6 +334,13 @@ static void test_mnist_layouts(void)
 	CHECK(dataset_mnist(&ds, at("half"), "train", 0, 1, err, sizeof err) == -1);
 	CHECK(contains(err, "found ") && contains(err, "half/train-images-idx3-ubyte but not ") &&
 	      contains(err, "half/train-labels-idx1-ubyte[.gz]"));
+	/* a link to nothing is named as one, not taken for a missing file */
+	CHECK(symlink(at("gone/train-labels-idx1-ubyte.gz"), at("half/train-labels-idx1-ubyte.gz")) == 0);
+	CHECK(dataset_mnist(&ds, at("half"), "train", 0, 1, err, sizeof err) == -1);
+	char link[1200];
+	snprintf(link, sizeof link, "%s is a symbolic link to %s, which does not exist (a dangling link); point it at the file "
+		 "or re-download the dataset", at("half/train-labels-idx1-ubyte.gz"), at("gone/train-labels-idx1-ubyte.gz"));
+	CHECK(contains(err, link));
 }
 
 static void test_mnist_errors(void)

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,7 +20,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "runtime/launch.h"
 #include "runtime/safetensors.h"
+#include "runtime/util.h"
 #include "runtime/weights.h"
 
 enum { PATH_LEN = 4096, KEEP = 2 };
@@ -155,26 +158,63 @@ static int fsync_path(const char *path, bool dir)
 	return rc;
 }
 
-/* Size and CRC-32 of a file, or -1. */
-static int file_crc(const char *path, int64_t *size, uint32_t *crc)
+/* A text file of a checkpoint opened for reading, or NULL with errno
+ * set and err saying why (util_open_file: never waits on a FIFO). */
+static FILE *open_text(const char *path, const char *what_to_do, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
+	struct stat st;
+	int fd = util_open_file(path, &st, what_to_do, err, errlen);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+	if (fd >= 0 && !f) {
+		int e = errno;
+		close(fd);
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+		errno = e;
+	}
+	return f;
+}
+
+/* Size and CRC-32 of a file: 0, or -1 with err saying why. */
+static int file_crc(const char *path, int64_t *size, uint32_t *crc, const char *what_to_do, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = util_open_file(path, &st, what_to_do, err, errlen);
+	if (fd < 0)
 		return -1;
 	unsigned char buf[1 << 16];
 	uLong c = crc32(0L, Z_NULL, 0);
 	int64_t n = 0;
-	size_t k;
-	while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+	ssize_t k;
+	while ((k = read(fd, buf, sizeof buf)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			int e = errno;
+			close(fd);
+			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
+			return -1;
+		}
 		c = crc32(c, buf, (uInt)k);
 		n += (int64_t)k;
 	}
-	int bad = ferror(f);
-	fclose(f);
-	if (bad)
-		return -1;
+	close(fd);
 	*size = n;
 	*crc = (uint32_t)c;
+	return 0;
+}
+
+/* A file just written into a save's folder: on disk, then its manifest line. */
+static int sync_line(const char *path, const char *name, char *line, size_t n, char *err, size_t errlen)
+{
+	int64_t size;
+	uint32_t crc;
+	if (fsync_path(path, false) != 0) {
+		snprintf(err, errlen, "%s: cannot sync: %s", path, strerror(errno));
+		return -1;
+	}
+	if (file_crc(path, &size, &crc, NULL, err, errlen) != 0)
+		return -1;
+	snprintf(line, n, "%s %" PRId64 " %08" PRIx32 "\n", name, size, crc);
 	return 0;
 }
 
@@ -194,8 +234,15 @@ static int write_text(const char *path, const char *text, char *err, size_t errl
 	return 0;
 }
 
+/* Remove a save's folder and its files, or a file.  A symbolic link is
+ * removed itself: the files of the folder it leads to are not trainc's. */
 static void remove_tree(const char *path)
 {
+	struct stat st;
+	if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		unlink(path);
+		return;
+	}
 	DIR *d = opendir(path);
 	if (d) {
 		struct dirent *e;
@@ -211,31 +258,104 @@ static void remove_tree(const char *path)
 	rmdir(path);
 }
 
-/* Remove folders older than the KEEP newest complete ones, and leftovers of
- * interrupted saves. */
+/* The length of the step number at s as trainc writes it (%08: eight
+ * digits, or more without a leading zero, so that longer means later), or
+ * 0 where s does not start with one. */
+static size_t step_digits(const char *s)
+{
+	size_t n = strspn(s, "0123456789");
+	return n == 8 || (n > 8 && s[0] != '0') ? n : 0;
+}
+
+static bool is_step_name(const char *name)
+{
+	return strncmp(name, "step-", 5) == 0 && step_digits(name + 5) && !name[5 + step_digits(name + 5)];
+}
+
+/* Two step folders' names in the order of their steps: step-100000000
+ * comes after step-99999999, which strcmp would put first. */
+static int step_cmp(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	return la != lb ? (la < lb ? -1 : 1) : strcmp(a, b);
+}
+
+/* Whether dir/name is a checkpoint folder's name in trainc's format and a
+ * folder (not a link, whose target's files remove_tree would delete). */
+static bool is_step_dir(const char *dir, const char *name)
+{
+	char path[PATH_LEN];
+	struct stat st;
+	return is_step_name(name) && join(path, sizeof path, dir, name) && lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The newest step folder of dir before `below` (of all, when NULL), into
+ * out; false when there is none. */
+static bool newest_step(const char *dir, const char *below, char *out, size_t n)
+{
+	out[0] = 0;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (strlen(e->d_name) < n && (!below || step_cmp(e->d_name, below) < 0) && (!out[0] || step_cmp(e->d_name, out) > 0) &&
+		    is_step_dir(dir, e->d_name))
+			strcpy(out, e->d_name);
+	if (d)
+		closedir(d);
+	return out[0] != 0;
+}
+
+/* The writer's PID in one of trainc's temporary names (.tmp-step-N-PID,
+ * .tmp-shards-N-PID, .tmp-latest-PID), or 0 for any other name. */
+static long temp_writer(const char *name)
+{
+	static const char *const kinds[] = { ".tmp-step-", ".tmp-shards-", ".tmp-latest-" };
+	for (int i = 0; i < 3; i++) {
+		if (strncmp(name, kinds[i], strlen(kinds[i])) != 0)
+			continue;
+		const char *s = name + strlen(kinds[i]);
+		if (i < 2 && (!step_digits(s) || s[step_digits(s)] != '-'))
+			return 0;
+		if (i < 2)
+			s += step_digits(s) + 1;
+		size_t n = strspn(s, "0123456789");
+		return n && n < 10 && !s[n] && s[0] != '0' ? strtol(s, NULL, 10) : 0;
+	}
+	return 0;
+}
+
+/* Remove the step folders older than the KEEP newest, and what saves of
+ * processes that no longer run left behind.  Nothing else in dir is
+ * touched: names that only look like trainc's may be the user's. */
 static void prune(const char *dir)
 {
 	DIR *d = opendir(dir);
 	if (!d)
 		return;
-	char names[256][64];
-	int n = 0;
-	struct dirent *e;
+	char keep[KEEP][64] = { { 0 } }; /* the newest step folders, newest first */
 	char path[PATH_LEN];
+	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, ".tmp-", 5) == 0) {
-			join(path, sizeof path, dir, e->d_name);
+		if (util_pid_gone(temp_writer(e->d_name)) && join(path, sizeof path, dir, e->d_name)) {
 			remove_tree(path);
-		} else if (strncmp(e->d_name, "step-", 5) == 0 && n < 256 && strlen(e->d_name) < 64) {
-			strcpy(names[n++], e->d_name);
+			continue;
+		}
+		if (strlen(e->d_name) >= sizeof keep[0] || !is_step_dir(dir, e->d_name))
+			continue;
+		for (int i = 0; i < KEEP; i++) {
+			if (!keep[i][0] || step_cmp(e->d_name, keep[i]) > 0) {
+				if (i + 1 < KEEP)
+					memmove(keep[i + 1], keep[i], (size_t)(KEEP - 1 - i) * sizeof keep[0]);
+				strcpy(keep[i], e->d_name);
+				break;
+			}
 		}
 	}
+	rewinddir(d);
+	while (keep[KEEP - 1][0] && (e = readdir(d)))
+		if (step_cmp(e->d_name, keep[KEEP - 1]) < 0 && is_step_dir(dir, e->d_name) && join(path, sizeof path, dir, e->d_name))
+			remove_tree(path);
 	closedir(d);
-	qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
-	for (int i = 0; i + KEEP < n; i++) {
-		join(path, sizeof path, dir, names[i]);
-		remove_tree(path);
-	}
 }
 
 /* Rename the finished folder tmp to final.  A folder final already there
@@ -252,18 +372,47 @@ static int put_in_place(const char *tmp, const char *final)
 	return rename(tmp, final);
 }
 
-/* Point `latest` at step-N, atomically, then drop old saves. */
+/* Whether the file latest holds exactly line. */
+static bool holds(const char *latest, const char *line)
+{
+	char got[64] = "";
+	FILE *f = open_text(latest, NULL, NULL, 0);
+	if (f) {
+		if (!fgets(got, sizeof got, f))
+			got[0] = 0;
+		fclose(f);
+	}
+	return !strcmp(got, line);
+}
+
+/* Point `latest` at step-N, atomically, then drop old saves.  Where
+ * `latest` cannot be replaced (a full disk), the new folder is taken out
+ * again: a checkpoint is either in place and named by `latest` or not
+ * saved at all, as the caller then says. */
 static int point_latest(const char *dir, int64_t step, char *err, size_t errlen)
 {
-	char latest[PATH_LEN], latest_tmp[PATH_LEN], line[64], leaf[64];
+	char latest[PATH_LEN], latest_tmp[PATH_LEN], line[64], leaf[64], why[512], final[PATH_LEN];
 	join(latest, sizeof latest, dir, "latest");
 	snprintf(leaf, sizeof leaf, ".tmp-latest-%d", (int)getpid());
 	join(latest_tmp, sizeof latest_tmp, dir, leaf);
 	snprintf(line, sizeof line, "step-%08" PRId64 "\n", step);
-	if (write_text(latest_tmp, line, err, errlen) != 0)
+	int rc = write_text(latest_tmp, line, why, sizeof why);
+	if (rc == 0 && rename(latest_tmp, latest) != 0)
+		rc = util_fail(why, sizeof why, "%s", strerror(errno));
+	if (rc != 0) {
+		unlink(latest_tmp);
+		if (holds(latest, line)) /* the same step saved again: latest names it already */
+			return 0;
+		snprintf(leaf, sizeof leaf, "step-%08" PRId64, step);
+		join(final, sizeof final, dir, leaf);
+		remove_tree(final);
+		bool before = access(latest, F_OK) == 0;
+		snprintf(err, errlen, "%s cannot be made to name %s (%s), so %s is removed again%s", latest, leaf, why, final,
+			 before ? " and latest still names the checkpoint before it" : "; the folder holds no checkpoint yet");
 		return -1;
-	if (rename(latest_tmp, latest) != 0 || fsync_path(dir, true) != 0) {
-		snprintf(err, errlen, "%s: cannot update: %s", latest, strerror(errno));
+	}
+	if (fsync_path(dir, true) != 0) {
+		snprintf(err, errlen, "%s: cannot sync the folder after updating latest: %s", dir, strerror(errno));
 		return -1;
 	}
 	prune(dir);
@@ -311,15 +460,10 @@ int ckpt_save(const char *dir, const struct plan *p, const float *params, const 
 	/* the manifest last: its presence means the folder is complete */
 	char manifest[1024] = "";
 	for (int i = 0; i < NFILES; i++) {
-		int64_t size;
-		uint32_t crc;
-		join(path, sizeof path, tmp, files[i]);
-		if (fsync_path(path, false) != 0 || file_crc(path, &size, &crc) != 0) {
-			snprintf(err, errlen, "%s: cannot read back: %s", path, strerror(errno));
-			goto fail;
-		}
 		size_t at = strlen(manifest);
-		snprintf(manifest + at, sizeof manifest - at, "%s %" PRId64 " %08" PRIx32 "\n", files[i], size, crc);
+		join(path, sizeof path, tmp, files[i]);
+		if (sync_line(path, files[i], manifest + at, sizeof manifest - at, err, errlen) != 0)
+			goto fail;
 	}
 	join(path, sizeof path, tmp, "manifest.txt");
 	if (write_text(path, manifest, err, errlen) != 0 || fsync_path(tmp, true) != 0)
@@ -336,10 +480,12 @@ fail:
 
 /* ---- sharded checkpoints ---- */
 
+/* Every rank writes into the same folder, so it carries the job's PID,
+ * not a rank's: a later save tells a dead job's leftover by it. */
 static void tmp_name(char *out, size_t n, const char *dir, int64_t step)
 {
 	char leaf[64];
-	snprintf(leaf, sizeof leaf, ".tmp-shards-%08" PRId64, step);
+	snprintf(leaf, sizeof leaf, ".tmp-shards-%08" PRId64 "-%d", step, launch_job_pid());
 	join(out, n, dir, leaf);
 }
 
@@ -439,16 +585,12 @@ int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_s
 			snprintf(leaf, sizeof leaf, "state.json");
 		else
 			snprintf(leaf, sizeof leaf, "shard-%05d-of-%05d.safetensors", r, st->world);
-		int64_t size;
-		uint32_t crc;
+		size_t len = strlen(manifest);
 		join(path, sizeof path, tmp, leaf);
-		if (fsync_path(path, false) != 0 || file_crc(path, &size, &crc) != 0) {
-			snprintf(err, errlen, "%s: cannot read back: %s", path, strerror(errno));
+		if (sync_line(path, leaf, manifest + len, cap - len, err, errlen) != 0) {
 			free(manifest);
 			return -1;
 		}
-		size_t len = strlen(manifest);
-		snprintf(manifest + len, cap - len, "%s %" PRId64 " %08" PRIx32 "\n", leaf, size, crc);
 	}
 	join(path, sizeof path, tmp, "manifest.txt");
 	int rc = write_text(path, manifest, err, errlen);
@@ -537,9 +679,10 @@ static int check_manifest(const char *folder, char *err, size_t errlen)
 {
 	char path[PATH_LEN];
 	join(path, sizeof path, folder, "manifest.txt");
-	FILE *f = fopen(path, "r");
+	FILE *f = open_text(path, "the checkpoint is damaged", err, errlen);
 	if (!f) {
-		snprintf(err, errlen, "%s: missing: the checkpoint is incomplete", path);
+		if (errno == ENOENT)
+			snprintf(err, errlen, "%s: missing: the checkpoint is incomplete", path);
 		return -1;
 	}
 	char name[128];
@@ -551,8 +694,7 @@ static int check_manifest(const char *folder, char *err, size_t errlen)
 		uint32_t got_crc;
 		char file[PATH_LEN];
 		join(file, sizeof file, folder, name);
-		if (file_crc(file, &got_size, &got_crc) != 0) {
-			snprintf(err, errlen, "%s: cannot read: %s", file, strerror(errno));
+		if (file_crc(file, &got_size, &got_crc, "the checkpoint is damaged", err, errlen) != 0) {
 			fclose(f);
 			return -1;
 		}
@@ -624,6 +766,19 @@ static bool json_str(const char *text, const char *key, char *out, size_t n)
 
 enum { STATE_LEN = 2048 };
 
+/* After a message that dir's newest checkpoint cannot be resumed: the
+ * newest step folder before `below` (or of all, when NULL) whose files
+ * all check out, and how to resume from it, as --resume reads the folder
+ * `latest` names.  Nothing is added where there is none. */
+static void offer_whole(const char *dir, const char *below, char *err, size_t errlen)
+{
+	char prev[128], folder[PATH_LEN], why[1024];
+	size_t at = strlen(err);
+	if (newest_step(dir, below, prev, sizeof prev) && join(folder, sizeof folder, dir, prev) &&
+	    check_manifest(folder, why, sizeof why) == 0)
+		snprintf(err + at, errlen - at, "; %s is a whole checkpoint: write %s into %s/latest to resume from it", folder, prev, dir);
+}
+
 /* The newest checkpoint of dir: its folder, its state.json text and the
  * position in it, checked for completeness and for this model. */
 static int read_state(const char *dir, const struct plan *p, char *folder, char *text, struct ckpt_state *st, char *err,
@@ -631,7 +786,9 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 {
 	char path[PATH_LEN], name[128] = "";
 	join(path, sizeof path, dir, "latest");
-	FILE *f = fopen(path, "r");
+	FILE *f = open_text(path, "make it a one-line file naming the step-* folder to resume from", err, errlen);
+	if (!f && errno != ENOENT && errno != ENOTDIR)
+		return -1; /* not a regular file, or unreadable: err says so */
 	if (!f) {
 		int e = errno;
 		join(path, sizeof path, dir, "state.json");
@@ -644,43 +801,50 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 			snprintf(err, errlen, "%s: no checkpoint here (no 'latest' file: %s)", dir, strerror(e));
 		return -1;
 	}
-	if (fscanf(f, "%127s", name) != 1 || strncmp(name, "step-", 5) != 0 || strchr(name, '/')) {
+	if (fscanf(f, "%127s", name) != 1 || !is_step_name(name)) {
 		fclose(f);
 		snprintf(err, errlen, "%s: does not name a checkpoint folder", path);
 		return -1;
 	}
 	fclose(f);
 	join(folder, PATH_LEN, dir, name);
-	if (access(folder, F_OK) != 0) { /* removed by hand: name what is left */
-		char other[128] = "";
-		DIR *d = opendir(dir);
-		struct dirent *de;
-		while (d && (de = readdir(d)))
-			if (!strncmp(de->d_name, "step-", 5) && strlen(de->d_name) < sizeof other &&
-			    (strlen(de->d_name) > strlen(other) || (strlen(de->d_name) == strlen(other) && strcmp(de->d_name, other) > 0)))
-				snprintf(other, sizeof other, "%s", de->d_name);
-		if (d)
-			closedir(d);
-		if (other[0])
+	struct stat fst;
+	if (stat(folder, &fst) != 0) { /* removed by hand: name what is left */
+		char other[128];
+		if (newest_step(dir, NULL, other, sizeof other))
 			snprintf(err, errlen, "%s names %s, which is gone; the folder still holds %s: write that name into %s to resume "
 				 "from it", path, name, other, path);
 		else
 			snprintf(err, errlen, "%s names %s, which is gone, and no other checkpoint is left in %s", path, name, dir);
 		return -1;
 	}
-	if (check_manifest(folder, err, errlen) != 0)
+	if (!S_ISDIR(fst.st_mode)) {
+		snprintf(err, errlen, "%s names %s, which is not a folder, so not a checkpoint", path, name);
+		offer_whole(dir, NULL, err, errlen);
 		return -1;
+	}
+	if (check_manifest(folder, err, errlen) != 0) {
+		offer_whole(dir, name, err, errlen);
+		return -1;
+	}
 	join(path, sizeof path, folder, "state.json");
-	f = fopen(path, "r");
-	size_t n = f ? fread(text, 1, STATE_LEN - 1, f) : 0;
-	if (f)
-		fclose(f);
+	f = open_text(path, "the checkpoint is damaged", err, errlen);
+	if (!f)
+		return -1;
+	size_t n = fread(text, 1, STATE_LEN - 1, f);
+	bool longer = n == STATE_LEN - 1 && fgetc(f) != EOF;
+	fclose(f);
 	text[n] = 0;
+	if (longer) {
+		snprintf(err, errlen, "%s: more than %d bytes, longer than any state.json trainc writes; the checkpoint is damaged", path,
+			 STATE_LEN - 1);
+		return -1;
+	}
 	bool ok = true;
 	st->epoch = json_int(text, "epoch", &ok);
 	st->batch = json_int(text, "batch", &ok);
 	st->step = json_int(text, "step", &ok);
-	st->world = (int)json_int(text, "world", &ok);
+	int64_t world = json_int(text, "world", &ok); /* an int: 4294967297 is damage, not 1 */
 	st->micro = json_int(text, "micro", &ok);
 	/* absent from checkpoints made before they were kept: the epoch's
 	 * average then covers the batches after the resume */
@@ -703,12 +867,13 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 		snprintf(err, errlen, "%s: a field is missing or not a whole number in range; the checkpoint is damaged", path);
 		return -1;
 	}
-	if (st->epoch < 1 || st->batch < 0 || st->step < 0 || st->world < 1 || st->micro < 1) {
-		snprintf(err, errlen, "%s: a position no run reaches (epoch %lld, batch %lld, step %lld, %d ranks, micro-batch %lld); "
-			 "the checkpoint is damaged", path, (long long)st->epoch, (long long)st->batch, (long long)st->step, st->world,
+	if (st->epoch < 1 || st->batch < 0 || st->step < 0 || world < 1 || world > INT_MAX || st->micro < 1) {
+		snprintf(err, errlen, "%s: a position no run reaches (epoch %lld, batch %lld, step %lld, %lld ranks, micro-batch %lld); "
+			 "the checkpoint is damaged", path, (long long)st->epoch, (long long)st->batch, (long long)st->step, (long long)world,
 			 (long long)st->micro);
 		return -1;
 	}
+	st->world = (int)world;
 	uint64_t hash = strtoull(mh + 15, NULL, 16);
 	bool same = hash == ckpt_model_hash(p) || hash == model_hash(p, true);
 	if (!same && strstr(text, "\"shards\":")) {

@@ -14,13 +14,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -87,15 +85,16 @@ static bool cache_path(char *out, size_t n, const char *images, const char *labe
 static const uint64_t CACHE_TRAILER = 0x74726169636e6964ull;
 
 /* Map the cached copy privately (pages load as they are touched; the label
- * conversion writes copy-on-write pages, never the file): the mapping or NULL. */
+ * conversion writes copy-on-write pages, never the file): the mapping or NULL,
+ * also where something that is not a regular file has the copy's name. */
 static void *cache_map(const char *path, size_t total)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	int fd = util_open_file(path, &st, NULL, NULL, 0);
 	if (fd < 0)
 		return NULL;
-	struct stat st;
 	void *m = NULL;
-	if (fstat(fd, &st) == 0 && (size_t)st.st_size == total + sizeof CACHE_TRAILER) {
+	if ((size_t)st.st_size == total + sizeof CACHE_TRAILER) {
 		m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 		uint64_t trailer = 0;
 		if (m == MAP_FAILED)
@@ -128,7 +127,7 @@ static void cache_sweep(const char *path)
 		if (strncmp(de->d_name, leaf, n) != 0 || de->d_name[n] != '.')
 			continue;
 		long pid = strtol(de->d_name + n + 1, &end, 10);
-		if (strcmp(end, ".tmp") != 0 || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (strcmp(end, ".tmp") != 0 || !util_pid_gone(pid))
 			continue; /* not such a file, or its writer still runs */
 		char stale[8400];
 		snprintf(stale, sizeof stale, "%s/%s", dir, de->d_name);
@@ -140,8 +139,9 @@ static void cache_sweep(const char *path)
 
 static void cache_write(const char *path, const void *block, size_t total)
 {
-	if (!path[0])
-		return;
+	struct stat st;
+	if (!path[0] || (stat(path, &st) == 0 && !S_ISREG(st.st_mode)))
+		return; /* not a copy of ours there (a folder, a FIFO): leave it, go without */
 	cache_sweep(path);
 	char tmp[4300];
 	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
@@ -279,18 +279,26 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 	return load_idx(ds, images_path, labels_path, num_classes, mean, std, true, err, errlen);
 }
 
-/* path of dir/name[suffix] into buf if it exists; 1 found, 0 not, -1 too long */
+/* path of dir/name[suffix] into buf if it exists: 1 found, 0 not, -1 too
+ * long, 2 where the only one there is a symbolic link to nothing (buf) */
 static int find_file(char *buf, size_t len, const char *dir, const char *name)
 {
 	static const char *const suffix[] = { "", ".gz" };
+	int dangling = -1;
+	struct stat st;
 	for (int i = 0; i < 2; i++) {
 		int w = snprintf(buf, len, "%s/%s%s", dir, name, suffix[i]);
 		if (w < 0 || (size_t)w >= len)
 			return -1;
 		if (access(buf, F_OK) == 0)
 			return 1;
+		if (dangling < 0 && lstat(buf, &st) == 0 && S_ISLNK(st.st_mode))
+			dangling = i;
 	}
-	return 0;
+	if (dangling < 0)
+		return 0;
+	snprintf(buf, len, "%s/%s%s", dir, name, suffix[dangling]);
+	return 2;
 }
 
 /* The image and label files of root's split, in the first folder of
@@ -309,6 +317,7 @@ static int find_pair(const char *root, const char *split, char *images, char *la
 	char images_name[64], labels_name[64], dir[4096];
 	snprintf(images_name, sizeof images_name, "%s-images-idx3-ubyte", prefix);
 	snprintf(labels_name, sizeof labels_name, "%s-labels-idx1-ubyte", prefix);
+	char broken[4200] = ""; /* the first symbolic link to nothing met */
 	for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
 		int w = snprintf(dir, sizeof dir, "%s%s", root, layouts[i]);
 		if (w < 0 || (size_t)w >= sizeof dir)
@@ -317,11 +326,23 @@ static int find_pair(const char *root, const char *split, char *images, char *la
 		int fl = find_file(labels, len, dir, labels_name);
 		if (fi < 0 || fl < 0)
 			return util_fail(err, errlen, "%.200s...: dataset root path too long", root);
-		if (fi && fl)
+		if (fi == 1 && fl == 1)
 			return 0;
-		if (fi || fl)
+		bool here = fi + fl >= 3; /* a link to nothing and the other file there (or broken too): the pair's folder */
+		if ((fi == 2 || fl == 2) && (here || !broken[0]))
+			snprintf(broken, sizeof broken, "%s", fi == 2 ? images : labels);
+		if ((fi == 2 || fl == 2) && here)
+			break;
+		if (fi == 1 || fl == 1)
 			return util_fail(err, errlen, "%s: found %s but not %s/%s[.gz]; re-download the dataset",
 				    dir, fi ? images : labels, dir, fi ? labels_name : images_name);
+	}
+	if (broken[0]) {
+		char to[4096];
+		ssize_t n = readlink(broken, to, sizeof to - 1);
+		to[n > 0 ? n : 0] = 0;
+		return util_fail(err, errlen, "%s is a symbolic link to %s, which does not exist (a dangling link); point it at the "
+			    "file or re-download the dataset", broken, to);
 	}
 	return util_fail(err, errlen, "%s: no %s split of MNIST found; tried %s/%s[.gz], %s/MNIST/raw/%s[.gz] and "
 		    "%s/FashionMNIST/raw/%s[.gz] (and the same for the labels); download the dataset there "

@@ -3,17 +3,19 @@
  * before any data is read, so truncation and trailing bytes are caught up
  * front.  Gzip files cannot tell their decompressed size, so the header's
  * size is bounded by what deflate can expand the file to (about 1032:1)
- * before the caller allocates, and truncation / trailing data / CRC errors
- * are caught while reading.
- * Does not: allocate; the caller owns the destination buffer.
+ * before the caller allocates, and truncation (a cut trailer included),
+ * bytes after the gzip data and CRC errors are caught while reading.
+ * Does not: allocate the data; the caller owns the destination buffer.
  * Invariant: every message names the file and, where one applies, the byte
- * offset (counted in decompressed bytes for a gzip file).
- */
+ * offset (counted in decompressed bytes for a gzip file, and in compressed
+ * bytes where the damage is in the gzip data itself). */
 #include "runtime/idx.h"
 #include "runtime/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,58 +26,132 @@
 #define GZIP_MAX_RATIO 1032
 #define GZIP_SLACK 4096
 
-/* Read up to n bytes; returns the count read, or -1 on an I/O or gzip error. */
-static int64_t src_read(struct idx_file *f, void *dst, int64_t n)
+/* A gzip file is inflated here rather than through gzread: gzread
+ * ignores whatever follows the last member and reports nothing when the
+ * file ends before a member's trailer (CRC-32 and length), and neither is
+ * a whole file.  Members written one after another (cat a.gz b.gz) are
+ * valid gzip, as gunzip reads them, and are read the same way. */
+struct gz_in {
+	z_stream z;
+	int fd;
+	int64_t size;       /* compressed bytes, from fstat */
+	int64_t taken;      /* of them read into buf so far */
+	bool eof;           /* read() has returned 0 */
+	bool between;       /* a member has ended: another one or the file's end follows */
+	bool done;          /* the last member ended where the file does */
+	bool cut;           /* the file ends inside a member */
+	int eno;            /* after a failure: the I/O error, 0 for damage */
+	int64_t fail_at;    /* compressed offset of the failure */
+	char msg[160];
+	unsigned char buf[1 << 17];
+};
+
+/* Compressed offset of the next byte inflate has not taken. */
+static int64_t gz_at(const struct gz_in *g)
+{
+	return g->taken - (int64_t)g->z.avail_in;
+}
+
+static int gz_fault(struct gz_in *g, int eno, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int gz_fault(struct gz_in *g, int eno, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(g->msg, sizeof g->msg, fmt, ap);
+	va_end(ap);
+	g->eno = eno;
+	g->fail_at = gz_at(g);
+	return -1;
+}
+
+/* Move what inflate has not taken to the front of buf and read more. */
+static int gz_fill(struct gz_in *g)
+{
+	memmove(g->buf, g->z.next_in, g->z.avail_in);
+	g->z.next_in = g->buf;
+	ssize_t k;
+	do
+		k = read(g->fd, g->buf + g->z.avail_in, sizeof g->buf - g->z.avail_in);
+	while (k < 0 && errno == EINTR);
+	if (k < 0)
+		return gz_fault(g, errno, "read failed: %s", strerror(errno));
+	g->eof = k == 0;
+	g->z.avail_in += (uInt)k;
+	g->taken += k;
+	return 0;
+}
+
+/* Inflate up to n bytes: the count, short at the end of the data or where
+ * the file is cut off (g->cut), or -1 with g->msg. */
+static int64_t gz_read(struct gz_in *g, unsigned char *dst, int64_t n)
 {
 	int64_t done = 0;
-	while (done < n) {
-		if (f->gzip) {
-			/* gzread takes an unsigned count; chunks keep it in range */
-			int64_t chunk = n - done > (1 << 30) ? (1 << 30) : n - done;
-			int got = gzread((gzFile)f->gz, (char *)dst + done, (unsigned)chunk);
-			if (got < 0)
-				return -1;
-			if (got == 0)
-				break;
-			done += got;
-		} else {
-			size_t got = fread((char *)dst + done, 1, (size_t)(n - done), f->raw);
-			if (got == 0) {
-				if (ferror(f->raw))
-					return -1;
+	while (done < n && !g->done && !g->cut) {
+		if (g->z.avail_in < 2 && !g->eof && gz_fill(g) != 0)
+			return -1;
+		if (g->between) {
+			if (g->z.avail_in == 0) {
+				g->done = true;
 				break;
 			}
-			done += (int64_t)got;
+			if (g->z.avail_in < 2 || g->z.next_in[0] != 0x1f || g->z.next_in[1] != 0x8b)
+				return gz_fault(g, 0, "%lld byte%s after the end of the gzip data %s not another gzip member",
+						(long long)(g->size - gz_at(g)), g->size - gz_at(g) == 1 ? "" : "s",
+						g->size - gz_at(g) == 1 ? "is" : "are");
+			inflateReset(&g->z);
+			g->between = false;
+		}
+		/* avail_out is an unsigned int; chunks keep it in range */
+		uInt chunk = n - done > (1 << 30) ? 1u << 30 : (uInt)(n - done);
+		g->z.next_out = dst + done;
+		g->z.avail_out = chunk;
+		int rc = inflate(&g->z, Z_NO_FLUSH);
+		done += chunk - g->z.avail_out;
+		if (rc == Z_STREAM_END)
+			g->between = true;
+		else if (rc == Z_BUF_ERROR && g->eof && g->z.avail_in == 0)
+			g->cut = true;
+		else if (rc != Z_OK) {
+			gz_fault(g, 0, "corrupt gzip data: %s", g->z.msg ? g->z.msg : "inflate failed");
+			/* a trailer field found wrong has just been read: point at its start */
+			if (g->z.msg && (!strcmp(g->z.msg, "incorrect data check") || !strcmp(g->z.msg, "incorrect length check")))
+				g->fail_at -= 4;
+			return -1;
 		}
 	}
 	return done;
 }
 
-static const char *src_error(struct idx_file *f)
-{
-	if (f->gzip) {
-		int code = 0;
-		const char *msg = gzerror((gzFile)f->gz, &code);
-		if (code == Z_ERRNO)
-			return strerror(errno);
-		/* zlib prefixes its own name for the file ("<fd:3>: "); ours is already there */
-		const char *sep = msg ? strstr(msg, ": ") : NULL;
-		if (sep)
-			msg = sep + 2;
-		return msg && *msg ? msg : "unexpected end of compressed data";
-	}
-	return strerror(errno);
-}
-
-/* A failed read.  zlib cannot say where in the stream it found the damage
- * (a bad checksum is only known at the end), so gzip errors carry no offset. */
-static int read_failed(struct idx_file *f, int64_t at, char *err, size_t errlen)
+/* Read up to n bytes; returns the count read, or -1 on an I/O or gzip error. */
+static int64_t src_read(struct idx_file *f, void *dst, int64_t n)
 {
 	if (f->gzip)
-		return util_fail(err, errlen, "%s: corrupt gzip data: %s; the file is damaged; re-download the dataset",
-			    f->path, src_error(f));
+		return gz_read(f->gz, dst, n);
+	int64_t done = 0;
+	while (done < n) {
+		size_t got = fread((char *)dst + done, 1, (size_t)(n - done), f->raw);
+		if (got == 0) {
+			if (ferror(f->raw))
+				return -1;
+			break;
+		}
+		done += (int64_t)got;
+	}
+	return done;
+}
+
+/* A failed read: for a gzip file at the compressed offset of the damage. */
+static int read_failed(struct idx_file *f, int64_t at, char *err, size_t errlen)
+{
+	struct gz_in *g = f->gz;
+	if (f->gzip && !g->eno)
+		return util_fail(err, errlen, "%s: compressed byte %lld: %s; the file is damaged; re-download the dataset",
+			    f->path, (long long)g->fail_at, g->msg);
+	if (f->gzip)
+		return util_fail(err, errlen, "%s: compressed byte %lld: %s; check the disk and the file",
+			    f->path, (long long)g->fail_at, g->msg);
 	return util_fail(err, errlen, "%s: byte %lld: read failed: %s; check the disk and the file",
-		    f->path, (long long)at, src_error(f));
+		    f->path, (long long)at, strerror(errno));
 }
 
 static void format_dims(const struct idx_file *f, char *buf, size_t len)
@@ -98,35 +174,26 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 			    path, sizeof f->path - 1);
 	strcpy(f->path, path);
 
-	FILE *fp = fopen(path, "rb");
-	if (!fp)
-		return util_fail(err, errlen, "%s: cannot open: %s; check the path or download the dataset",
-			    path, strerror(errno));
 	struct stat st;
-	if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-		fclose(fp);
-		return util_fail(err, errlen, "%s: not a regular file; point at the IDX file itself", path);
-	}
+	int fd = util_open_file(path, &st, "check the path or download the dataset", err, errlen);
+	if (fd < 0)
+		return -1;
 	unsigned char sig[2] = { 0, 0 };
-	size_t got_sig = fread(sig, 1, 2, fp);
-	if (got_sig == 2 && sig[0] == 0x1f && sig[1] == 0x8b) {
-		/* reuse the descriptor already checked by fstat rather than reopen the path */
-		int fd = dup(fileno(fp));
-		fclose(fp);
-		gzFile gz = fd < 0 || lseek(fd, 0, SEEK_SET) != 0 ? NULL : gzdopen(fd, "rb");
-		if (!gz) {
-			int e = errno;
-			if (fd >= 0)
-				close(fd);
-			return util_fail(err, errlen, "%s: cannot open as gzip: %s; check the file",
-				    path, e ? strerror(e) : "out of memory");
+	if (pread(fd, sig, 2, 0) == 2 && sig[0] == 0x1f && sig[1] == 0x8b) {
+		struct gz_in *g = calloc(1, sizeof *g);
+		if (!g || inflateInit2(&g->z, 16 + MAX_WBITS) != Z_OK) { /* 16: gzip framing only */
+			free(g);
+			close(fd);
+			return util_fail(err, errlen, "%s: out of memory opening the gzip file", path);
 		}
-		gzbuffer(gz, 1 << 17);
-		f->gz = gz;
+		g->fd = fd;
+		g->size = (int64_t)st.st_size;
+		f->gz = g;
 		f->gzip = 1;
-	} else {
-		rewind(fp);
-		f->raw = fp;
+	} else if (!(f->raw = fdopen(fd, "rb"))) {
+		int e = errno;
+		close(fd);
+		return util_fail(err, errlen, "%s: cannot open: %s", path, strerror(e));
 	}
 
 	unsigned char head[4 + 4 * IDX_MAX_DIMS] = { 0 };
@@ -221,17 +288,19 @@ int idx_read(struct idx_file *f, uint8_t *dst, char *err, size_t errlen)
 	int64_t got = src_read(f, dst, f->count);
 	if (got < 0)
 		return read_failed(f, f->header_len, err, errlen);
+	struct gz_in *g = f->gz;
 	if (got < f->count) {
-		char dims[128];
+		char dims[128], where[64] = "";
 		format_dims(f, dims, sizeof dims);
+		if (f->gzip)
+			snprintf(where, sizeof where, ": the gzip data stops at compressed byte %lld", (long long)g->taken);
 		return util_fail(err, errlen, "%s: byte %lld%s: data ends after %lld of the %lld bytes its header (%s) "
-			    "promises%s%s; the file is truncated; re-download the dataset",
+			    "promises%s; the file is truncated; re-download the dataset",
 			    f->path, (long long)(f->header_len + got), f->gzip ? " (decompressed)" : "",
-			    (long long)got, (long long)f->count, dims,
-			    f->gzip ? ": " : "", f->gzip ? src_error(f) : "");
+			    (long long)got, (long long)f->count, dims, where);
 	}
 	/* one more byte: finds trailing data, and for gzip reaches the member's
-	 * trailer so zlib checks the CRC and length */
+	 * trailer, so that inflate checks the CRC and length, and what follows it */
 	unsigned char extra;
 	int64_t more = src_read(f, &extra, 1);
 	int64_t end = f->header_len + f->count;
@@ -241,6 +310,10 @@ int idx_read(struct idx_file *f, uint8_t *dst, char *err, size_t errlen)
 		return util_fail(err, errlen, "%s: byte %lld%s: trailing data after the %lld bytes the header "
 			    "describes; the file is corrupt; re-download the dataset",
 			    f->path, (long long)end, f->gzip ? " (decompressed)" : "", (long long)end);
+	if (f->gzip && g->cut)
+		return util_fail(err, errlen, "%s: compressed byte %lld: the file ends inside its gzip data, after all %lld "
+			    "bytes the header describes (the CRC-32 and length that check them are cut off); the file is "
+			    "truncated; re-download the dataset", f->path, (long long)g->taken, (long long)end);
 	return 0;
 }
 
@@ -248,8 +321,12 @@ void idx_close(struct idx_file *f)
 {
 	if (f->raw)
 		fclose(f->raw);
-	if (f->gz)
-		gzclose((gzFile)f->gz);
+	if (f->gz) {
+		struct gz_in *g = f->gz;
+		inflateEnd(&g->z);
+		close(g->fd);
+		free(g);
+	}
 	f->raw = NULL;
 	f->gz = NULL;
 }

@@ -24,7 +24,7 @@ struct idx_file {
 	int64_t header_len;  /* 4 + 4 * ndim: byte offset of the first data byte */
 	int gzip;            /* 1 when the bytes on disk are gzip, offsets then count decompressed bytes */
 	FILE *raw;           /* exactly one of raw / gz is open between idx_open and idx_close */
-	void *gz;            /* gzFile, kept opaque so users need not include zlib.h */
+	void *gz;            /* idx.c's inflate state, kept opaque so users need not include zlib.h */
 };
 
 /* Open path and read its header.  want_ndim 1..IDX_MAX_DIMS demands that rank

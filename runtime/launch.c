@@ -429,3 +429,10 @@ int launch_store_fd(void)
 	const char *s = getenv("TRAINC_STORE_FD");
 	return s ? atoi(s) : -1;
 }
+
+int launch_job_pid(void)
+{
+	/* a worker's parent is its launcher: spawn() checked it, and a worker
+	 * dies with it */
+	return getenv("TRAINC_WORKER") ? (int)getppid() : (int)getpid();
+}

@@ -32,4 +32,7 @@ void launch_wait_begin(void);
 void launch_wait_end(void);
 /* In a worker: the store connection inherited from the launcher, or -1. */
 int launch_store_fd(void);
+/* The process that runs the job: the launcher, seen from a worker, else
+ * this process.  It outlives every rank and holds the --save folder's lock. */
+int launch_job_pid(void);
 #endif

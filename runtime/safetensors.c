@@ -568,14 +568,10 @@ int safetensors_open(struct safetensors_file *f, const char *path, char *err, si
 	if (strlen(path) >= sizeof f->path)
 		return util_fail(err, errlen, "%.200s...: path longer than %zu bytes; use a shorter path", path,
 			    sizeof f->path - 1);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return util_fail(err, errlen, "%s: cannot open: %s; check the path", path, strerror(errno));
 	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return util_fail(err, errlen, "%s: not a regular file; give the path of a .safetensors file", path);
-	}
+	int fd = util_open_file(path, &st, "give the path of a .safetensors file", err, errlen);
+	if (fd < 0)
+		return -1;
 	size_t size = (size_t)st.st_size;
 	if (size < 8) {
 		close(fd);

@@ -474,11 +474,17 @@ int train_resume_at(const struct plan *p, const char *resume, const char *flag, 
 {
 	if (train_resume_world(p, resume, flag, at, world, micro, err, errlen) != 0)
 		return -1;
+	int64_t saved = at->batch;
 	if (at->world != world)
 		at->batch = at->batch * at->micro * at->world / (micro * world);
+	/* an epoch's end is its last batch; past it is no position a run saves */
+	if (at->batch > num_batches)
+		return util_fail(err, errlen, "%s: the state.json of the checkpoint 'latest' names says \"batch\": %lld, past the end of "
+				 "an epoch (%lld batches at this run's %d rank%s); the checkpoint is damaged", resume, (long long)saved,
+				 (long long)num_batches, world, world == 1 ? "" : "s");
 	at->world = world;
 	at->micro = micro;
-	if (at->batch >= num_batches) { /* saved at an epoch's end */
+	if (at->batch == num_batches) { /* saved at an epoch's end */
 		at->epoch++;
 		at->batch = 0;
 		at->loss_sum = at->loss_n = 0;

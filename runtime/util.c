@@ -1,9 +1,15 @@
 /* util.c: see util.h. */
 #include "runtime/util.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int util_fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -45,4 +51,51 @@ int util_utf8_len(const unsigned char *s, size_t n)
 		if (s[i] < 0x80 || s[i] > 0xBF)
 			return 0;
 	return len;
+}
+
+static const char *file_kind(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISSOCK(m))
+		return "a socket";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	return "not a file";
+}
+
+int util_open_file(const char *path, struct stat *st, const char *what_to_do, char *err, size_t errlen)
+{
+	const char *sep = what_to_do ? "; " : "", *todo = what_to_do ? what_to_do : "";
+	/* O_NONBLOCK: open() returns at once even for a FIFO with no writer */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, st) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		util_fail(err, errlen, "%s: cannot open: %s%s%s", path, strerror(e), sep, todo);
+		errno = e;
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		util_fail(err, errlen, "%s is not a regular file (%s)%s%s", path, file_kind(st->st_mode), sep, todo);
+		errno = EINVAL;
+		return -1;
+	}
+	/* reads of a regular file do not wait anyway; cleared all the same,
+	 * so that the descriptor is an ordinary one wherever it goes */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
+}
+
+bool util_pid_gone(long pid)
+{
+	return pid > 0 && pid <= INT_MAX && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }

@@ -1,10 +1,13 @@
-/* util.h: the three small helpers every runtime module needs alike: an
- * error message into a caller's buffer, a monotonic clock and the length
- * of a UTF-8 sequence.  Nothing else belongs here.
+/* util.h: the small helpers every runtime module needs alike: an error
+ * message into a caller's buffer, a monotonic clock, the length of a
+ * UTF-8 sequence, opening an input file that must be a regular file, and
+ * whether a process is gone.  Nothing else belongs here.
  */
 #ifndef UTIL_H
 #define UTIL_H
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 /* Format into err (when err and errlen are set) and return -1. */
 int util_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -13,4 +16,13 @@ double util_now(void);
 /* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid: no
  * overlong forms, no surrogates, nothing above U+10FFFF. */
 int util_utf8_len(const unsigned char *s, size_t n);
+/* Open path for reading as a regular file: the descriptor (close-on-exec,
+ * blocking) with its fstat in *st, or -1.  A FIFO or a device is refused
+ * without waiting on it (a plain open() of a FIFO blocks until a writer
+ * comes, for ever).  On failure errno is open()'s, or EINVAL for a path
+ * that is not a regular file, and err says "PATH: cannot open: REASON" or
+ * "PATH is not a regular file (a FIFO)", then "; what_to_do" when given. */
+int util_open_file(const char *path, struct stat *st, const char *what_to_do, char *err, size_t errlen);
+/* Whether no process pid exists any more (one of another user is alive). */
+bool util_pid_gone(long pid);
 #endif

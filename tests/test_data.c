@@ -68,6 +68,12 @@ static size_t make_idx(uint8_t *buf, int ndim, const uint32_t *dims, const uint8
 	return 4 + 4 * (size_t)ndim + data_len;
 }
 
+static long long file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
 static int contains(const char *s, const char *sub)
 {
 	if (!strstr(s, sub)) {
@@ -182,8 +188,10 @@ static void test_idx_errors(void)
 	CHECK(f && fseek(f, -8, SEEK_END) == 0);
 	int c = fgetc(f);
 	CHECK(fseek(f, -8, SEEK_END) == 0 && fputc(c ^ 0xff, f) != EOF && fclose(f) == 0);
-	expect_fail(at("crc.gz"), 1, "crc.gz: corrupt gzip data: incorrect data check; the file is damaged; "
-		    "re-download the dataset");
+	char want[256];
+	snprintf(want, sizeof want, "crc.gz: compressed byte %lld: corrupt gzip data: incorrect data check; the file is "
+		 "damaged; re-download the dataset", (long long)file_size(at("crc.gz")) - 8);
+	expect_fail(at("crc.gz"), 1, want);
 
 	/* the same where the data does not fit zlib's buffer */
 	enum { BIG = 300000 };
@@ -198,14 +206,70 @@ static void test_idx_errors(void)
 	CHECK(f && fseek(f, -8, SEEK_END) == 0);
 	c = fgetc(f);
 	CHECK(fseek(f, -8, SEEK_END) == 0 && fputc(c ^ 0xff, f) != EOF && fclose(f) == 0);
-	expect_fail(at("big-crc.gz"), 1, "big-crc.gz: corrupt gzip data: incorrect data check");
+	snprintf(want, sizeof want, "big-crc.gz: compressed byte %lld: corrupt gzip data: incorrect data check",
+		 (long long)file_size(at("big-crc.gz")) - 8);
+	expect_fail(at("big-crc.gz"), 1, want);
 
 	/* a gzip file cut in the middle */
 	write_bytes(at("cut.gz"), file, n, 1);
 	CHECK(truncate(at("cut.gz"), 150000) == 0);
 	expect_fail(at("cut.gz"), 1, "(decompressed): data ends after ");
-	CHECK(contains(err, "of the 300000 bytes its header (300000) promises: unexpected end of file; "
+	CHECK(contains(err, "of the 300000 bytes its header (300000) promises: the gzip data stops at compressed byte 150000; "
 		       "the file is truncated; re-download the dataset"));
+	/* a FIFO is refused, not opened: open() of one waits for a writer for ever */
+	CHECK(mkfifo(at("fifo"), 0600) == 0);
+	alarm(30);
+	expect_fail(at("fifo"), 1, "fifo is not a regular file (a FIFO); check the path or download the dataset");
+	alarm(0);
+}
+
+/* The end of a gzip file: a cut trailer and bytes after the gzip data are
+ * damage (before, zlib's gzread passed over both), while members written
+ * one after another are read as gunzip reads them. */
+static void test_idx_gzip_end(void)
+{
+	uint8_t buf[64], data[5] = { 9, 0, 3, 7, 1 }, got[16];
+	size_t n = make_idx(buf, 1, (uint32_t[]){ 5 }, data, 5);
+	char want[256];
+	struct idx_file f;
+	for (int cut = 1; cut <= 8; cut++) { /* into the CRC-32 and length */
+		write_bytes(at("trailer.gz"), buf, n, 1);
+		long long size = file_size(at("trailer.gz"));
+		CHECK(truncate(at("trailer.gz"), size - cut) == 0);
+		snprintf(want, sizeof want, "trailer.gz: compressed byte %lld: the file ends inside its gzip data, after all 13 "
+			 "bytes the header describes (the CRC-32 and length that check them are cut off); the file is truncated; "
+			 "re-download the dataset", size - cut);
+		expect_fail(at("trailer.gz"), 1, want);
+	}
+	static const struct { const char *bytes; size_t len; } tails[] = { { "garbage!", 8 }, { "\0\0\0\0\0", 5 }, { "\x1f", 1 } };
+	for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+		write_bytes(at("tail.gz"), buf, n, 1);
+		long long size = file_size(at("tail.gz"));
+		FILE *fp = fopen(at("tail.gz"), "ab");
+		CHECK(fp && fwrite(tails[i].bytes, 1, tails[i].len, fp) == tails[i].len && fclose(fp) == 0);
+		snprintf(want, sizeof want, "tail.gz: compressed byte %lld: %zu byte%s after the end of the gzip data %s not another "
+			 "gzip member; the file is damaged; re-download the dataset", size, tails[i].len, tails[i].len == 1 ? "" : "s",
+			 tails[i].len == 1 ? "is" : "are");
+		expect_fail(at("tail.gz"), 1, want);
+	}
+	/* two members, the data split between them, and an empty third */
+	write_bytes(at("m1.gz"), buf, 10, 1);
+	write_bytes(at("m2.gz"), buf + 10, n - 10, 1);
+	write_bytes(at("m3.gz"), buf, 0, 1);
+	FILE *out = fopen(at("members.gz"), "wb");
+	CHECK(out != NULL);
+	for (int i = 1; out && i <= 3; i++) {
+		char name[16], part[64];
+		snprintf(name, sizeof name, "m%d.gz", i);
+		FILE *in = fopen(at(name), "rb");
+		size_t k = in ? fread(part, 1, sizeof part, in) : 0;
+		CHECK(in && k > 0 && fwrite(part, 1, k, out) == k);
+		if (in)
+			fclose(in);
+	}
+	CHECK(out && fclose(out) == 0);
+	memset(got, 0, sizeof got);
+	CHECK(load(at("members.gz"), 1, got, sizeof got, &f) == 0 && f.gzip && memcmp(got, data, 5) == 0);
 }
 
 /* a tiny MNIST-like pair: n images of 28 x 28, pixel (i, j) = (i + j + s) % 256 */
@@ -270,6 +334,13 @@ static void test_mnist_layouts(void)
 	CHECK(dataset_mnist(&ds, at("half"), "train", 0, 1, err, sizeof err) == -1);
 	CHECK(contains(err, "found ") && contains(err, "half/train-images-idx3-ubyte but not ") &&
 	      contains(err, "half/train-labels-idx1-ubyte[.gz]"));
+	/* a link to nothing is named as one, not taken for a missing file */
+	CHECK(symlink(at("gone/train-labels-idx1-ubyte.gz"), at("half/train-labels-idx1-ubyte.gz")) == 0);
+	CHECK(dataset_mnist(&ds, at("half"), "train", 0, 1, err, sizeof err) == -1);
+	char link[1200];
+	snprintf(link, sizeof link, "%s is a symbolic link to %s, which does not exist (a dangling link); point it at the file "
+		 "or re-download the dataset", at("half/train-labels-idx1-ubyte.gz"), at("gone/train-labels-idx1-ubyte.gz"));
+	CHECK(contains(err, link));
 }
 
 static void test_mnist_errors(void)
@@ -775,6 +846,7 @@ int main(void)
 	unsetenv("TRAINC_NO_CACHE");
 	RUN(test_idx_raw_and_gzip);
 	RUN(test_idx_errors);
+	RUN(test_idx_gzip_end);
 	RUN(test_mnist_layouts);
 	RUN(test_mnist_errors);
 	RUN(test_dataset_cache);

@@ -337,7 +337,14 @@ static void test_open_errors(void)
 	struct safetensors_file f;
 	CHECK(safetensors_open(&f, at("missing.safetensors"), err, sizeof err) == -1);
 	CHECK(contains(err, "missing.safetensors: cannot open: No such file or directory"));
-	CHECK(safetensors_open(&f, tmp, err, sizeof err) == -1 && contains(err, "not a regular file"));
+	CHECK(safetensors_open(&f, tmp, err, sizeof err) == -1 && contains(err, "is not a regular file (a directory)"));
+	/* a FIFO is refused, not opened: open() of one waits for a writer for ever */
+	CHECK(mkfifo(at("fifo.safetensors"), 0600) == 0);
+	alarm(30);
+	CHECK(safetensors_open(&f, at("fifo.safetensors"), err, sizeof err) == -1);
+	alarm(0);
+	CHECK(contains(err, "fifo.safetensors is not a regular file (a FIFO); give the path of a .safetensors file"));
+	unlink(at("fifo.safetensors"));
 	write_file(at("short.safetensors"), "abc", 3);
 	CHECK(safetensors_open(&f, at("short.safetensors"), err, sizeof err) == -1);
 	CHECK(contains(err, "short.safetensors: byte 0: file is 3 bytes, too short"));

@@ -35,6 +35,37 @@ for case in "m.net --cpus 1" "m.net --cpus 2" "f.net --cpus 2"; do
 	echo "ok $case: failed checkpoints said, training went on, weights in the run directory"
 done
 
+# only `latest` cannot be written (its temporary file leads to /dev/full,
+# a full disk; exec keeps the PID the file is named by): the step's folder
+# is taken out again, so "was not saved" is true and latest never names
+# anything but a whole checkpoint, and no temporary file is left.  Before,
+# the folder stayed, the warning said it was not saved, and the temporary
+# file stayed, failing every later save too.
+full_latest() { # CK RUN ARGS...: a single-rank run whose first `latest` update fails
+	ck=$1 run=$2
+	shift 2
+	sh -c 'ck=$1; shift; ln -s /dev/full "$ck/.tmp-latest-$$" && exec "$@"' sh "$ck" "$TRAINC" tests/cli/nets/mlp_mse.net \
+		--save "$ck" --run-dir "$run" "$@" > "$tmp/out" 2>&1
+}
+rm -rf "$tmp/ck"
+mkdir "$tmp/ck"
+full_latest "$tmp/ck" "$tmp/rl1" --set train.checkpoint_every=2
+rc=$?
+[ $rc -eq 0 ] || fail "latest on a full disk, then not: exit $rc"
+grep -q "warning: the checkpoint of step 2 was not saved: $tmp/ck/latest cannot be made to name step-00000002 (.*No space left on device), so $tmp/ck/step-00000002 is removed again; the folder holds no checkpoint yet; training goes on" "$tmp/out" ||
+	fail "latest on a full disk: the warning"
+[ "$(cd "$tmp/ck" && echo * .tmp*)" = "latest step-00000004 step-00000006 .tmp*" ] || fail "latest on a full disk: left $(ls -A "$tmp/ck")"
+# the last save fails so: the run directory has the weights, latest the step before
+full_latest "$tmp/ck" "$tmp/rl2" --set train.steps=8 --resume "$tmp/ck"
+rc=$?
+[ $rc -eq 1 ] && grep -q "(the final weights are there)" "$tmp/out" || fail "the last save's latest on a full disk: exit $rc"
+grep -q "so $tmp/ck/step-00000008 is removed again and latest still names the checkpoint before it" "$tmp/out" ||
+	fail "the last save's latest on a full disk: the message"
+[ "$(cat "$tmp/ck/latest")" = step-00000006 ] && [ ! -e "$tmp/ck/step-00000008" ] && [ -z "$(ls -A "$tmp/ck" | grep tmp)" ] ||
+	fail "the last save's latest on a full disk: left $(ls -A "$tmp/ck"), latest $(cat "$tmp/ck/latest")"
+[ $failed = 0 ] && echo "ok a latest that cannot be written: the step's folder is taken out again, as the warning says" ||
+	sed 's/^/    /' "$tmp/out" | tail -8
+
 # metrics.jsonl past the size limit: one warning, training goes on, and
 # every line left is whole (before, a failed write was ignored and the next
 # line was glued to the half-written one)

@@ -1,0 +1,54 @@
+# What --resume says of a checkpoint it cannot continue from is true and
+# says what to do: `latest` naming a file is not taken for an incomplete
+# folder; a newest checkpoint that fails its manifest names the step folder
+# before it when that one is whole (and following the advice resumes);
+# state.json values no run writes are damage: a world beyond an int (before,
+# 4294967297 was read as 1), a batch past the end of an epoch (before, taken
+# for a later epoch), a file longer than any state.json (before, "a field
+# is missing").
+. "$(dirname "$0")/preamble.inc"
+net=tests/cli/nets/mlp_mse.net
+"$TRAINC" $net --set train.checkpoint_every=2 --save "$tmp/ck" --run-dir "$tmp/r0" > /dev/null 2>&1 || fail "the checkpointing run failed"
+n=0
+refused() { # FOLDER MESSAGE: --resume FOLDER exits 1 saying MESSAGE
+	n=$((n + 1))
+	"$TRAINC" $net --resume "$1" --run-dir "$tmp/r$n" > "$tmp/out" 2>&1
+	rc=$?
+	[ $rc -eq 1 ] && grep -qF -- "$2" "$tmp/out" || { fail "--resume $1: exit $rc, no '$2':"; sed 's/^/    /' "$tmp/out"; }
+}
+copy() { rm -rf "$tmp/$1"; cp -r "$tmp/ck" "$tmp/$1"; }
+restate() { # FOLDER SED-EXPRESSION: edit FOLDER/state.json, and its manifest line to match
+	st=$1/state.json
+	sed "$2" "$st" > "$tmp/state" && mv "$tmp/state" "$st"
+	crc=$(gzip -c "$st" | tail -c 8 | head -c 4 | od -An -tx4 | tr -d ' ')
+	sed -i "s/^state.json .*/state.json $(wc -c < "$st") $crc/" "$1/manifest.txt"
+}
+
+copy file
+: > "$tmp/file/step-00000008"
+echo step-00000008 > "$tmp/file/latest"
+refused "$tmp/file" "$tmp/file/latest names step-00000008, which is not a folder, so not a checkpoint; $tmp/file/step-00000006 is a whole checkpoint: write step-00000006 into $tmp/file/latest to resume from it"
+
+copy bad
+printf 'X' | dd of="$tmp/bad/step-00000006/weights.safetensors" bs=1 seek=200 conv=notrunc 2> /dev/null
+refused "$tmp/bad" "the file is corrupt; $tmp/bad/step-00000004 is a whole checkpoint: write step-00000004 into $tmp/bad/latest to resume from it"
+echo step-00000004 > "$tmp/bad/latest"
+"$TRAINC" $net --resume "$tmp/bad" --run-dir "$tmp/rb" > "$tmp/out" 2>&1 && grep -q "Resumed from $tmp/bad at step 4" "$tmp/out" ||
+	{ fail "the advice does not resume:"; sed 's/^/    /' "$tmp/out"; }
+# the one before damaged too: nothing is offered
+echo step-00000006 > "$tmp/bad/latest"
+printf 'X' | dd of="$tmp/bad/step-00000004/weights.safetensors" bs=1 seek=200 conv=notrunc 2> /dev/null
+refused "$tmp/bad" "the file is corrupt"
+grep -q "whole checkpoint" "$tmp/out" && fail "a damaged checkpoint was offered: $(cat "$tmp/out")"
+
+copy world
+restate "$tmp/world/step-00000006" 's/"world": 1,/"world": 4294967297,/'
+refused "$tmp/world" "state.json: a position no run reaches (epoch 1, batch 6, step 6, 4294967297 ranks, micro-batch 8); the checkpoint is damaged"
+copy batch
+restate "$tmp/batch/step-00000006" 's/"batch": 6,/"batch": 13,/'
+refused "$tmp/batch" "the state.json of the checkpoint 'latest' names says \"batch\": 13, past the end of an epoch (12 batches at this run's 1 rank); the checkpoint is damaged"
+copy long
+restate "$tmp/long/step-00000006" "1s/^/$(printf '%2100s' '')/"
+refused "$tmp/long" "state.json: more than 2047 bytes, longer than any state.json trainc writes; the checkpoint is damaged"
+[ $failed = 0 ] && echo "ok what --resume says of a checkpoint it cannot use is true and says what to do"
+exit $failed

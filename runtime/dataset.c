@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/idx.h"
@@ -41,9 +43,12 @@ static int mul_ok(int64_t a, int64_t b, int64_t *out)
 /* Decompressed copies of gzip'd IDX files, so a run after the first
  * starts without inflating them: $XDG_CACHE_HOME/trainc (or
  * ~/.cache/trainc), keyed by both files' paths, sizes and modification
- * times, checked by size and a trailer; a label out of range in the copy
- * makes the files be read again and the copy rewritten.  Any failure only means no cache;
- * TRAINC_NO_CACHE turns it off. */
+ * times, checked by size and a trailer holding a hash of the contents
+ * (a copy damaged on disk would otherwise train on whatever it holds); a
+ * copy that fails the check, or holds a label out of range, makes the files
+ * be read again and the copy rewritten.  Any failure only means no cache;
+ * TRAINC_NO_CACHE turns it off.  A copy is only ever replaced by a rename,
+ * never rewritten in place, so a run that has one mapped keeps reading it. */
 static bool cache_path(char *out, size_t n, const char *images, const char *labels)
 {
 	if (getenv("TRAINC_NO_CACHE"))
@@ -82,11 +87,38 @@ static bool cache_path(char *out, size_t n, const char *images, const char *labe
 	return w > 0 && (size_t)w < n;
 }
 
-static const uint64_t CACHE_TRAILER = 0x74726169636e6964ull;
+/* The copy's last 16 bytes: a hash of what comes before, then a mark. */
+struct cache_trailer {
+	uint64_t hash, mark;
+};
+static const uint64_t CACHE_MARK = 0x3263787464696174ull; /* "taidtxc2": the copy with a hash */
 
-/* Map the cached copy privately (pages load as they are touched; the label
- * conversion writes copy-on-write pages, never the file): the mapping or NULL,
- * also where something that is not a regular file has the copy's name. */
+/* A 64-bit FNV-1a over 8-byte words in four interleaved lanes (so the
+ * multiplies overlap: a 47 MB copy hashes in a few milliseconds), then the
+ * bytes past the last whole group of 32. */
+static uint64_t cache_hash(const uint8_t *p, size_t n)
+{
+	const uint64_t prime = 0x100000001b3ull;
+	uint64_t h[4] = { 0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x9ce484222325cbf2ull, 0x2325cbf29ce48422ull };
+	size_t i = 0;
+	for (; i + 32 <= n; i += 32) {
+		for (int k = 0; k < 4; k++) {
+			uint64_t w;
+			memcpy(&w, p + i + 8 * k, 8);
+			h[k] = (h[k] ^ w) * prime;
+		}
+	}
+	uint64_t r = h[0];
+	for (int k = 1; k < 4; k++)
+		r = (r ^ h[k]) * prime;
+	for (; i < n; i++)
+		r = (r ^ p[i]) * prime;
+	return (r ^ n) * prime;
+}
+
+/* Map the cached copy privately (the label conversion writes copy-on-write
+ * pages, never the file) once its trailer and hash check: the mapping or
+ * NULL, also where something that is not a regular file has the copy's name. */
 static void *cache_map(const char *path, size_t total)
 {
 	struct stat st;
@@ -94,22 +126,35 @@ static void *cache_map(const char *path, size_t total)
 	if (fd < 0)
 		return NULL;
 	void *m = NULL;
-	if ((size_t)st.st_size == total + sizeof CACHE_TRAILER) {
+	struct cache_trailer tr;
+	if ((size_t)st.st_size == total + sizeof tr) {
 		m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-		uint64_t trailer = 0;
-		if (m == MAP_FAILED)
+		if (m == MAP_FAILED) {
 			m = NULL;
-		else if (memcpy(&trailer, (char *)m + total, sizeof trailer), trailer != CACHE_TRAILER) {
+		} else if (memcpy(&tr, (char *)m + total, sizeof tr), tr.mark != CACHE_MARK || tr.hash != cache_hash(m, total)) {
 			munmap(m, (size_t)st.st_size);
 			m = NULL;
+		} else {
+			futimens(fd, NULL); /* in use: not swept as unused */
 		}
 	}
 	close(fd);
 	return m;
 }
 
+enum { CACHE_UNUSED_DAYS = 30 };
+
+/* idx-<16 hex digits>.raw: a copy's name, as cache_path makes it */
+static bool cache_name(const char *name)
+{
+	size_t n = strlen(name);
+	return n == 24 && strncmp(name, "idx-", 4) == 0 && strspn(name + 4, "0123456789abcdef") == 16 && !strcmp(name + 20, ".raw");
+}
+
 /* Remove what writers of path that no longer run left behind
- * (path.PID.tmp of a run interrupted while writing the copy). */
+ * (path.PID.tmp of a run interrupted while writing the copy), and copies
+ * no run has used for CACHE_UNUSED_DAYS (cache_map dates each use): those
+ * of files since moved, changed or deleted, which nothing would use again. */
 static void cache_sweep(const char *path)
 {
 	char dir[4200];
@@ -122,8 +167,15 @@ static void cache_sweep(const char *path)
 	size_t n = strlen(leaf);
 	DIR *d = opendir(dir);
 	struct dirent *de;
+	time_t old = time(NULL) - (time_t)CACHE_UNUSED_DAYS * 24 * 3600;
 	while (d && (de = readdir(d))) {
 		char *end;
+		struct stat st;
+		if (cache_name(de->d_name) && strcmp(de->d_name, leaf) != 0 && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode) && st.st_mtime < old) {
+			unlinkat(dirfd(d), de->d_name, 0);
+			continue;
+		}
 		if (strncmp(de->d_name, leaf, n) != 0 || de->d_name[n] != '.')
 			continue;
 		long pid = strtol(de->d_name + n + 1, &end, 10);
@@ -148,7 +200,8 @@ static void cache_write(const char *path, const void *block, size_t total)
 	FILE *f = fopen(tmp, "wb");
 	if (!f)
 		return;
-	bool ok = fwrite(block, 1, total, f) == total && fwrite(&CACHE_TRAILER, sizeof CACHE_TRAILER, 1, f) == 1;
+	struct cache_trailer tr = { cache_hash(block, total), CACHE_MARK };
+	bool ok = fwrite(block, 1, total, f) == total && fwrite(&tr, sizeof tr, 1, f) == 1;
 	ok &= fclose(f) == 0;
 	if (!ok || rename(tmp, path) != 0)
 		unlink(tmp);
@@ -223,7 +276,7 @@ static int load_idx(struct dataset *ds, const char *images_path, const char *lab
 	if ((im.gzip || lb.gzip) && cache_path(cache, sizeof cache, images_path, labels_path) && total > 0 && use_cache) {
 		block = cache_map(cache, (size_t)total);
 		if (block)
-			ds->map_len = (size_t)total + sizeof CACHE_TRAILER;
+			ds->map_len = (size_t)total + sizeof(struct cache_trailer);
 	}
 	bool cached = block != NULL;
 	if (!block)
@@ -240,8 +293,11 @@ static int load_idx(struct dataset *ds, const char *images_path, const char *lab
 			free(block);
 			goto bad;
 		}
-		if (im.gzip || lb.gzip)
+		if (im.gzip || lb.gzip) {
+			/* the labels' int32 room past their n bytes: zeros in the copy, not what malloc left */
+			memset((uint8_t *)ds->labels + n, 0, (size_t)(label_bytes - n));
 			cache_write(cache, block, (size_t)total);
+		}
 	}
 	idx_close(&im);
 	idx_close(&lb);

@@ -547,10 +547,11 @@ int ckpt_shard_write(const char *dir, const struct plan *p, int64_t step, int ra
 		memcpy(t[n].shape, pr->shape.d, sizeof(int64_t) * (size_t)pr->shape.rank);
 		n++;
 	}
-	char meta_world[32];
+	char meta_world[32], meta_rank[32];
 	snprintf(meta_world, sizeof meta_world, "%d", world);
-	struct safetensors_meta meta[2] = { { "format", "trainc-fsdp-shard" }, { "world", meta_world } };
-	int rc = safetensors_write_typed(path, t, n, meta, 2, err, errlen);
+	snprintf(meta_rank, sizeof meta_rank, "%d", rank);
+	struct safetensors_meta meta[3] = { { "format", "trainc-fsdp-shard" }, { "world", meta_world }, { "rank", meta_rank } };
+	int rc = safetensors_write_typed(path, t, n, meta, 3, err, errlen);
 	free(t);
 	free(names);
 	return rc;
@@ -629,6 +630,16 @@ static int load_shards(const char *folder, const struct plan *p, int world, int 
 		snprintf(leaf, sizeof leaf, "shard-%05d-of-%05d.safetensors", r, world);
 		join(path, sizeof path, folder, leaf);
 		rc = safetensors_open(&sf[r], path, err, errlen);
+		/* the rank the part was written by (absent before it was recorded):
+		 * a renamed shard file would put its part in another's place */
+		const char *by = rc == 0 ? safetensors_meta_get(&sf[r], "rank") : NULL;
+		char want[16];
+		snprintf(want, sizeof want, "%d", r);
+		if (by && strcmp(by, want) != 0) {
+			snprintf(err, errlen, "%s holds rank %s's part, not rank %d's; the shard files were renamed: give each its own name back",
+				 path, by, r);
+			rc = -1; /* the loop counts it opened, to be closed */
+		}
 	}
 	for (int u = 0; u < p->nunits && rc == 0; u++) {
 		const struct unit *un = &p->units[u];

@@ -5,7 +5,8 @@
 # state.json values no run writes are damage: a world beyond an int (before,
 # 4294967297 was read as 1), a batch past the end of an epoch (before, taken
 # for a later epoch), a file longer than any state.json (before, "a field
-# is missing").
+# is missing"); sharded shard files swapped (manifest and all) are named,
+# where they trained on each other's parts.
 . "$(dirname "$0")/preamble.inc"
 net=tests/cli/nets/mlp_mse.net
 "$TRAINC" $net --set train.checkpoint_every=2 --save "$tmp/ck" --run-dir "$tmp/r0" > /dev/null 2>&1 || fail "the checkpointing run failed"
@@ -51,4 +52,18 @@ copy long
 restate "$tmp/long/step-00000006" "1s/^/$(printf '%2100s' '')/"
 refused "$tmp/long" "state.json: more than 2047 bytes, longer than any state.json trainc writes; the checkpoint is damaged"
 [ $failed = 0 ] && echo "ok what --resume says of a checkpoint it cannot use is true and says what to do"
+# the two shard files of a 2-rank FSDP checkpoint, swapped with their manifest lines
+"$TRAINC" tests/cli/nets/mlp_fsdp.net --cpus 2 --save "$tmp/sh" --run-dir "$tmp/rs" > /dev/null 2>&1 || fail "the sharded run failed"
+f=$tmp/sh/$(cat "$tmp/sh/latest")
+mv "$f/shard-00000-of-00002.safetensors" "$f/x" && mv "$f/shard-00001-of-00002.safetensors" "$f/shard-00000-of-00002.safetensors" &&
+	mv "$f/x" "$f/shard-00001-of-00002.safetensors"
+for s in 0 1; do
+	leaf=shard-0000$s-of-00002.safetensors
+	crc=$(gzip -c "$f/$leaf" | tail -c 8 | head -c 4 | od -An -tx4 | tr -d ' ')
+	sed -i "s/^$leaf .*/$leaf $(wc -c < "$f/$leaf") $crc/" "$f/manifest.txt"
+done
+"$TRAINC" tests/cli/nets/mlp_fsdp.net --cpus 1 --resume "$tmp/sh" --run-dir "$tmp/rsw" > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -qF "shard-00000-of-00002.safetensors holds rank 1's part, not rank 0's; the shard files were renamed" "$tmp/out" ||
+	{ fail "swapped shard files: exit $rc:"; sed 's/^/    /' "$tmp/out"; }
 exit $failed

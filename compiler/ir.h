@@ -53,7 +53,7 @@ struct node {
 	int alias;         /* node whose buffer this output reuses (flatten), or -1 */
 	union {
 		struct { int64_t in, out; bool bias; } linear;
-		struct { int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups; bool bias; } conv;
+		struct { int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups; bool bias, valid; } conv; /* valid: padding="valid", as PyTorch's repr shows it */
 		struct {
 			int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 			bool ceil_mode, count_include_pad;

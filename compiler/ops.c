@@ -235,6 +235,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 				diag_error(d, s[4]->loc, "padding must be an integer, a pair or \"valid\"");
 				return false;
 			}
+			n->a.conv.valid = true;
 		} else if (s[4] && !get_pair(d, s[4], "padding", &n->a.conv.ph, &n->a.conv.pw, 0)) {
 			return false;
 		}
@@ -745,7 +746,9 @@ void op_describe(const struct node *n, char *buf, int len)
 		const struct node *c = n;
 		int at = snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ", kernel_size=(%" PRId64 ", %" PRId64 "), stride=(%" PRId64 ", %" PRId64 ")",
 				  t, c->a.conv.cin, c->a.conv.cout, c->a.conv.kh, c->a.conv.kw, c->a.conv.sh, c->a.conv.sw);
-		if ((c->a.conv.ph || c->a.conv.pw) && at < len)
+		if (c->a.conv.valid && at < len)
+			at += snprintf(buf + at, l - (size_t)at, ", padding=valid");
+		else if ((c->a.conv.ph || c->a.conv.pw) && at < len)
 			at += snprintf(buf + at, l - (size_t)at, ", padding=(%" PRId64 ", %" PRId64 ")", c->a.conv.ph, c->a.conv.pw);
 		if ((c->a.conv.dh != 1 || c->a.conv.dw != 1) && at < len)
 			at += snprintf(buf + at, l - (size_t)at, ", dilation=(%" PRId64 ", %" PRId64 ")", c->a.conv.dh, c->a.conv.dw);

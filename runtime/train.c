@@ -416,6 +416,28 @@ bool train_is_weights_file(const char *path)
 	return n > 12 && strcasecmp(path + n - 12, ".safetensors") == 0;
 }
 
+int train_check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain, int nsizes, char *err, size_t errlen)
+{
+	for (int i = 0; i < p->nnodes; i++) {
+		const struct node *nd = &p->nodes[i];
+		if (nd->op != OP_BATCHNORM2D || shape_numel(&nd->out) != nd->a.bn.c)
+			continue; /* more than one value per channel in each sample */
+		for (int k = 0; k < nsizes; k++) {
+			bool train = k < ntrain;
+			if (sizes[k] != 1 || (!train && nd->a.bn.track))
+				continue;
+			return util_fail(err, errlen,
+					 "%s:%d:%d: batchnorm2d would normalise over one value per channel: its input is 1 x 1 a channel "
+					 "and %s holds 1 sample (PyTorch refuses this too: more than 1 value per channel is needed); %s",
+					 nd->loc.src ? nd->loc.src->path : "the .net file", nd->loc.line, nd->loc.col,
+					 train ? (k == 0 ? "a training batch (or pipeline micro-batch)" : "the epoch's last training batch (or one of its pipeline micro-batches)") : "the last test batch",
+					 train ? (k == 0 ? "use a batch of at least 2" : "set train.drop_last = true, or a batch that leaves 2 or more")
+					       : "set train.test_batch so that the last test batch holds 2 or more");
+		}
+	}
+	return 0;
+}
+
 int train_check_samples(const struct dataset *ds, int world, char *err, size_t errlen)
 {
 	char where[4300] = "";
@@ -797,6 +819,8 @@ static int setup(struct trainer *t)
 	int64_t mine = t->test_n > t->rank ? (t->test_n - t->rank + t->world - 1) / t->world : 0;
 	if (t->has_test && mine % p->eval_batch)
 		sizes[nsizes++] = mine % p->eval_batch;
+	if (train_check_bn_sizes(p, sizes, 3, t->has_test ? nsizes : 3, t->err, sizeof t->err) != 0)
+		return -1;
 	int copies = t->use_pipe ? t->micro_pipe : 1;
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
 	t->exec_ok = true; /* exec_free releases a partial exec_init too */

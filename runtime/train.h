@@ -68,6 +68,12 @@ void train_report_spent(const struct plan *p);
 const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum);
 /* PATH.safetensors names a weights file; any other path a checkpoint folder. */
 bool train_is_weights_file(const char *path);
+/* Whether every batch norm sees more than one value per channel at the
+ * forward sizes: sizes[0] the training batch (or its micro-batch), up to
+ * ntrain the sizes of the epoch's last one, the rest evaluation's (which
+ * matter only without running statistics).  0, or -1 with a message
+ * naming the layer's place in the .net file. */
+int train_check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain, int nsizes, char *err, size_t errlen);
 /* Whether the training set can feed world ranks (one sample each at least):
  * 0, or -1 with a message naming the file. */
 int train_check_samples(const struct dataset *ds, int world, char *err, size_t errlen);

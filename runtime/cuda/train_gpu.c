@@ -425,6 +425,8 @@ static int setup(struct gt *t)
 	int64_t tn = t->has_test ? t->test.n : 0, mine = tn > t->rank ? (tn - t->rank + t->world - 1) / t->world : 0;
 	int64_t sizes[6] = { chunk, B - chunk * ((B + chunk - 1) / chunk - 1), lchunk, last - lchunk * ((last + lchunk - 1) / lchunk - 1),
 			     p->eval_batch, mine % p->eval_batch ? mine % p->eval_batch : p->eval_batch };
+	if (train_check_bn_sizes(p, sizes, 4, t->has_test ? 6 : 4, t->err, sizeof t->err) != 0)
+		return -1;
 	for (int d = 0; d < t->ngpu; d++) {
 		CK(t, cudaSetDevice(t->base + d));
 		CK(t, cudaStreamCreateWithFlags(&t->cs[d], cudaStreamNonBlocking));

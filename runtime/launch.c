@@ -40,6 +40,7 @@ struct worker {
 };
 
 static int sig_pipe[2] = { -1, -1 };
+static bool int_ignored, term_ignored; /* SIGINT, SIGTERM ignored when the job started */
 /* on a terminal rank 0's stdout passes through as it comes, so that its
  * progress bar redraws in place (the other ranks' lines stay prefixed) */
 static bool relay_raw;
@@ -186,8 +187,12 @@ static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], in
 	snprintf(v, sizeof v, "%d", beat[1]);
 	setenv("TRAINC_BEAT_FD", v, 1);
 	setenv("TRAINC_WORKER", "1", 1);
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
+	/* the launcher's handlers end with exec; a signal the job was started
+	 * ignoring (nohup, a background job) stays ignored in the workers */
+	if (!int_ignored)
+		signal(SIGINT, SIG_DFL);
+	if (!term_ignored)
+		signal(SIGTERM, SIG_DFL);
 	signal(SIGPIPE, SIG_DFL);
 	execv("/proc/self/exe", argv);
 	fprintf(stderr, "trainc: cannot start worker %d: %s\n", rank, strerror(errno));
@@ -213,12 +218,18 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		fprintf(stderr, "trainc: cannot start the launcher: %s\n", ws && store ? err : "out of memory");
 		return 1;
 	}
-	struct sigaction sa = { 0 };
+	struct sigaction sa = { 0 }, old;
 	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	struct sigaction hup;
-	if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN) /* nohup's ignore holds, here and in the workers */
+	/* an ignore the job was started with (nohup, `trap '' INT`, a
+	 * background job of a shell without job control) holds, here and in
+	 * the workers */
+	int_ignored = sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+	term_ignored = sigaction(SIGTERM, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+	if (!int_ignored)
+		sigaction(SIGINT, &sa, NULL);
+	if (!term_ignored)
+		sigaction(SIGTERM, &sa, NULL);
+	if (sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
 		sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGCHLD, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);

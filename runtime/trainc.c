@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -78,6 +79,46 @@ static int usage_error(const char *fmt, ...)
 	fprintf(stderr, "\n(run 'trainc --help' for usage)\n");
 	va_end(ap);
 	return 2;
+}
+
+/* The ending of a file name that asks for weights in another format
+ * (model.pt), or NULL: such a --save would otherwise be taken for a
+ * checkpoint folder's name. */
+static const char *weights_lookalike(const char *path)
+{
+	static const char *const ext[] = { ".pt", ".pth", ".bin", ".pkl", ".safetensor", ".st", ".h5", ".onnx", ".npz" };
+	size_t n = strlen(path);
+	for (size_t k = 0; k < sizeof ext / sizeof ext[0]; k++) {
+		size_t e = strlen(ext[k]);
+		if (n > e && strcasecmp(path + n - e, ext[k]) == 0)
+			return ext[k];
+	}
+	return NULL;
+}
+
+/* An option trainc does not have: the nearest one it has, or, for the
+ * name of a train setting (--epochs 3, --batch-size 64), the --set that
+ * sets it. */
+static int unknown_option(const char *a)
+{
+	static const char *const options[] = { "--gpus", "--cpus", "--save", "--init", "--resume", "--run-dir", "--threads", "--set",
+					       "--help", "--version" };
+	static const char *const settings[] = { "epochs", "steps", "batch", "global_batch", "micro_batch", "test_batch", "seed",
+						"log_interval", "checkpoint_every", "shuffle", "drop_last", "clip_grad_norm" };
+	char key[64];
+	size_t k = 0;
+	for (const char *s = a + strspn(a, "-"); *s && *s != '=' && k + 1 < sizeof key; s++)
+		key[k++] = *s == '-' ? '_' : *s;
+	key[k] = 0;
+	const char *setting = diag_nearest(key, settings, (int)(sizeof settings / sizeof settings[0]));
+	if (setting && (!strcmp(key, setting) || !strcmp(key, "batch_size") || !strcmp(key, "num_epochs") || !strcmp(key, "max_steps")))
+		return usage_error("unknown option '%s'; settings are set with --set: --set train.%s=VALUE", a, setting);
+	if (!strcmp(key, "lr") || !strcmp(key, "learning_rate"))
+		return usage_error("unknown option '%s'; the learning rate is the optimizer's: --set \"train.optimizer=sgd(lr=0.01)\"", a);
+	const char *near = diag_nearest(a, options, (int)(sizeof options / sizeof options[0]));
+	if (near)
+		return usage_error("unknown option '%s'; did you mean '%s'?", a, near);
+	return usage_error("unknown option '%s'", a);
 }
 
 static bool parse_count(const char *s, int *out)
@@ -159,10 +200,9 @@ static void on_stop(int sig)
 	raise(sig);
 }
 
-/* A single rank stopped by Ctrl-C or SIGTERM says so, and how to go on,
- * then ends as the signal ends a process; a closed output pipe (| head)
- * no longer ends it, as it does not end ranks under the launcher. */
-static void single_rank_signals(const char *save)
+/* The two notes a run stopped by a signal ends with: how to resume from
+ * the --save folder's latest checkpoint, or that there is none yet. */
+static void stop_notes(const char *save)
 {
 	if (save && !train_is_weights_file(save)) {
 		snprintf(stop_latest, sizeof stop_latest, "%s/latest", save);
@@ -173,6 +213,14 @@ static void single_rank_signals(const char *save)
 	} else {
 		snprintf(stop_note_none, sizeof stop_note_none, "\ntrainc: stopped by a signal; nothing was saved (--save DIR keeps checkpoints)\n");
 	}
+}
+
+/* A single rank stopped by Ctrl-C or SIGTERM says so, and how to go on,
+ * then ends as the signal ends a process; a closed output pipe (| head)
+ * no longer ends it, as it does not end ranks under the launcher. */
+static void single_rank_signals(const char *save)
+{
+	stop_notes(save);
 	int sigs[2] = { SIGINT, SIGTERM };
 	for (int i = 0; i < 2; i++) {
 		struct sigaction old, sa = { 0 };
@@ -322,6 +370,11 @@ int main(int argc, char **argv)
 			if (save)
 				return usage_error("--save is given twice; give it once");
 			save = argv[++i];
+			const char *ext = weights_lookalike(save);
+			if (ext)
+				return usage_error("--save %s: trainc writes weights as safetensors, not %s: name the file NAME.safetensors "
+						   "(PyTorch reads it with safetensors.torch.load_file); a name without such an ending is a "
+						   "checkpoint folder", save, ext);
 			continue;
 		}
 		if (!strcmp(a, "--init") || !strcmp(a, "--run-dir") || !strcmp(a, "--resume")) {
@@ -348,12 +401,14 @@ int main(int argc, char **argv)
 				return usage_error("%s needs section.key=value", a);
 			if (nsets == MAX_SETS)
 				return usage_error("more than 64 --set options");
-			sets[nsets++] = argv[++i];
+			const char *v = argv[++i];
+			if (!strchr(v, '=') && i + 1 < argc && argv[i + 1][0] != '-')
+				return usage_error("--set takes section.key=value in one word: --set %s=%s", v, argv[i + 1]);
+			sets[nsets++] = v;
 			continue;
 		}
-		if (a[0] == '-' && a[1]) {
-			return usage_error("unknown option '%s'", a);
-		}
+		if (a[0] == '-' && a[1])
+			return unknown_option(a);
 		if (file)
 			return usage_error("one .net file at a time; '%s' is a second one", a);
 		file = a;
@@ -458,7 +513,10 @@ int main(int argc, char **argv)
 				rc = 1;
 			} else {
 				struct launch_opts lo = { o.world, p->parallel.timeout_s, 5.0 };
+				stop_notes(save);
 				rc = launch_run(&lo, argc, argv);
+				if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP) /* the job's stop note */
+					fputs((stop_latest[0] && access(stop_latest, F_OK) == 0 ? stop_note : stop_note_none) + 1, stderr);
 			}
 		} else {
 			single_rank_signals(save);

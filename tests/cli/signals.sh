@@ -2,7 +2,8 @@
 # to go on, and ends as the signal ends a process; a closed output pipe
 # (trainc ... | head) no longer kills it before it writes its weights, as
 # it does not kill ranks under the launcher.  Before, both ended it
-# silently, the pipe with exit 141 and no weights.
+# silently, the pipe with exit 141 and no weights.  A job of several
+# ranks says the same, and keeps a SIGINT it was started ignoring ignored.
 . "$(dirname "$0")/preamble.inc"
 net=tests/cli/nets/mlp_mse.net
 "$TRAINC" $net --set train.steps=100000 --save "$tmp/ck" --run-dir "$tmp/r1" > /dev/null 2> "$tmp/err" &
@@ -33,4 +34,26 @@ grep -q "Nothing to train: the run is past epoch 2 and train.epochs is 2" "$tmp/
 "$TRAINC" $net --resume "$tmp/nowhere" > "$tmp/out" 2>&1
 grep -q "nowhere: no such folder" "$tmp/out" || { fail "--resume of a missing folder:"; cat "$tmp/out"; }
 [ $failed = 0 ] && echo "ok a run resumed past its epochs has nothing to train; a missing --resume folder is named"
+
+# a job of two ranks stopped by SIGTERM says how to resume too; one started
+# with SIGINT ignored (as a shell without job control starts `cmd &`) keeps
+# ignoring it, in the launcher and the workers (the launcher caught it)
+"$TRAINC" $net --cpus 2 --set train.steps=100000 --set train.checkpoint_every=50 --save "$tmp/ck3" --run-dir "$tmp/j1" \
+	> /dev/null 2> "$tmp/err" &
+pid=$!
+sleep 2
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 143 ] || fail "a job's SIGTERM: exit $rc, expected 143"
+grep -q "^trainc: stopped by a signal; --resume $tmp/ck3 continues from its latest checkpoint" "$tmp/err" ||
+	{ fail "a job's SIGTERM: no resume note:"; cat "$tmp/err"; }
+"$TRAINC" $net --cpus 2 --set train.steps=1000 --run-dir "$tmp/j2" > /dev/null 2> "$tmp/err" &
+pid=$!
+sleep 1
+kill -INT $pid $(pgrep -P $pid)
+wait $pid
+rc=$?
+[ $rc -eq 0 ] || { fail "a job started ignoring SIGINT: exit $rc"; cat "$tmp/err"; }
+[ $failed = 0 ] && echo "ok a job's SIGTERM says how to resume; an ignored SIGINT stays ignored"
 exit $failed

@@ -69,6 +69,18 @@ for o in --run-dir --save --resume --init; do
 done
 expect 2 "--set is given an empty setting" models/toy.net --set '' --cpus 0
 
+# PyTorch habits on the command line: options that are settings, a near
+# miss, weights in another format, --set's value as a second word
+expect 2 "unknown option '--cpu'; did you mean '--cpus'\\?" models/toy.net --cpu 2
+expect 2 "unknown option '--epochs'; settings are set with --set: --set train.epochs=VALUE" models/toy.net --epochs 3
+expect 2 "unknown option '--batch-size'; settings are set with --set: --set train.batch=VALUE" models/toy.net --batch-size 64
+expect 2 "the learning rate is the optimizer's" models/toy.net --lr 0.1
+for f in model.pt model.pth out.safetensor; do
+	expect 2 "--save $f: trainc writes weights as safetensors, not \\.[a-z]*: name the file NAME\\.safetensors" models/toy.net --save "$f"
+done
+[ -e model.pt ] && fail "--save model.pt made a folder"
+expect 2 "--set takes section\\.key=value in one word: --set train\\.batch=32" models/toy.net --set train.batch 32
+
 # --set mistakes
 expect 2 "--set takes section\.key=value" check models/mnist_cnn.net --set train.epochs
 expect 2 "only data, train and parallel" check models/mnist_cnn.net --set model.x=1

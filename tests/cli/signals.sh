@@ -6,23 +6,24 @@
 # ranks says the same, and keeps a SIGINT it was started ignoring ignored.
 . "$(dirname "$0")/preamble.inc"
 net=tests/cli/nets/mlp_mse.net
-"$TRAINC" $net --set train.steps=100000 --save "$tmp/ck" --run-dir "$tmp/r1" > /dev/null 2> "$tmp/err" &
-pid=$!
-sleep 1
-kill -TERM $pid
-wait $pid
-rc=$?
-[ $rc -eq 143 ] || fail "SIGTERM: exit $rc, expected 143"
-grep -q "stopped by a signal before a checkpoint was saved in $tmp/ck" "$tmp/err" ||
-	{ fail "SIGTERM: no word of it:"; cat "$tmp/err"; }
+# terminated WHAT SECONDS NOTE ARGS...: trainc ARGS, sent SIGTERM after
+# SECONDS, exits 143 with NOTE (a pattern) on stderr
+terminated() {
+	what=$1 secs=$2 note=$3
+	shift 3
+	"$TRAINC" $net --set train.steps=100000 "$@" > /dev/null 2> "$tmp/err" &
+	pid=$!
+	sleep "$secs"
+	kill -TERM $pid
+	wait $pid
+	rc=$?
+	[ $rc -eq 143 ] || fail "$what: exit $rc, expected 143"
+	grep -q "$note" "$tmp/err" || { fail "$what: no word of it:"; cat "$tmp/err"; }
+}
+terminated SIGTERM 1 "stopped by a signal before a checkpoint was saved in $tmp/ck" --save "$tmp/ck" --run-dir "$tmp/r1"
 # with a checkpoint saved, the note says how to resume from it
-"$TRAINC" $net --set train.steps=100000 --set train.checkpoint_every=100 --save "$tmp/ck2" --run-dir "$tmp/r1b" > /dev/null 2> "$tmp/err" &
-pid=$!
-sleep 1
-kill -TERM $pid
-wait $pid
-grep -q "stopped by a signal; --resume $tmp/ck2 continues from its latest checkpoint" "$tmp/err" ||
-	{ fail "SIGTERM after a checkpoint: no word of it:"; cat "$tmp/err"; }
+terminated "SIGTERM after a checkpoint" 1 "stopped by a signal; --resume $tmp/ck2 continues from its latest checkpoint" \
+	--set train.checkpoint_every=100 --save "$tmp/ck2" --run-dir "$tmp/r1b"
 "$TRAINC" $net --set train.steps=300 --set train.log_interval=1 --run-dir "$tmp/r2" 2> "$tmp/err2" | head -1 > /dev/null
 [ -s "$tmp/r2/weights.safetensors" ] || { fail "a closed output pipe: no weights"; cat "$tmp/err2"; }
 [ $failed = 0 ] && echo "ok a single rank: SIGTERM said with how to resume (exit 143); a closed pipe does not stop it"
@@ -38,16 +39,8 @@ grep -q "nowhere: no such folder" "$tmp/out" || { fail "--resume of a missing fo
 # a job of two ranks stopped by SIGTERM says how to resume too; one started
 # with SIGINT ignored (as a shell without job control starts `cmd &`) keeps
 # ignoring it, in the launcher and the workers (the launcher caught it)
-"$TRAINC" $net --cpus 2 --set train.steps=100000 --set train.checkpoint_every=50 --save "$tmp/ck3" --run-dir "$tmp/j1" \
-	> /dev/null 2> "$tmp/err" &
-pid=$!
-sleep 2
-kill -TERM $pid
-wait $pid
-rc=$?
-[ $rc -eq 143 ] || fail "a job's SIGTERM: exit $rc, expected 143"
-grep -q "^trainc: stopped by a signal; --resume $tmp/ck3 continues from its latest checkpoint" "$tmp/err" ||
-	{ fail "a job's SIGTERM: no resume note:"; cat "$tmp/err"; }
+terminated "a job's SIGTERM" 2 "^trainc: stopped by a signal; --resume $tmp/ck3 continues from its latest checkpoint" \
+	--cpus 2 --set train.checkpoint_every=50 --save "$tmp/ck3" --run-dir "$tmp/j1"
 "$TRAINC" $net --cpus 2 --set train.steps=1000 --run-dir "$tmp/j2" > /dev/null 2> "$tmp/err" &
 pid=$!
 sleep 1

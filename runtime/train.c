@@ -13,6 +13,7 @@
  */
 #include "runtime/train.h"
 
+#include "compiler/ops.h"
 #include "compiler/print.h"
 
 #include <math.h>
@@ -420,16 +421,22 @@ int train_check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain,
 {
 	for (int i = 0; i < p->nnodes; i++) {
 		const struct node *nd = &p->nodes[i];
-		if (nd->op != OP_BATCHNORM2D || shape_numel(&nd->out) != nd->a.bn.c)
+		if ((nd->op != OP_BATCHNORM1D && nd->op != OP_BATCHNORM2D) || shape_numel(&nd->out) != nd->a.bn.c)
 			continue; /* more than one value per channel in each sample */
+		/* batchnorm1d's (C,) input is the common case: an MLP's batch of 1 */
+		char shape[96], each[128];
+		if (nd->op == OP_BATCHNORM1D)
+			snprintf(each, sizeof each, "%s, one value a channel,", shape_str(&nd->out, shape, sizeof shape));
+		else
+			snprintf(each, sizeof each, "1 x 1 a channel");
 		for (int k = 0; k < nsizes; k++) {
 			bool train = k < ntrain;
 			if (sizes[k] != 1 || (!train && nd->a.bn.track))
 				continue;
 			return util_fail(err, errlen,
-					 "%s:%d:%d: batchnorm2d would normalise over one value per channel: its input is 1 x 1 a channel "
+					 "%s:%d:%d: %s would normalise over one value per channel: its input is %s "
 					 "and %s holds 1 sample (PyTorch refuses this too: more than 1 value per channel is needed); %s",
-					 nd->loc.src ? nd->loc.src->path : "the .net file", nd->loc.line, nd->loc.col,
+					 nd->loc.src ? nd->loc.src->path : "the .net file", nd->loc.line, nd->loc.col, op_info[nd->op].name, each,
 					 train ? (k == 0 ? "a training batch (or pipeline micro-batch)" : "the epoch's last training batch (or one of its pipeline micro-batches)") : "the last test batch",
 					 train ? (k == 0 ? "use a batch of at least 2" : "set train.drop_last = true, or a batch that leaves 2 or more")
 					       : "set train.test_batch so that the last test batch holds 2 or more");

@@ -207,6 +207,7 @@ struct plan_train {
 	double clip_grad_norm;      /* 0: off */
 	bool shuffle, drop_last;
 	bool present;               /* the file has a train section (else defaults, and the data is not checked against a loss) */
+	bool eval_only;             /* steps = 0: no step; the weights are evaluated as given (steps is then 0, as when unset) */
 };
 
 struct plan_parallel {

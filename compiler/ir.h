@@ -28,7 +28,7 @@ struct shape {
 /* OP_ table: keep in step with ops.c's op_info[] (tag: OP_TABLE). */
 enum op {
 	OP_INPUT, OP_LINEAR, OP_CONV2D, OP_MAXPOOL2D, OP_AVGPOOL2D, OP_ADAPTIVE_AVGPOOL2D,
-	OP_BATCHNORM2D, OP_LAYERNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
+	OP_BATCHNORM1D, OP_BATCHNORM2D, OP_LAYERNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
 	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID, OP_SOFTMAX, OP_LOG_SOFTMAX,
 	OP_ADD,      /* residual join: out = in + in2 */
 	OP_TRANSFER, /* activation moves between two devices of a rank */
@@ -60,7 +60,7 @@ struct node {
 			bool kpair, spair, ppair, dpair; /* given as pairs, so PyTorch prints them as pairs */
 		} pool;
 		struct { int64_t oh, ow; bool single; } apool; /* single: one size given, as PyTorch prints it */
-		struct { int64_t c; double eps, momentum; bool affine, track; } bn;
+		struct { int64_t c; double eps, momentum; bool affine, track; } bn; /* batchnorm1d and batchnorm2d */
 		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine; } ln;
 		struct { int64_t num, dim, padding_idx; } emb; /* padding_idx -1: none */
 		struct { double p; } drop;
@@ -207,6 +207,7 @@ struct plan_train {
 	double clip_grad_norm;      /* 0: off */
 	bool shuffle, drop_last;
 	bool present;               /* the file has a train section (else defaults, and the data is not checked against a loss) */
+	bool eval_only;             /* steps = 0: no step; the weights are evaluated as given (steps is then 0, as when unset) */
 };
 
 struct plan_parallel {

@@ -21,6 +21,7 @@ const struct op_info op_info[OP__COUNT] = {
 	[OP_MAXPOOL2D] = { "maxpool2d", "MaxPool2d" },
 	[OP_AVGPOOL2D] = { "avgpool2d", "AvgPool2d" },
 	[OP_ADAPTIVE_AVGPOOL2D] = { "adaptive_avgpool2d", "AdaptiveAvgPool2d" },
+	[OP_BATCHNORM1D] = { "batchnorm1d", "BatchNorm1d" },
 	[OP_BATCHNORM2D] = { "batchnorm2d", "BatchNorm2d" },
 	[OP_LAYERNORM] = { "layernorm", "LayerNorm" },
 	[OP_EMBEDDING] = { "embedding", "Embedding" },
@@ -270,7 +271,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		n->a.apool.single = s[0] && s[0]->kind == V_INT;
 		return get_pair(d, s[0], "output size", &n->a.apool.oh, &n->a.apool.ow, 1);
 	}
-	case OP_BATCHNORM2D: {
+	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
 		npos = 1;
 		BIND("channels", "eps", "momentum", "affine", "track_running_stats");
 		n->a.bn.eps = 1e-5;
@@ -555,9 +556,20 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		n->out.d[1] = n->a.apool.oh;
 		n->out.d[2] = n->a.apool.ow;
 		return true;
-	case OP_BATCHNORM2D:
-		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
+	case OP_BATCHNORM1D: case OP_BATCHNORM2D:
+		/* BatchNorm1d takes (N, C) or (N, C, L): per sample (C,) or
+		 * (C, L), the channels first either way */
+		if (n->op == OP_BATCHNORM1D && in.rank != 1 && in.rank != 2) {
+			diag_error(d, n->loc, "%s expects (channels,) or (channels, length) input per sample, but the layer before it gives %s%s",
+				   n->what, shape_str(&in, b1, sizeof b1), in.rank == 3 ? "; batchnorm2d takes (channels, height, width)" : "");
 			return false;
+		}
+		if (n->op == OP_BATCHNORM2D && in.rank != 3) {
+			diag_error(d, n->loc, "%s expects (channels, height, width) input per sample, but the layer before it gives %s%s",
+				   n->what, shape_str(&in, b1, sizeof b1),
+				   in.rank <= 2 ? "; batchnorm1d takes (channels,) or (channels, length)" : "");
+			return false;
+		}
 		if (n->a.bn.c && n->a.bn.c != in.d[0]) {
 			diag_error(d, n->loc, "%s expects %" PRId64 " channels, but the layer before it gives %" PRId64, n->what, n->a.bn.c,
 				   in.d[0]);
@@ -676,7 +688,7 @@ int op_params(const struct node *n, struct param_spec out[5])
 			out[k++] = (struct param_spec){ "bias", ROLE_BIAS, sh1(n->a.conv.cout), DT_F32, INIT_BIAS_UNIFORM, fan, false };
 		break;
 	}
-	case OP_BATCHNORM2D:
+	case OP_BATCHNORM1D: case OP_BATCHNORM2D:
 		if (n->a.bn.affine) {
 			out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT, sh1(n->a.bn.c), DT_F32, INIT_ONES, 0, false };
 			out[k++] = (struct param_spec){ "bias", ROLE_BIAS, sh1(n->a.bn.c), DT_F32, INIT_ZEROS, 0, false };
@@ -777,7 +789,7 @@ void op_describe(const struct node *n, char *buf, int len)
 	case OP_ADAPTIVE_AVGPOOL2D:
 		snprintf(buf, l, "%s(output_size=%s)", t, pysize(n->a.apool.oh, n->a.apool.ow, !n->a.apool.single, f1, sizeof f1));
 		return;
-	case OP_BATCHNORM2D:
+	case OP_BATCHNORM1D: case OP_BATCHNORM2D:
 		snprintf(buf, l, "%s(%" PRId64 ", eps=%s, momentum=%s, affine=%s, track_running_stats=%s)", t, n->a.bn.c,
 			 pyfloat(n->a.bn.eps, f1, sizeof f1), pyfloat(n->a.bn.momentum, f2, sizeof f2), pybool(n->a.bn.affine),
 			 pybool(n->a.bn.track));
@@ -823,7 +835,7 @@ int64_t op_saved_bytes(const struct node *n, int64_t batch)
 	switch (n->op) {
 	case OP_DROPOUT: return numel;                    /* uint8 mask */
 	case OP_MAXPOOL2D: return numel * 4;              /* int32 argmax */
-	case OP_BATCHNORM2D: return 2 * n->a.bn.c * 4;    /* mean, invstd */
+	case OP_BATCHNORM1D: case OP_BATCHNORM2D: return 2 * n->a.bn.c * 4; /* mean, invstd */
 	case OP_LAYERNORM: {
 		int64_t row = 1;
 		for (int k = 0; k < n->a.ln.nd; k++)
@@ -837,7 +849,7 @@ int64_t op_saved_bytes(const struct node *n, int64_t batch)
 bool op_needs_input(const struct node *n)
 {
 	switch (n->op) {
-	case OP_LINEAR: case OP_CONV2D: case OP_BATCHNORM2D: case OP_LAYERNORM: case OP_EMBEDDING: case OP_GELU:
+	case OP_LINEAR: case OP_CONV2D: case OP_BATCHNORM1D: case OP_BATCHNORM2D: case OP_LAYERNORM: case OP_EMBEDDING: case OP_GELU:
 		return true;
 	default:
 		return false;

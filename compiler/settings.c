@@ -543,7 +543,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	/* batch sizes index samples within a batch as int, as DataLoader's do */
 	ok &= int_between(r, v[3], "batch", 1, INT32_MAX, &t->batch) && int_between(r, v[4], "global_batch", 1, INT32_MAX, &t->global_batch) &&
 	      int_between(r, v[5], "test_batch", 1, INT32_MAX, &t->test_batch) && int_at_least(r, v[6], "epochs", 1, &t->epochs) &&
-	      int_at_least(r, v[7], "steps", 1, &t->steps) && int_at_least(r, v[8], "seed", 0, &seed) &&
+	      int_at_least(r, v[7], "steps", 0, &t->steps) && int_at_least(r, v[8], "seed", 0, &seed) &&
 	      int_at_least(r, v[9], "log_interval", 1, &t->log_interval) &&
 	      num_range(r, v[10], "clip_grad_norm", 1e-12, HUGE_VAL, &t->clip_grad_norm) &&
 	      int_at_least(r, v[11], "checkpoint_every", 1, &t->checkpoint_every) &&
@@ -553,6 +553,9 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 		diag_error(r->d, v[14]->loc, "micro_batch splits a global_batch; with a per-rank batch, lower batch instead");
 		ok = false;
 	}
+	/* steps = 0 trains nothing: the run evaluates the weights it starts
+	 * from, as a PyTorch script calling only its test() would */
+	t->eval_only = v[7] && t->steps == 0;
 	if (v[3] || v[4])
 		t->batch_loc = (v[3] ? v[3] : v[4])->loc;
 	t->seed = (uint64_t)seed;

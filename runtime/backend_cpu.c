@@ -220,7 +220,7 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		kern_adaptive_avgpool2d_fwd(x, y, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh, (int)nd->a.apool.ow);
 		break;
 	}
-	case OP_BATCHNORM2D: {
+	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
 		int c = (int)nd->a.bn.c, hw = (int)(numel(&nd->out) / c);
 		float *g = nd->a.bn.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL, *b = nd->a.bn.affine ? exec_param_ptr(e, nd->param0 + 1) : NULL;
 		int rs = nd->a.bn.affine ? 2 : 0;
@@ -330,7 +330,7 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 						    (int)nd->a.apool.ow);
 		break;
 	}
-	case OP_BATCHNORM2D: {
+	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
 		int c = (int)nd->a.bn.c, hw = (int)(numel(&nd->out) / c);
 		float *sm = (float *)save;
 		kern_batchnorm2d_bwd(x, nd->a.bn.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL, sm, sm + c, dy, dx, nd->a.bn.affine ? exec_grad_ptr(e, nd->param0 + 0) : NULL,

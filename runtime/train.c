@@ -13,6 +13,7 @@
  */
 #include "runtime/train.h"
 
+#include "compiler/ops.h"
 #include "compiler/print.h"
 
 #include <math.h>
@@ -388,7 +389,23 @@ void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at
 
 void train_report_spent(const struct plan *p)
 {
-	printf("Nothing to train: train.steps is %lld; raise it (--set train.steps=N) to go on\n", (long long)p->train.steps);
+	printf("Nothing to train: train.steps is %lld; raise it (--set train.steps=N) to go on, or evaluate the weights with "
+	       "--set train.steps=0\n", (long long)p->train.steps);
+}
+
+void train_report_eval_only(const struct plan *p, const struct train_opts *o, int world, bool has_test)
+{
+	char c1[32];
+	printf("%s: %s parameters, %d rank%s; train.steps = 0: nothing is trained, ", p->model_name,
+	       print_count(p->total_params, c1, sizeof c1), world, world == 1 ? "" : "s");
+	if (o->resume)
+		printf("the weights of the checkpoint in %s", o->resume);
+	else if (o->init)
+		printf("the weights of %s", o->init);
+	else
+		printf("the initial weights (train.seed = %llu)", (unsigned long long)p->train.seed);
+	printf(" %s\n", has_test ? "are evaluated as given" : "are kept as given: there is no test set to evaluate them on (data { test = ... })");
+	fflush(stdout);
 }
 
 bool train_epochs_done(const struct plan *p, const struct ckpt_state *at, int64_t epochs, int rank)
@@ -396,7 +413,8 @@ bool train_epochs_done(const struct plan *p, const struct ckpt_state *at, int64_
 	if (at->epoch <= epochs)
 		return false;
 	if (rank == 0)
-		printf("Nothing to train: the run is past epoch %lld and train.epochs is %lld; raise it (--set train.epochs=N) to go on\n",
+		printf("Nothing to train: the run is past epoch %lld and train.epochs is %lld; raise it (--set train.epochs=N) to go on, or "
+		       "evaluate the weights with --set train.steps=0\n",
 		       (long long)at->epoch - 1, (long long)p->train.epochs);
 	return true;
 }
@@ -420,16 +438,22 @@ int train_check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain,
 {
 	for (int i = 0; i < p->nnodes; i++) {
 		const struct node *nd = &p->nodes[i];
-		if (nd->op != OP_BATCHNORM2D || shape_numel(&nd->out) != nd->a.bn.c)
+		if ((nd->op != OP_BATCHNORM1D && nd->op != OP_BATCHNORM2D) || shape_numel(&nd->out) != nd->a.bn.c)
 			continue; /* more than one value per channel in each sample */
+		/* batchnorm1d's (C,) input is the common case: an MLP's batch of 1 */
+		char shape[96], each[128];
+		if (nd->op == OP_BATCHNORM1D)
+			snprintf(each, sizeof each, "%s, one value a channel,", shape_str(&nd->out, shape, sizeof shape));
+		else
+			snprintf(each, sizeof each, "1 x 1 a channel");
 		for (int k = 0; k < nsizes; k++) {
 			bool train = k < ntrain;
 			if (sizes[k] != 1 || (!train && nd->a.bn.track))
 				continue;
 			return util_fail(err, errlen,
-					 "%s:%d:%d: batchnorm2d would normalise over one value per channel: its input is 1 x 1 a channel "
+					 "%s:%d:%d: %s would normalise over one value per channel: its input is %s "
 					 "and %s holds 1 sample (PyTorch refuses this too: more than 1 value per channel is needed); %s",
-					 nd->loc.src ? nd->loc.src->path : "the .net file", nd->loc.line, nd->loc.col,
+					 nd->loc.src ? nd->loc.src->path : "the .net file", nd->loc.line, nd->loc.col, op_info[nd->op].name, each,
 					 train ? (k == 0 ? "a training batch (or pipeline micro-batch)" : "the epoch's last training batch (or one of its pipeline micro-batches)") : "the last test batch",
 					 train ? (k == 0 ? "use a batch of at least 2" : "set train.drop_last = true, or a batch that leaves 2 or more")
 					       : "set train.test_batch so that the last test batch holds 2 or more");
@@ -819,7 +843,9 @@ static int setup(struct trainer *t)
 	int64_t mine = t->test_n > t->rank ? (t->test_n - t->rank + t->world - 1) / t->world : 0;
 	if (t->has_test && mine % p->eval_batch)
 		sizes[nsizes++] = mine % p->eval_batch;
-	if (train_check_bn_sizes(p, sizes, 3, t->has_test ? nsizes : 3, t->err, sizeof t->err) != 0)
+	/* train.steps = 0 runs no training batch: only the test's sizes count */
+	if (tr->eval_only ? train_check_bn_sizes(p, sizes + 3, 0, t->has_test ? nsizes - 3 : 0, t->err, sizeof t->err) != 0
+			  : train_check_bn_sizes(p, sizes, 3, t->has_test ? nsizes : 3, t->err, sizeof t->err) != 0)
 		return -1;
 	int copies = t->use_pipe ? t->micro_pipe : 1;
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
@@ -872,7 +898,7 @@ static int setup(struct trainer *t)
 		snprintf(t->err, sizeof t->err, "out of memory for batch buffers");
 		return -1;
 	}
-	if (t->s.num_batches == 0) {
+	if (t->s.num_batches == 0 && !tr->eval_only) {
 		snprintf(t->err, sizeof t->err, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the batch or set "
 			 "drop_last = false", t->rank, (long long)t->s.num_samples, (long long)B);
 		return -1;
@@ -883,10 +909,11 @@ static int setup(struct trainer *t)
 		t->epochs = (tr->steps + steps_per_epoch - 1) / steps_per_epoch;
 	struct sampler_pos start = { t->at.epoch - 1, t->at.batch };
 	double wait_ms = p->parallel.timeout_s * 1000 < 2e9 ? p->parallel.timeout_s * 1000 : 2e9;
-	if (loader_start(&t->l, &t->train, &t->s, t->xb, t->yb, start, t->epochs, (int)wait_ms, t->err,
-			 sizeof t->err) != 0)
+	/* train.steps = 0 reads no training batch */
+	if (!tr->eval_only && loader_start(&t->l, &t->train, &t->s, t->xb, t->yb, start, t->epochs, (int)wait_ms, t->err,
+					   sizeof t->err) != 0)
 		return -1;
-	t->loader_ok = true;
+	t->loader_ok = !tr->eval_only;
 	t->tty = t->rank == 0 && (isatty(STDOUT_FILENO) || getenv("TRAINC_TTY")) && !getenv("TRAINC_PLAIN");
 	return 0;
 }
@@ -1178,7 +1205,7 @@ double train_peak_rss_mib(void)
 static int finish(struct trainer *t, double t0, double train_time, int64_t images)
 {
 	const struct train_opts *o = t->o;
-	if (t->rank == 0)
+	if (t->rank == 0 && !t->p->train.eval_only)
 		printf("Training loop elapsed time: %.3f sec (%.0f images/s while training)\n", util_now() - t0,
 		       train_time > 0 ? (double)images * t->world / train_time : 0.0);
 	if (t->pipe_ok && t->rank == 0) {
@@ -1261,7 +1288,9 @@ int train_run(const struct plan *p, const struct train_opts *o)
 		free(t);
 		return rc;
 	}
-	if (t->rank == 0) {
+	if (t->rank == 0 && p->train.eval_only) {
+		train_report_eval_only(p, o, t->world, t->has_test);
+	} else if (t->rank == 0) {
 		char c1[32], c2[32];
 		char bw[96];
 		printf("%s: %s parameters, %s training samples, %d rank%s, %s, %lld epoch%s\n", p->model_name,
@@ -1272,11 +1301,15 @@ int train_run(const struct plan *p, const struct train_opts *o)
 	double t0 = util_now(), train_time = 0;
 	int64_t images = 0;
 	/* a checkpoint taken at the last step, resumed, has nothing left to train */
-	bool spent = p->train.steps && t->at.step >= p->train.steps;
-	if (spent && t->rank == 0)
+	bool spent = p->train.eval_only || (p->train.steps && t->at.step >= p->train.steps);
+	if (p->train.eval_only) {
+		if (t->has_test && evaluate(t) != 0)
+			rc = fail(t, "evaluation");
+	} else if (spent && t->rank == 0) {
 		train_report_spent(p);
-	else if (!spent)
+	} else if (!spent) {
 		spent = train_epochs_done(p, &t->at, t->epochs, t->rank);
+	}
 	while (!spent && t->at.epoch <= t->epochs && rc == 0) {
 		int r = run_epoch(t, &train_time, &images);
 		if (r < 0) {

@@ -59,10 +59,13 @@ void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_
 /* Rank 0's line at an epoch's end (and its metrics line): sums are the
  * epoch's summed loss and samples, rate this run's images/s in it. */
 void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double rate);
-/* Rank 0's line for a resumed run already at train.steps. */
 /* A resumed run already past train.epochs: says so on rank 0, true. */
 bool train_epochs_done(const struct plan *p, const struct ckpt_state *at, int64_t epochs, int rank);
+/* Rank 0's line for a resumed run already at train.steps. */
 void train_report_spent(const struct plan *p);
+/* Rank 0's opening line of a run with train.steps = 0 (evaluation only):
+ * which weights, and whether there is a test set to evaluate them on. */
+void train_report_eval_only(const struct plan *p, const struct train_opts *o, int world, bool has_test);
 /* "batch B per rank", or with accumulation "batch B per rank in A
  * micro-batches of M", into buf. */
 const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum);

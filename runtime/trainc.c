@@ -477,6 +477,12 @@ int main(int argc, char **argv)
 		if (p->train_data.kind == DATA_NONE) {
 			fprintf(stderr, "trainc: error: %s has no data section with a training set; add data { train = ... }\n", p->path);
 			rc = 2;
+		} else if (p->train.eval_only && save && !train_is_weights_file(save)) {
+			/* a checkpoint holds a training run's position and optimizer
+			 * state; an evaluation moves neither */
+			fprintf(stderr, "trainc: --save %s: train.steps = 0 trains nothing, so there is no checkpoint to write; "
+				"give --save FILE.safetensors for the weights, or train.steps >= 1\n", save);
+			rc = 2;
 		} else if (save && wrank < 0 && (check_save(save, resume) != 0 || lock_save(save) != 0)) {
 			rc = 2;
 		} else if (run_dir && wrank < 0 && rundir_check(run_dir, gerr, sizeof gerr) != 0) {

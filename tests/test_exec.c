@@ -205,6 +205,30 @@ static void test_token_gradients(void)
 	check_gradients(TOKENS, x);
 }
 
+/* batchnorm1d over (C, L) and over (C,): the batch norm kernels with one
+ * value or L values a channel in each sample */
+static const char *const NORM1D =
+	"model B {\n"
+	"  input(3, 4)\n"
+	"  fc = linear(5)\n"
+	"  bn = batchnorm1d(3, momentum=0.3)\n"
+	"  tanh\n"
+	"  flatten\n"
+	"  mid = linear(6)\n"
+	"  bn2 = batchnorm1d()\n"
+	"  sigmoid\n"
+	"  out = linear(4)\n"
+	"}\n"
+	"data { train = synthetic(input=randn(3, 4), target=classes(4), samples=8) }\n"
+	"train { loss = cross_entropy; optimizer = sgd(lr=0.1); batch = 4 }\n";
+
+static void test_batchnorm1d_gradients(void)
+{
+	float x[4 * 12];
+	fill(x, 4 * 12, 5);
+	check_gradients(NORM1D, x);
+}
+
 /* Steps 3..30 of training: allocations counted. */
 static long allocations_in_steps(long *big)
 {
@@ -434,6 +458,7 @@ int main(void)
 	kern_set_threads(2);
 	RUN(test_network_gradients);
 	RUN(test_token_gradients);
+	RUN(test_batchnorm1d_gradients);
 	RUN(test_dropout_streams);
 	RUN(test_training_step_allocates_nothing);
 	RUN(test_onednn_allocates_no_tensors);

@@ -562,7 +562,7 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 					  (int)nd->a.apool.ow);
 		break;
 	}
-	case OP_BATCHNORM2D: {
+	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
 		int ch = (int)nd->a.bn.c;
 		int64_t hw = numel(&nd->out) / ch;
 		float *g = nd->a.bn.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL, *b = nd->a.bn.affine ? exec_param_ptr(e, nd->param0 + 1) : NULL;
@@ -692,7 +692,7 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 						  (int)nd->a.apool.ow);
 		break;
 	}
-	case OP_BATCHNORM2D: {
+	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
 		int ch = (int)nd->a.bn.c;
 		const float *sm = (const float *)(const void *)save;
 		kc_batchnorm2d_bwd(s, x, nd->a.bn.affine ? exec_param_ptr(e, nd->param0) : NULL, sm, sm + ch, dy, dx,

@@ -412,7 +412,7 @@ static int setup(struct gt *t)
 			 sizeof t->err) != 0)
 		return -1;
 	t->smp_ok = true;
-	if (t->smp.num_batches == 0)
+	if (t->smp.num_batches == 0 && !tr->eval_only)
 		return util_fail(t->err, sizeof t->err, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the "
 				 "batch or set drop_last = false", t->rank, (long long)t->smp.num_samples, (long long)t->micro);
 	int64_t B = t->micro, last = sampler_batch_len(&t->smp, t->smp.num_batches - 1);
@@ -425,7 +425,9 @@ static int setup(struct gt *t)
 	int64_t tn = t->has_test ? t->test.n : 0, mine = tn > t->rank ? (tn - t->rank + t->world - 1) / t->world : 0;
 	int64_t sizes[6] = { chunk, B - chunk * ((B + chunk - 1) / chunk - 1), lchunk, last - lchunk * ((last + lchunk - 1) / lchunk - 1),
 			     p->eval_batch, mine % p->eval_batch ? mine % p->eval_batch : p->eval_batch };
-	if (train_check_bn_sizes(p, sizes, 4, t->has_test ? 6 : 4, t->err, sizeof t->err) != 0)
+	/* train.steps = 0 runs no training batch: only the test's sizes count */
+	if (tr->eval_only ? train_check_bn_sizes(p, sizes + 4, 0, t->has_test ? 2 : 0, t->err, sizeof t->err) != 0
+			  : train_check_bn_sizes(p, sizes, 4, t->has_test ? 6 : 4, t->err, sizeof t->err) != 0)
 		return -1;
 	for (int d = 0; d < t->ngpu; d++) {
 		CK(t, cudaSetDevice(t->base + d));
@@ -773,7 +775,7 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 {
 	const struct train_opts *o = t->o;
 	const struct plan *p = t->p;
-	if (t->rank == 0) {
+	if (t->rank == 0 && !p->train.eval_only) {
 		printf("CUDA event elapsed time: %.4f sec\n", loop_ms / 1000.0);
 		printf("Training loop: %.0f images/s while training\n", train_time > 0 ? (double)images * t->world / train_time : 0.0);
 		if (t->graph_steps > 0) {
@@ -898,7 +900,9 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 	t->world = o->world > 0 ? o->world : 1;
 	t->device = device;
 	int rc = setup(t);
-	if (rc == 0 && t->rank == 0) {
+	if (rc == 0 && t->rank == 0 && p->train.eval_only) {
+		train_report_eval_only(p, o, t->world, t->has_test);
+	} else if (rc == 0 && t->rank == 0) {
 		char c1[32], c2[32];
 		char bw[96];
 		printf("%s: %s parameters, %s training samples, %d rank%s on GPU%s, %s, %d epoch%s\n", p->model_name,
@@ -919,11 +923,15 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 	if (rc == 0 && cudaEventRecord(t->ev_e0, t->s) != cudaSuccess)
 		rc = util_fail(t->err, sizeof t->err, "cudaEventRecord failed");
 	/* a checkpoint taken at the last step, resumed, has nothing left to train */
-	bool spent = p->train.steps && t->at.step >= p->train.steps;
-	if (spent && t->rank == 0)
+	bool spent = p->train.eval_only || (p->train.steps && t->at.step >= p->train.steps);
+	if (p->train.eval_only) {
+		if (rc == 0 && t->has_test && evaluate(t) != 0)
+			rc = -1;
+	} else if (spent && t->rank == 0) {
 		train_report_spent(p);
-	else if (!spent)
+	} else if (!spent) {
 		spent = train_epochs_done(p, &t->at, t->epochs_total, t->rank);
+	}
 	while (!spent && rc == 0 && t->at.epoch <= t->epochs_total) {
 		int r = run_epoch(t, &train_time, &images);
 		if (r < 0 || (t->has_test && evaluate(t) != 0)) {

@@ -46,8 +46,9 @@ grep -q 'rank 1 failed with signal SIGKILL' "$dir/err" || { echo "kill -9: cause
 sleep 0.2; gone "$r0" "$r1"
 echo "ok kill -9 of rank 1: exit $rc, named, nothing left"
 
-# 2. SIGINT to the launcher
-"$TRAINC" $net $ranks $long --run-dir "$dir/b" > "$dir/out" 2> "$dir/err" &
+# 2. SIGINT to the launcher (Ctrl-C: a job started by a shell without job
+# control, as this one is, ignores SIGINT, and trainc keeps that ignore)
+env --default-signal=INT "$TRAINC" $net $ranks $long --run-dir "$dir/b" > "$dir/out" 2> "$dir/err" &
 L=$!
 wait_ranks $L 2
 r0=$(rank_pid $L 0); r1=$(rank_pid $L 1)
@@ -75,7 +76,7 @@ echo "ok hung rank 1: named after the timeout, nothing left"
 [ -n "${FAULT_RANKS:-}" ] || {
 	# 3b. the whole job suspended (Ctrl-Z) for longer than the timeout, then
 	# resumed (fg): it trains on; its silence was not a hang
-	setsid "$TRAINC" $net --cpus 2 $long --set parallel.timeout=2 --run-dir "$dir/z" > "$dir/out" 2> "$dir/err" &
+	setsid env --default-signal=INT "$TRAINC" $net --cpus 2 $long --set parallel.timeout=2 --run-dir "$dir/z" > "$dir/out" 2> "$dir/err" &
 	L=$!
 	# its own session: if this part fails, the job must not outlive the script
 	trap 'env kill -KILL -- -$L 2>/dev/null; rm -rf "$dir"' EXIT

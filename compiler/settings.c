@@ -398,6 +398,21 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 	if (k == 0) {
 		static const char *const names[] = { "root", "split", "normalize" };
 		struct val *s[3];
+		for (int i = 0; v->kind == V_CALL && i < v->n; i++) {
+			/* torchvision's MNIST(root, train=True) */
+			const struct varg *g = &v->items[i];
+			if (g->key && !strcmp(g->key, "train")) {
+				struct loc kl = g->key_loc;
+				kl.len = 5;
+				bool is_true = (g->v->kind == V_BOOL && g->v->b) || (g->v->kind == V_NAME && !strcmp(g->v->s, "True"));
+				bool is_false = (g->v->kind == V_BOOL && !g->v->b) || (g->v->kind == V_NAME && !strcmp(g->v->s, "False"));
+				if (is_true || is_false)
+					diag_error(r->d, kl, "mnist has no argument 'train'; the split is named: split=\"%s\"", is_true ? "train" : "test");
+				else
+					diag_error(r->d, kl, "mnist has no argument 'train'; the split is named: split=\"train\" or split=\"test\"");
+				return false;
+			}
+		}
 		if (!bind(r, v, names, 1, 3, s))
 			return false;
 		ds->kind = DATA_MNIST;
@@ -421,12 +436,37 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 			}
 		}
 		if (s[2]) {
+			if (s[2]->kind == V_LIST && s[2]->n == 2) {
+				char text[96];
+				val_print(s[2], text, sizeof text);
+				size_t len = strlen(text);
+				text[0] = '(';
+				text[len - 1] = ')';
+				if (len + 1 < sizeof text)
+					diag_error(r->d, s[2]->loc, "normalize must be a tuple, not a list: write %s", text);
+				else
+					diag_error(r->d, s[2]->loc, "normalize must be a tuple, not a list: write (mean, std)");
+				return false;
+			}
 			if (s[2]->kind != V_TUPLE || s[2]->n != 2) {
 				diag_error(r->d, s[2]->loc, "normalize must be (mean, std), e.g. (0.1307, 0.3081)");
 				return false;
 			}
-			if (!num_range(r, s[2]->items[0].v, "the mean", -1e6, 1e6, &ds->mean) ||
-			    !num_range(r, s[2]->items[1].v, "the std", 1e-12, 1e6, &ds->std))
+			/* torchvision's Normalize((mean,), (std,)) takes one value per
+			 * channel; MNIST has one channel, so a one-element tuple or
+			 * list is the number it holds */
+			const struct val *ms[2];
+			for (int i = 0; i < 2; i++) {
+				ms[i] = s[2]->items[i].v;
+				if ((ms[i]->kind == V_TUPLE || ms[i]->kind == V_LIST) && ms[i]->n == 1)
+					ms[i] = ms[i]->items[0].v;
+				else if ((ms[i]->kind == V_TUPLE || ms[i]->kind == V_LIST) && ms[i]->n > 1) {
+					diag_error(r->d, ms[i]->loc, "MNIST images have one channel, so the %s is one number, not %d",
+						   i ? "std" : "mean", ms[i]->n);
+					return false;
+				}
+			}
+			if (!num_range(r, ms[0], "the mean", -1e6, 1e6, &ds->mean) || !num_range(r, ms[1], "the std", 1e-12, 1e6, &ds->std))
 				return false;
 		}
 		ds->sample = (struct shape){ 3, { 1, 28, 28 } };

@@ -209,6 +209,8 @@ struct plan_train {
 	struct plan_sched sched;
 	int64_t batch, global_batch, micro_batch, test_batch, epochs, steps, log_interval, checkpoint_every;
 	struct loc batch_loc;       /* batch = or global_batch = */
+	struct loc loss_loc;        /* loss = 's value */
+	struct loc t_max_loc;       /* cosine's t_max, when given */
 	uint64_t seed;              /* initialisation, dropout, synthetic data */
 	uint64_t shuffle_seed;      /* DistributedSampler(seed=): the training order */
 	double clip_grad_norm;      /* 0: off */

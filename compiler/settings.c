@@ -191,6 +191,7 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 	if (!choose(r, v, "loss", losses, 3, &k))
 		return false;
 	t->loss = (enum loss_kind)k;
+	t->loss_loc = v->loc;
 	static const char *const names[] = { "reduction" };
 	struct val *s[1];
 	if (!bind(r, v, names, 0, 1, s))
@@ -308,7 +309,7 @@ static bool read_optim(struct reader *r, const struct val *v, struct plan_optim 
 	return ok;
 }
 
-static bool read_sched(struct reader *r, const struct val *v, struct plan_sched *sc)
+static bool read_sched(struct reader *r, const struct val *v, struct plan_sched *sc, struct loc *t_max_loc)
 {
 	static const char *const kinds[] = { "constant", "step_lr", "multistep_lr", "exponential_lr", "cosine" };
 	int k;
@@ -344,6 +345,8 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 		diag_error(r->d, v->loc, "exponential_lr needs gamma: exponential_lr(gamma=0.95)");
 		return false;
 	}
+	if (s[3])
+		*t_max_loc = s[3]->loc;
 	if (sc->kind == LRS_COSINE && !s[3]) {
 		diag_error(r->d, v->loc, "cosine needs t_max, the length of the schedule: cosine(t_max=10)");
 		return false;
@@ -600,7 +603,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 		switch (k) {
 		case 0: ok &= read_loss(r, v[0], t); break;
 		case 1: ok &= read_optim(r, v[1], &t->optim); break;
-		case 2: ok &= read_sched(r, v[2], &t->sched); break;
+		case 2: ok &= read_sched(r, v[2], &t->sched, &t->t_max_loc); break;
 		case 3: ok &= int_between(r, v[3], "batch", 1, INT32_MAX, &t->batch); break;
 		case 4: ok &= int_between(r, v[4], "global_batch", 1, INT32_MAX, &t->global_batch); break;
 		case 5: ok &= int_between(r, v[5], "test_batch", 1, INT32_MAX, &t->test_batch); break;

@@ -7,12 +7,15 @@
  */
 #include "compiler/compile.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compiler/compile_impl.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
+#include "runtime/mnist_files.h"
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 {
@@ -68,6 +71,33 @@ static int64_t run_steps(const struct plan *p)
 	int64_t b = t->global_batch ? t->global_batch / p->world : t->batch;
 	int64_t per_epoch = t->drop_last ? n / b : (n + b - 1) / b;
 	return per_epoch * t->epochs;
+}
+
+/* An mnist() set whose files are not there, or cannot be read, stops a
+ * run only when it opens them, with no place in the file: say it here, at
+ * the data statement, after the same search the reader makes. */
+static bool check_files(struct diag *d, const struct plan_dataset *ds)
+{
+	if (ds->kind != DATA_MNIST)
+		return true;
+	char images[4200], labels[4200], err[5000];
+	if (mnist_find(ds->root, ds->split, images, labels, sizeof images, err, sizeof err) != 0) {
+		diag_error(d, ds->loc, "%s", err);
+		return false;
+	}
+	const char *paths[2] = { images, labels };
+	for (int i = 0; i < 2; i++) {
+		if (access(paths[i], R_OK) != 0) {
+			diag_error(d, ds->loc, "cannot read %s: %s", paths[i], strerror(errno));
+			return false;
+		}
+	}
+	return true;
+}
+
+bool compile_check_data(struct diag *d, const struct plan *p)
+{
+	return check_files(d, &p->train_data) & check_files(d, &p->test_data);
 }
 
 /* What compiles but trains otherwise than meant.  Warnings do not stop a

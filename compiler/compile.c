@@ -7,11 +7,15 @@
  */
 #include "compiler/compile.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compiler/compile_impl.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
+#include "runtime/mnist_files.h"
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 {
@@ -41,6 +45,91 @@ static bool plan_fits(struct diag *d, const struct plan *p, int64_t per_rank)
 		   "a batch of %lld per rank could need up to %.0f PiB, beyond what any machine holds; lower the batch or the layer sizes",
 		   (long long)per_rank, bytes / 0x1p50);
 	return false;
+}
+
+/* The layer whose output the loss reads: the last, past device transfers. */
+static const struct node *last_layer(const struct plan *p)
+{
+	int i = p->nnodes - 1;
+	while (i > 0 && p->nodes[i].op == OP_TRANSFER)
+		i--;
+	return &p->nodes[i];
+}
+
+/* Optimizer steps of the whole run, when the file fixes them: steps =,
+ * or epochs of a synthetic training set (its size is known); 0 when not
+ * known before the data is read. */
+static int64_t run_steps(const struct plan *p)
+{
+	const struct plan_train *t = &p->train;
+	if (t->steps)
+		return t->steps;
+	if (p->train_data.kind != DATA_SYNTHETIC)
+		return 0;
+	/* as DistributedSampler pads, every rank takes ceil(n / world) */
+	int64_t n = (p->train_data.samples + p->world - 1) / p->world;
+	int64_t b = t->global_batch ? t->global_batch / p->world : t->batch;
+	int64_t per_epoch = t->drop_last ? n / b : (n + b - 1) / b;
+	return per_epoch * t->epochs;
+}
+
+/* An mnist() set whose files are not there, or cannot be read, stops a
+ * run only when it opens them, with no place in the file: say it here, at
+ * the data statement, after the same search the reader makes. */
+static bool check_files(struct diag *d, const struct plan_dataset *ds)
+{
+	if (ds->kind != DATA_MNIST)
+		return true;
+	char images[4200], labels[4200], err[5000];
+	if (mnist_find(ds->root, ds->split, images, labels, sizeof images, err, sizeof err) != 0) {
+		diag_error(d, ds->loc, "%s", err);
+		return false;
+	}
+	const char *paths[2] = { images, labels };
+	for (int i = 0; i < 2; i++) {
+		if (access(paths[i], R_OK) != 0) {
+			diag_error(d, ds->loc, "cannot read %s: %s", paths[i], strerror(errno));
+			return false;
+		}
+	}
+	return true;
+}
+
+bool compile_check_data(struct diag *d, const struct plan *p)
+{
+	return check_files(d, &p->train_data) & check_files(d, &p->test_data);
+}
+
+/* What compiles but trains otherwise than meant.  Warnings do not stop a
+ * run. */
+static void warn_plan(struct diag *d, const struct plan *p)
+{
+	const struct plan_train *t = &p->train;
+	if (!t->present)
+		return;
+	const struct node *last = last_layer(p);
+	if (t->loss == LOSS_NLL && last->op != OP_LOG_SOFTMAX) {
+		if (last->op == OP_SOFTMAX)
+			diag_warning(d, t->loss_loc, "nll takes log-probabilities, but the model ends in softmax, which gives probabilities; "
+				     "end it in log_softmax(dim=1) instead, or drop the softmax and use cross_entropy");
+		else
+			diag_warning(d, t->loss_loc, "nll takes log-probabilities, but the model does not end in log_softmax: on raw scores "
+				     "the loss falls without bound; use cross_entropy, or end the model in log_softmax(dim=1)");
+		diag_note(d, last->loc, "the model's last layer is here");
+	} else if (t->loss == LOSS_CROSS_ENTROPY && last->op == OP_SOFTMAX) {
+		diag_warning(d, t->loss_loc, "cross_entropy applies log_softmax itself, but the model already ends in softmax: softmax "
+			     "is applied twice and learning slows; drop the softmax");
+		diag_note(d, last->loc, "the model's last layer is here");
+	}
+	const struct plan_sched *sc = &t->sched;
+	if (sc->kind == LRS_COSINE && !sc->per_step && !t->steps && sc->t_max > t->epochs)
+		diag_warning(d, t->t_max_loc, "cosine's t_max is %lld epochs (every=\"epoch\"), but the run has %lld epoch%s: the rate "
+			     "never comes down to eta_min; to count t_max in optimizer steps, add every=\"step\"",
+			     (long long)sc->t_max, (long long)t->epochs, t->epochs == 1 ? "" : "s");
+	int64_t steps = run_steps(p);
+	if (sc->kind == LRS_COSINE && sc->per_step && steps && sc->t_max > steps)
+		diag_warning(d, t->t_max_loc, "cosine's t_max is %lld steps, but the run has %lld optimizer steps, so the rate does not "
+			     "come down to eta_min; make t_max at most %lld", (long long)sc->t_max, (long long)steps, (long long)steps);
 }
 
 struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_opts *o)
@@ -98,6 +187,10 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 	if (!place_nodes(a, d, p) || !infer_shapes(a, d, p) || !plan_fits(d, p, per_rank) || !wrap_units(a, d, p) ||
 	    !memplan_build(a, d, p) || d->errors > before)
 		return NULL;
+	/* once per command: not on the first look before the rank count is
+	 * known, nor in the workers a launcher starts (it has warned) */
+	if (!o->world_unknown && !getenv("TRAINC_WORKER"))
+		warn_plan(d, p);
 	p->text = unparse_sections(a, &s, false);
 	p->source = unparse_sections(a, &s, true);
 	uint64_t h = 0xcbf29ce484222325ull;

@@ -21,4 +21,9 @@ struct compile_opts {
 };
 
 struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_opts *o);
+/* For the commands that read the data (check, training; print and graph
+ * do not need it): every mnist() dataset whose files are missing or
+ * unreadable is an error at its data statement, naming where the reader
+ * looks.  False when one is. */
+bool compile_check_data(struct diag *d, const struct plan *p);
 #endif

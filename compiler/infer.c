@@ -71,6 +71,22 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 	return true;
 }
 
+/* A shape error in a block's body is mended where the block is called:
+ * point at the argument that passed the size on when the error is about
+ * one, else at each call that put the layer there, innermost first. */
+static void note_calls(struct diag *d, const struct plan *p, const struct node *n)
+{
+	if (n->blame && n->blame->from) {
+		val_note_origin(d, n->blame);
+		return;
+	}
+	for (int s = n->scope; s > 0; s = p->scopes[s].parent) {
+		const struct scope *sc = &p->scopes[s];
+		if (sc->call.src)
+			diag_note(d, sc->call, "%s is block %s, called here", sc->path, sc->type);
+	}
+}
+
 bool infer_shapes(struct arena *a, struct diag *d, struct plan *p)
 {
 	bool ok = true;
@@ -82,6 +98,7 @@ bool infer_shapes(struct arena *a, struct diag *d, struct plan *p)
 		const struct node *prev = n->in >= 0 ? &p->nodes[n->in] : NULL;
 		const struct node *pp = n->op == OP_ADD ? &p->nodes[n->in2] : (prev && prev->in >= 0 ? &p->nodes[prev->in] : NULL);
 		if (n->op != OP_INPUT && !op_infer(d, n, prev, pp)) {
+			note_calls(d, p, n);
 			ok = false;
 			/* later shapes would only repeat this error */
 			break;

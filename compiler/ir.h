@@ -14,6 +14,7 @@
 #include "grammar/source.h"
 
 struct arena;
+struct val;
 
 /* PLAN_MAX_STAGES: runs of consecutive layers on one device in a rank, the
  * pipeline's fixed stage table (pipe.h). */
@@ -51,6 +52,11 @@ struct node {
 	bool frozen;
 	int param0, nparams; /* plan.params[param0 .. param0+nparams) */
 	int alias;         /* node whose buffer this output reuses (flatten), or -1 */
+	/* compile time only: the in-size as written (linear's in, conv2d's in,
+	 * batchnorm2d's channels, layernorm's shape), and the argument a shape
+	 * error was about, so that an error in a block's body can point at the
+	 * call that passed the value in */
+	const struct val *in_arg, *blame;
 	union {
 		struct { int64_t in, out; bool bias; } linear;
 		struct { int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups; bool bias, valid; } conv; /* valid: padding="valid", as PyTorch's repr shows it */
@@ -94,6 +100,7 @@ struct param {
 /* A module of the equivalent nn.Module tree, for naming and printing. */
 struct scope {
 	const char *name;   /* attribute name in its parent ("conv1", "0"); "" for the root */
+	struct loc call;    /* a block's instance: the callee's name in its call; else no source */
 	const char *path;   /* full dotted path; "" for the root */
 	const char *type;   /* "Net", "ResBlock", "Sequential", "Residual", or the layer's class */
 	int parent;         /* -1 for the root */
@@ -202,6 +209,8 @@ struct plan_train {
 	struct plan_sched sched;
 	int64_t batch, global_batch, micro_batch, test_batch, epochs, steps, log_interval, checkpoint_every;
 	struct loc batch_loc;       /* batch = or global_batch = */
+	struct loc loss_loc;        /* loss = 's value */
+	struct loc t_max_loc;       /* cosine's t_max, when given */
 	uint64_t seed;              /* initialisation, dropout, synthetic data */
 	uint64_t shuffle_seed;      /* DistributedSampler(seed=): the training order */
 	double clip_grad_norm;      /* 0: off */

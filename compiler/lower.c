@@ -56,6 +56,7 @@ static int new_scope(struct lower *L, int parent, const char *name, const char *
 	sc->node = -1;
 	sc->device = -1;
 	sc->loc = at;
+	sc->call = (struct loc){ 0 };
 	if (parent < 0) {
 		sc->path = "";
 		sc->depth = 0;
@@ -438,6 +439,7 @@ static bool lower_stmt(struct lower *L, const struct ast_stmt *st, int scope, co
 		if (!unique(L, scope, name, name_at))
 			return false;
 		int sc = new_scope(L, scope, name, blk->name, name_at);
+		L->p->scopes[sc].call = v->name_loc;
 		L->p->scopes[sc].wrap = wrap;
 		L->p->scopes[sc].device = inh.device;
 		return instantiate(L, blk, v, st, sc, inh);

@@ -205,6 +205,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		n->a.linear.bias = true;
 		if (s[2] && !val_bool(d, s[2], "bias", &n->a.linear.bias))
 			return false;
+		n->in_arg = s[0] && s[1] ? s[0] : NULL;
 		return in_out(d, s, callee, call, &n->a.linear.in, &n->a.linear.out);
 	}
 	case OP_CONV2D: {
@@ -217,6 +218,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		if (s[0] && s[1]) {
 			if (!get_int(d, s[0], "in_channels", &n->a.conv.cin, 1) || !get_int(d, s[1], "out_channels", &n->a.conv.cout, 1))
 				return false;
+			n->in_arg = s[0];
 		} else if (!s[1] && keyed(call, "in")) {
 			return missing(d, call, callee, "an output channel count");
 		} else if (s[0] || s[1]) {
@@ -279,6 +281,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		n->a.bn.affine = n->a.bn.track = true;
 		if (s[0] && !get_int(d, s[0], "channels", &n->a.bn.c, 1))
 			return false;
+		n->in_arg = s[0];
 		if (s[1] && !val_num(d, s[1], "eps", &n->a.bn.eps))
 			return false;
 		if (s[2] && !val_num(d, s[2], "momentum", &n->a.bn.momentum))
@@ -298,6 +301,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		BIND("shape", "eps", "affine");
 		n->a.ln.eps = 1e-5;
 		n->a.ln.affine = true;
+		n->in_arg = s[0];
 		if (s[0]) {
 			if (s[0]->kind == V_INT) {
 				n->a.ln.nd = 1;
@@ -518,9 +522,29 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		return true;
 	case OP_LINEAR: {
 		int64_t f = in.d[in.rank - 1];
+		if (n->a.linear.in && n->a.linear.in != f && in.rank > 1) {
+			/* most often a flatten left out after a conv or pool: say
+			 * what flattening would give, and whether it fits */
+			int64_t all = shape_numel(&in);
+			char prod[96];
+			int at = 0;
+			for (int k = 0; k < in.rank && at < (int)sizeof prod; k++)
+				at += snprintf(prod + at, sizeof prod - (size_t)at, "%s%" PRId64, k ? "x" : "", in.d[k]);
+			if (all == n->a.linear.in)
+				diag_error(d, n->loc, "%s expects %" PRId64 " input features, but its input is %s and linear works on the last "
+					   "dimension (%" PRId64 "); add flatten before it: %s = %" PRId64,
+					   n->what, n->a.linear.in, shape_str(&in, b1, sizeof b1), f, prod, all);
+			else
+				diag_error(d, n->loc, "%s expects %" PRId64 " input features, but its input is %s and linear works on the last "
+					   "dimension (%" PRId64 "); a flatten before it would give %s = %" PRId64 ", not %" PRId64 " either",
+					   n->what, n->a.linear.in, shape_str(&in, b1, sizeof b1), f, prod, all, n->a.linear.in);
+			n->blame = n->in_arg;
+			return false;
+		}
 		if (n->a.linear.in && n->a.linear.in != f) {
 			diag_error(d, n->loc, "%s expects %" PRId64 " input features, but the layer before it gives %s", n->what,
 				   n->a.linear.in, size_origin(prev, pp, f, b1, sizeof b1));
+			n->blame = n->in_arg;
 			return false;
 		}
 		n->a.linear.in = f;
@@ -533,6 +557,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		if (n->a.conv.cin && n->a.conv.cin != in.d[0]) {
 			diag_error(d, n->loc, "%s expects %" PRId64 " input channels, but the layer before it gives %" PRId64 " (shape %s)",
 				   n->what, n->a.conv.cin, in.d[0], shape_str(&in, b1, sizeof b1));
+			n->blame = n->in_arg;
 			return false;
 		}
 		n->a.conv.cin = in.d[0];
@@ -573,6 +598,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		if (n->a.bn.c && n->a.bn.c != in.d[0]) {
 			diag_error(d, n->loc, "%s expects %" PRId64 " channels, but the layer before it gives %" PRId64, n->what, n->a.bn.c,
 				   in.d[0]);
+			n->blame = n->in_arg;
 			return false;
 		}
 		n->a.bn.c = in.d[0];
@@ -585,6 +611,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		if (n->a.ln.nd > in.rank) {
 			diag_error(d, n->loc, "%s normalizes %d dimensions, but its input %s has only %d", n->what, n->a.ln.nd,
 				   shape_str(&in, b1, sizeof b1), in.rank);
+			n->blame = n->in_arg;
 			return false;
 		}
 		for (int k = 0; k < n->a.ln.nd; k++) {
@@ -593,6 +620,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 				memcpy(ns.d, n->a.ln.d, sizeof ns.d);
 				diag_error(d, n->loc, "%s normalizes over %s, but its input ends in a different shape: %s", n->what,
 					   shape_str(&ns, b1, sizeof b1), shape_str(&in, b2, sizeof b2));
+				n->blame = n->in_arg;
 				return false;
 			}
 		}

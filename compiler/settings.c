@@ -163,6 +163,27 @@ static bool choose(struct reader *r, const struct val *v, const char *what, cons
 	return false;
 }
 
+/* The indices of the settings given, in the order they are written, so
+ * that their errors come in the order of the file. */
+static int source_order(struct val *const *v, int n, int *order)
+{
+	int m = 0;
+	for (int k = 0; k < n; k++) {
+		if (!v[k])
+			continue;
+		int at = m++;
+		while (at > 0) {
+			const struct loc *a = &v[order[at - 1]]->loc, *b = &v[k]->loc;
+			if (a->src != b->src || a->line < b->line || (a->line == b->line && a->col < b->col))
+				break;
+			order[at] = order[at - 1];
+			at--;
+		}
+		order[at] = k;
+	}
+	return m;
+}
+
 static bool read_loss(struct reader *r, const struct val *v, struct plan_train *t)
 {
 	static const char *const losses[] = { "mse", "nll", "cross_entropy" };
@@ -170,6 +191,7 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 	if (!choose(r, v, "loss", losses, 3, &k))
 		return false;
 	t->loss = (enum loss_kind)k;
+	t->loss_loc = v->loc;
 	static const char *const names[] = { "reduction" };
 	struct val *s[1];
 	if (!bind(r, v, names, 0, 1, s))
@@ -287,7 +309,7 @@ static bool read_optim(struct reader *r, const struct val *v, struct plan_optim 
 	return ok;
 }
 
-static bool read_sched(struct reader *r, const struct val *v, struct plan_sched *sc)
+static bool read_sched(struct reader *r, const struct val *v, struct plan_sched *sc, struct loc *t_max_loc)
 {
 	static const char *const kinds[] = { "constant", "step_lr", "multistep_lr", "exponential_lr", "cosine" };
 	int k;
@@ -323,6 +345,8 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 		diag_error(r->d, v->loc, "exponential_lr needs gamma: exponential_lr(gamma=0.95)");
 		return false;
 	}
+	if (s[3])
+		*t_max_loc = s[3]->loc;
 	if (sc->kind == LRS_COSINE && !s[3]) {
 		diag_error(r->d, v->loc, "cosine needs t_max, the length of the schedule: cosine(t_max=10)");
 		return false;
@@ -398,6 +422,21 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 	if (k == 0) {
 		static const char *const names[] = { "root", "split", "normalize" };
 		struct val *s[3];
+		for (int i = 0; v->kind == V_CALL && i < v->n; i++) {
+			/* torchvision's MNIST(root, train=True) */
+			const struct varg *g = &v->items[i];
+			if (g->key && !strcmp(g->key, "train")) {
+				struct loc kl = g->key_loc;
+				kl.len = 5;
+				bool is_true = (g->v->kind == V_BOOL && g->v->b) || (g->v->kind == V_NAME && !strcmp(g->v->s, "True"));
+				bool is_false = (g->v->kind == V_BOOL && !g->v->b) || (g->v->kind == V_NAME && !strcmp(g->v->s, "False"));
+				if (is_true || is_false)
+					diag_error(r->d, kl, "mnist has no argument 'train'; the split is named: split=\"%s\"", is_true ? "train" : "test");
+				else
+					diag_error(r->d, kl, "mnist has no argument 'train'; the split is named: split=\"train\" or split=\"test\"");
+				return false;
+			}
+		}
 		if (!bind(r, v, names, 1, 3, s))
 			return false;
 		ds->kind = DATA_MNIST;
@@ -421,12 +460,37 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 			}
 		}
 		if (s[2]) {
+			if (s[2]->kind == V_LIST && s[2]->n == 2) {
+				char text[96];
+				val_print(s[2], text, sizeof text);
+				size_t len = strlen(text);
+				text[0] = '(';
+				text[len - 1] = ')';
+				if (len + 1 < sizeof text)
+					diag_error(r->d, s[2]->loc, "normalize must be a tuple, not a list: write %s", text);
+				else
+					diag_error(r->d, s[2]->loc, "normalize must be a tuple, not a list: write (mean, std)");
+				return false;
+			}
 			if (s[2]->kind != V_TUPLE || s[2]->n != 2) {
 				diag_error(r->d, s[2]->loc, "normalize must be (mean, std), e.g. (0.1307, 0.3081)");
 				return false;
 			}
-			if (!num_range(r, s[2]->items[0].v, "the mean", -1e6, 1e6, &ds->mean) ||
-			    !num_range(r, s[2]->items[1].v, "the std", 1e-12, 1e6, &ds->std))
+			/* torchvision's Normalize((mean,), (std,)) takes one value per
+			 * channel; MNIST has one channel, so a one-element tuple or
+			 * list is the number it holds */
+			const struct val *ms[2];
+			for (int i = 0; i < 2; i++) {
+				ms[i] = s[2]->items[i].v;
+				if ((ms[i]->kind == V_TUPLE || ms[i]->kind == V_LIST) && ms[i]->n == 1)
+					ms[i] = ms[i]->items[0].v;
+				else if ((ms[i]->kind == V_TUPLE || ms[i]->kind == V_LIST) && ms[i]->n > 1) {
+					diag_error(r->d, ms[i]->loc, "MNIST images have one channel, so the %s is one number, not %d",
+						   i ? "std" : "mean", ms[i]->n);
+					return false;
+				}
+			}
+			if (!num_range(r, ms[0], "the mean", -1e6, 1e6, &ds->mean) || !num_range(r, ms[1], "the std", 1e-12, 1e6, &ds->std))
 				return false;
 		}
 		ds->sample = (struct shape){ 3, { 1, 28, 28 } };
@@ -520,35 +584,45 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	if (!v[0] && keys_ok) {
 		diag_error(r->d, sec->kind_loc, "the train section needs a loss: loss = cross_entropy (or mse, nll)");
 		ok = false;
-	} else if (v[0]) {
-		ok &= read_loss(r, v[0], t);
 	}
 	if (!v[1] && keys_ok) {
 		diag_error(r->d, sec->kind_loc, "the train section needs an optimizer, e.g. optimizer = sgd(lr=0.01)");
 		ok = false;
-	} else if (v[1]) {
-		ok &= read_optim(r, v[1], &t->optim);
 	}
-	if (v[2])
-		ok &= read_sched(r, v[2], &t->sched);
 	if (!v[3] && !v[4] && keys_ok) {
 		diag_error(r->d, sec->kind_loc, "the train section needs a batch size: batch = 64 (per rank) or global_batch = N");
 		ok = false;
+	}
+	/* each setting on its own, so that one run reports every bad one, in
+	 * the order they are written (batch sizes index samples within a batch
+	 * as int, as DataLoader's do) */
+	int order[NK], m = source_order(v, NK, order);
+	for (int i = 0; i < m; i++) {
+		int k = order[i];
+		switch (k) {
+		case 0: ok &= read_loss(r, v[0], t); break;
+		case 1: ok &= read_optim(r, v[1], &t->optim); break;
+		case 2: ok &= read_sched(r, v[2], &t->sched, &t->t_max_loc); break;
+		case 3: ok &= int_between(r, v[3], "batch", 1, INT32_MAX, &t->batch); break;
+		case 4: ok &= int_between(r, v[4], "global_batch", 1, INT32_MAX, &t->global_batch); break;
+		case 5: ok &= int_between(r, v[5], "test_batch", 1, INT32_MAX, &t->test_batch); break;
+		case 6: ok &= int_at_least(r, v[6], "epochs", 1, &t->epochs); break;
+		case 7: ok &= int_at_least(r, v[7], "steps", 0, &t->steps); break;
+		case 8: ok &= int_at_least(r, v[8], "seed", 0, &seed); break;
+		case 9: ok &= int_at_least(r, v[9], "log_interval", 1, &t->log_interval); break;
+		case 10: ok &= num_range(r, v[10], "clip_grad_norm", 1e-12, HUGE_VAL, &t->clip_grad_norm); break;
+		case 11: ok &= int_at_least(r, v[11], "checkpoint_every", 1, &t->checkpoint_every); break;
+		case 12: ok &= val_bool(r->d, v[12], "shuffle", &t->shuffle); break;
+		case 13: ok &= val_bool(r->d, v[13], "drop_last", &t->drop_last); break;
+		case 14: ok &= int_between(r, v[14], "micro_batch", 1, INT32_MAX, &t->micro_batch); break;
+		default: ok &= int_at_least(r, v[15], "shuffle_seed", 0, &shuffle_seed); break;
+		}
 	}
 	if (v[3] && v[4]) {
 		diag_error(r->d, v[4]->loc, "set batch (per rank) or global_batch (fixed over ranks), not both");
 		diag_note(r->d, v[3]->loc, "batch is set here");
 		ok = false;
 	}
-	/* batch sizes index samples within a batch as int, as DataLoader's do */
-	ok &= int_between(r, v[3], "batch", 1, INT32_MAX, &t->batch) && int_between(r, v[4], "global_batch", 1, INT32_MAX, &t->global_batch) &&
-	      int_between(r, v[5], "test_batch", 1, INT32_MAX, &t->test_batch) && int_at_least(r, v[6], "epochs", 1, &t->epochs) &&
-	      int_at_least(r, v[7], "steps", 0, &t->steps) && int_at_least(r, v[8], "seed", 0, &seed) &&
-	      int_at_least(r, v[9], "log_interval", 1, &t->log_interval) &&
-	      num_range(r, v[10], "clip_grad_norm", 1e-12, HUGE_VAL, &t->clip_grad_norm) &&
-	      int_at_least(r, v[11], "checkpoint_every", 1, &t->checkpoint_every) &&
-	      (!v[12] || val_bool(r->d, v[12], "shuffle", &t->shuffle)) && (!v[13] || val_bool(r->d, v[13], "drop_last", &t->drop_last));
-	ok &= int_between(r, v[14], "micro_batch", 1, INT32_MAX, &t->micro_batch) && int_at_least(r, v[15], "shuffle_seed", 0, &shuffle_seed);
 	if (v[14] && !v[4]) {
 		diag_error(r->d, v[14]->loc, "micro_batch splits a global_batch; with a per-rank batch, lower batch instead");
 		ok = false;
@@ -563,6 +637,95 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	if (t->global_batch)
 		t->batch = t->global_batch; /* per rank: divided by the world size when the plan is made */
 	return ok;
+}
+
+/* param_dtype, reduce_dtype: only float32 is implemented */
+static bool read_dtype(struct reader *r, const struct val *v, const char *key)
+{
+	const char *name;
+	if (!val_str(r->d, v, key, &name))
+		return false;
+	if (strcmp(name, "float32") == 0)
+		return true;
+	if (!strcmp(name, "bfloat16") || !strcmp(name, "float16"))
+		diag_error(r->d, v->loc, "%s \"%s\" is not implemented yet; use \"float32\"", key, name);
+	else
+		diag_error(r->d, v->loc, "%s must be \"float32\", not \"%s\" (\"bfloat16\" and \"float16\" are not implemented yet)", key, name);
+	return false;
+}
+
+static bool read_wrap(struct reader *r, const struct val *v, struct plan_parallel *pp)
+{
+	static const char *const policies[] = { "none", "size", "blocks" };
+	int k;
+	if (!choose(r, v, "wrap policy", policies, 3, &k))
+		return false;
+	pp->wrap = (enum wrap_kind)k;
+	if (k == WRAP_SIZE) {
+		static const char *const names[] = { "min_params" };
+		struct val *s[1];
+		if (!bind(r, v, names, 1, 1, s))
+			return false;
+		if (!s[0]) {
+			diag_error(r->d, v->loc, "size needs min_params: size(min_params=20000)");
+			return false;
+		}
+		return int_at_least(r, s[0], "min_params", 1, &pp->min_params);
+	}
+	if (k == WRAP_BLOCKS) {
+		if (v->kind != V_CALL || v->n < 1) {
+			diag_error(r->d, v->loc, "blocks needs the block names to wrap: blocks(ResBlock)");
+			return false;
+		}
+		if (v->n > PLAN_MAX_WRAP_BLOCKS) {
+			diag_error(r->d, v->items[PLAN_MAX_WRAP_BLOCKS].v->loc, "blocks takes at most %d block names", PLAN_MAX_WRAP_BLOCKS);
+			return false;
+		}
+		for (int i = 0; i < v->n; i++) {
+			const struct val *b = v->items[i].v;
+			if (b->kind != V_NAME || v->items[i].key) {
+				diag_error(r->d, b->loc, "blocks takes block names");
+				return false;
+			}
+			for (int j = 0; j < i; j++) {
+				if (strcmp(v->items[j].v->s, b->s) == 0) {
+					diag_error(r->d, b->loc, "block %s is named twice in the wrap policy", b->s);
+					diag_note(r->d, v->items[j].v->loc, "first named here");
+					return false;
+				}
+			}
+			pp->wrap_block_locs[pp->nwrap_blocks] = b->loc;
+			pp->wrap_blocks[pp->nwrap_blocks++] = b->s;
+		}
+		return true;
+	}
+	if (v->kind == V_CALL && v->n) {
+		diag_error(r->d, v->loc, "none takes no arguments");
+		return false;
+	}
+	return true;
+}
+
+static bool read_shard(struct reader *r, const struct val *v, struct plan_parallel *pp)
+{
+	static const char *const shards[] = { "full", "grad_op", "none" };
+	/* PyTorch's ShardingStrategy names, as people copy them */
+	static const char *const torch_names[] = { "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD" };
+	const char *sname;
+	if (!val_str(r->d, v, "shard", &sname))
+		return false;
+	for (int k = 0; k < 3; k++) {
+		if (strcmp(shards[k], sname) == 0) {
+			pp->shard = (enum shard_kind)k;
+			return true;
+		}
+		if (strcmp(torch_names[k], sname) == 0) {
+			diag_error(r->d, v->loc, "shard \"%s\" is PyTorch's name; write shard = \"%s\"", sname, shards[k]);
+			return false;
+		}
+	}
+	diag_error(r->d, v->loc, "shard must be \"full\" (FULL_SHARD), \"grad_op\" (SHARD_GRAD_OP) or \"none\" (NO_SHARD)");
+	return false;
 }
 
 static bool read_parallel(struct reader *r, const struct ast_section *sec, struct plan *p)
@@ -594,101 +757,35 @@ static bool read_parallel(struct reader *r, const struct ast_section *sec, struc
 	}
 	static const char *const keys[] = { "wrap", "shard", "bucket_mb", "microbatches", "timeout", "param_dtype", "reduce_dtype" };
 	struct val *v[7];
-	bool keys_ok = read_keys(r, sec, keys, 7, v);
+	bool ok = read_keys(r, sec, keys, 7, v);
 	pp->param_dtype = pp->reduce_dtype = DT_F32;
-	for (int k = 5; k < 7; k++) {
-		if (!v[k])
-			continue;
-		const char *name;
-		if (!val_str(r->d, v[k], keys[k], &name))
-			return false;
-		if (pp->mode == PAR_DDP) {
+	/* each setting on its own, so that one run reports every bad one, in
+	 * the order they are written */
+	int order[7], m = source_order(v, 7, order);
+	for (int i = 0; i < m; i++) {
+		int k = order[i];
+		bool fsdp_only = k == 0 || k == 1 || k >= 5;
+		if (pp->mode == PAR_DDP && fsdp_only) {
 			diag_error(r->d, v[k]->loc, "'%s' is an FSDP setting; this section is parallel ddp", keys[k]);
-			return false;
-		}
-		if (strcmp(name, "float32") != 0) {
-			if (!strcmp(name, "bfloat16") || !strcmp(name, "float16"))
-				diag_error(r->d, v[k]->loc, "%s \"%s\" is not implemented yet; use \"float32\"", keys[k], name);
-			else
-				diag_error(r->d, v[k]->loc, "%s must be \"float32\", not \"%s\" (\"bfloat16\" and \"float16\" are not implemented yet)",
-					   keys[k], name);
-			return false;
-		}
-	}
-	if (pp->mode == PAR_DDP) {
-		for (int k = 0; k < 2; k++) {
-			if (v[k]) {
-				diag_error(r->d, v[k]->loc, "'%s' is an FSDP setting; this section is parallel ddp", keys[k]);
-				return false;
-			}
-		}
-	} else if (v[2]) {
-		diag_error(r->d, v[2]->loc, "bucket_mb is a DDP setting; FSDP communicates per unit");
-		return false;
-	}
-	if (v[0]) {
-		static const char *const policies[] = { "none", "size", "blocks" };
-		int k;
-		if (!choose(r, v[0], "wrap policy", policies, 3, &k))
-			return false;
-		pp->wrap = (enum wrap_kind)k;
-		if (k == WRAP_SIZE) {
-			static const char *const names[] = { "min_params" };
-			struct val *s[1];
-			if (!bind(r, v[0], names, 1, 1, s))
-				return false;
-			if (!s[0]) {
-				diag_error(r->d, v[0]->loc, "size needs min_params: size(min_params=20000)");
-				return false;
-			}
-			if (!int_at_least(r, s[0], "min_params", 1, &pp->min_params))
-				return false;
-		} else if (k == WRAP_BLOCKS) {
-			if (v[0]->kind != V_CALL || v[0]->n < 1) {
-				diag_error(r->d, v[0]->loc, "blocks needs the block names to wrap: blocks(ResBlock)");
-				return false;
-			}
-			if (v[0]->n > PLAN_MAX_WRAP_BLOCKS) {
-				diag_error(r->d, v[0]->items[PLAN_MAX_WRAP_BLOCKS].v->loc, "blocks takes at most %d block names", PLAN_MAX_WRAP_BLOCKS);
-				return false;
-			}
-			for (int i = 0; i < v[0]->n; i++) {
-				const struct val *b = v[0]->items[i].v;
-				if (b->kind != V_NAME || v[0]->items[i].key) {
-					diag_error(r->d, b->loc, "blocks takes block names");
-					return false;
-				}
-				for (int j = 0; j < i; j++) {
-					if (strcmp(v[0]->items[j].v->s, b->s) == 0) {
-						diag_error(r->d, b->loc, "block %s is named twice in the wrap policy", b->s);
-						diag_note(r->d, v[0]->items[j].v->loc, "first named here");
-						return false;
-					}
-				}
-				pp->wrap_block_locs[pp->nwrap_blocks] = b->loc;
-				pp->wrap_blocks[pp->nwrap_blocks++] = b->s;
-			}
-		} else if (v[0]->kind == V_CALL && v[0]->n) {
-			diag_error(r->d, v[0]->loc, "none takes no arguments");
-			return false;
+			ok = false;
+		} else if (pp->mode == PAR_FSDP && k == 2) {
+			diag_error(r->d, v[2]->loc, "bucket_mb is a DDP setting; FSDP communicates per unit");
+			ok = false;
+		} else if (k >= 5) {
+			ok &= read_dtype(r, v[k], keys[k]);
+		} else if (k == 0) {
+			ok &= read_wrap(r, v[0], pp);
+		} else if (k == 1) {
+			ok &= read_shard(r, v[1], pp);
+		} else if (k == 2) {
+			ok &= num_range(r, v[2], "bucket_mb", 0.001, 65536, &pp->bucket_mb);
+		} else if (k == 3) {
+			ok &= int_at_least(r, v[3], "microbatches", 1, &pp->microbatches);
+		} else {
+			ok &= num_range(r, v[4], "timeout", 1, 1e7, &pp->timeout_s);
 		}
 	}
-	if (v[1]) {
-		static const char *const shards[] = { "full", "grad_op", "none" };
-		const char *sname;
-		if (!val_str(r->d, v[1], "shard", &sname))
-			return false;
-		int k = 0;
-		while (k < 3 && strcmp(shards[k], sname) != 0)
-			k++;
-		if (k == 3) {
-			diag_error(r->d, v[1]->loc, "shard must be \"full\" (FULL_SHARD), \"grad_op\" (SHARD_GRAD_OP) or \"none\" (NO_SHARD)");
-			return false;
-		}
-		pp->shard = (enum shard_kind)k;
-	}
-	return keys_ok && num_range(r, v[2], "bucket_mb", 0.001, 65536, &pp->bucket_mb) &&
-	       int_at_least(r, v[3], "microbatches", 1, &pp->microbatches) && num_range(r, v[4], "timeout", 1, 1e7, &pp->timeout_s);
+	return ok;
 }
 
 bool settings_read(struct arena *a, struct diag *d, const struct sections *s, struct plan *p)

@@ -356,7 +356,16 @@ static bool mismatch(struct diag *d, const struct val *v, const char *what, cons
 {
 	if (suggest_param(d, v))
 		return false;
-	if (v->kind == V_NAME && !v->from && op_lookup(v->s) >= 0) /* a layer where a value goes */
+	bool pybool = v->kind == V_NAME && (!strcmp(v->s, "True") || !strcmp(v->s, "False"));
+	if (pybool && !strcmp(want, "true or false"))
+		diag_error(d, v->loc, "%s must be true or false: write %s, not %s", what, v->s[0] == 'T' ? "true" : "false", v->s);
+	else if (pybool)
+		diag_error(d, v->loc, "%s must be %s, not %s (booleans are written true and false)", what, want, v->s);
+	else if (v->kind == V_NAME && !strcmp(v->s, "None") && !strcmp(what, "bias"))
+		diag_error(d, v->loc, "there is no None; for a layer without a bias write bias=false");
+	else if (v->kind == V_NAME && !strcmp(v->s, "None"))
+		diag_error(d, v->loc, "there is no None; leave %s out to get its default", what);
+	else if (v->kind == V_NAME && !v->from && op_lookup(v->s) >= 0) /* a layer where a value goes */
 		diag_error(d, v->loc, "%s must be %s, not the layer '%s'", what, want, v->s);
 	else if (v->kind == V_NAME && !v->from)
 		diag_error(d, v->loc, "name '%s' is not defined; %s must be %s", v->s, what, want);

@@ -204,6 +204,12 @@ static const char *const aliases[][2] = {
 	{ "grad_clip", "clip_grad_norm" },  { "min_num_params", "min_params" }, { "sharding_strategy", "shard" },
 	{ "auto_wrap_policy", "wrap" },	    { "T_max", "t_max" },		{ "lr_scheduler", "scheduler" },
 	{ "criterion", "loss" },	    { "optim", "optimizer" },
+	/* torch.nn's layer arguments */
+	{ "in_features", "in" },	    { "out_features", "out" },		{ "in_channels", "in" },
+	{ "out_channels", "out" },	    { "kernel_size", "kernel" },	{ "num_features", "channels" },
+	{ "start_dim", "start" },	    { "end_dim", "end" },		{ "num_embeddings", "num" },
+	{ "embedding_dim", "dim" },	    { "normalized_shape", "shape" },	{ "elementwise_affine", "affine" },
+	{ "output_size", "output" },
 };
 
 /* PyTorch's class names whose trainc name is not the folded class name. */

@@ -1,10 +1,12 @@
 /* test_compiler.c: unit tests of the front end and the compiler passes:
  * the arena, suggestions, parsing, arithmetic (a long flat sum included),
  * the seed CNN's state_dict names and counts against PyTorch's, FSDP units
- * under both of the seed's wrap policies, placement, the layer limit, and
- * the memory plan's invariants.
+ * under both of the seed's wrap policies, placement, the layer limit,
+ * the memory plan's invariants, and the check of mnist() files.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "net_text.h"
@@ -266,6 +268,31 @@ static void test_errors_counted(void)
 	fclose(devnull);
 }
 
+/* A plan whose mnist() folders hold no dataset compiles (print and graph
+ * need no data); compile_check_data reports each at its data statement,
+ * naming where the reader looks. */
+static void test_data_files(void)
+{
+	const char *sets[2] = { "data.train=mnist(\"/no/such/folder\")", "data.test=mnist(\"/no/such/folder\")" };
+	struct compile_opts o = { "models/mnist_cnn.net", 1, sets, 2, false, false };
+	struct plan *p = compile_file(&A, &D, &o);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct diag d;
+	diag_init(&d, f);
+	CHECK(!compile_check_data(&d, p));
+	fclose(f);
+	CHECK(d.errors == 2);
+	CHECK(strstr(text, ": error: /no/such/folder: no train split of MNIST found; tried /no/such/folder/train-images-idx3-ubyte[.gz], "
+			   "/no/such/folder/MNIST/raw/train-images-idx3-ubyte[.gz]") != NULL);
+	CHECK(strstr(text, "no test split of MNIST found") != NULL);
+	free(text);
+}
+
 int main(void)
 {
 	diag_init(&D, stderr);
@@ -282,6 +309,7 @@ int main(void)
 	RUN(test_memplan_workspace);
 	RUN(test_hash);
 	RUN(test_errors_counted);
+	RUN(test_data_files);
 	arena_release(&A);
 	return check_done();
 }

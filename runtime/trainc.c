@@ -454,6 +454,10 @@ int main(int argc, char **argv)
 		o.world_unknown = false;
 		p = compile_file(&arena, &d, &o);
 	}
+	/* missing data files are named at the data statement before a run
+	 * starts (check looks at the file alone: its data may live elsewhere) */
+	if (p && !d.errors && !strcmp(cmd, "train") && launch_worker_rank(&(int){ 0 }) < 0)
+		compile_check_data(&d, p);
 	if (!p || d.errors) {
 		if (d.errors)
 			fprintf(stderr, "%d error%s\n", d.errors, d.errors == 1 ? "" : "s");

@@ -61,4 +61,14 @@ short() { # NET MESSAGE ARGS...
 short "$tmp/one.net" "$tmp/one/train-images-idx3-ubyte: 1 training samples cannot feed 2 ranks; lower --cpus or --gpus" --cpus 2
 short "$tmp/none.net" "$tmp/none/train-images-idx3-ubyte: the training set has no samples" --threads 1
 short "$tmp/none.net" "$tmp/none/train-images-idx3-ubyte: the training set has no samples" --cpus 2
+# a folder without the dataset is named at the data statement (file:line:col,
+# exit 2, as other mistakes in the file), before any worker starts
+for ranks in --threads=1 --cpus=2; do
+	"$TRAINC" models/mnist_cnn.net --set 'data.train=mnist("'"$tmp"'/nowhere")' ${ranks%%=*} ${ranks#*=} --run-dir "$tmp/nw" > "$tmp/out" 2>&1
+	rc=$?
+	[ $rc -eq 2 ] || fail "a missing dataset folder ($ranks): exit $rc, expected 2"
+	grep -q "^--set:1:16: error: $tmp/nowhere: no train split of MNIST found; tried $tmp/nowhere/train-images-idx3-ubyte" "$tmp/out" ||
+		{ fail "a missing dataset folder ($ranks):"; sed 's/^/    /' "$tmp/out"; }
+	[ -e "$tmp/nw" ] && fail "a missing dataset folder ($ranks): a run record was started"
+done
 exit $failed

@@ -67,7 +67,8 @@ static int gz_fault(struct gz_in *g, int eno, const char *fmt, ...)
 /* Move what inflate has not taken to the front of buf and read more. */
 static int gz_fill(struct gz_in *g)
 {
-	memmove(g->buf, g->z.next_in, g->z.avail_in);
+	if (g->z.avail_in) /* next_in is NULL before the first read */
+		memmove(g->buf, g->z.next_in, g->z.avail_in);
 	g->z.next_in = g->buf;
 	ssize_t k;
 	do

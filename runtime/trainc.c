@@ -272,13 +272,20 @@ static int lock_save(const char *path)
 
 /* Before spawning N workers: a checkpoint that cannot resume here is
  * reported once, not by every rank. */
+/* Whether --resume dir can go on at world ranks: 0; 1 where the checkpoint
+ * cannot be used; 2 where the command asks for a rank count it cannot
+ * resume at (a mistake in the command line, as other exit-2 errors). */
 static int check_resume(const struct plan *p, const char *dir, int world, const char *flag)
 {
 	struct ckpt_state st;
 	char err[1024];
-	if (ckpt_check(dir, p, &st, err, sizeof err) != 0 || train_resume_world(p, dir, flag, &st, world, 0, err, sizeof err) != 0) {
+	if (ckpt_check(dir, p, &st, err, sizeof err) != 0) {
 		fprintf(stderr, "trainc: %s\n", err);
-		return -1;
+		return 1;
+	}
+	if (train_resume_world(p, dir, flag, &st, world, 0, err, sizeof err) != 0) {
+		fprintf(stderr, "trainc: %s\n", err);
+		return 2;
 	}
 	return 0;
 }
@@ -519,8 +526,10 @@ int main(int argc, char **argv)
 				rc = train_run(p, &to);
 			}
 		} else if (o.world > 1) {
-			if (check_data(p, o.world) != 0 || (resume && check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus") != 0)) {
+			if (check_data(p, o.world) != 0) {
 				rc = 1;
+			} else if (resume && (rc = check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus")) != 0) {
+				/* rc says which */
 			} else {
 				struct launch_opts lo = { o.world, p->parallel.timeout_s, 5.0 };
 				stop_notes(save);
@@ -528,7 +537,7 @@ int main(int argc, char **argv)
 				if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP) /* the job's stop note */
 					fputs((stop_latest[0] && access(stop_latest, F_OK) == 0 ? stop_note : stop_note_none) + 1, stderr);
 			}
-		} else {
+		} else if (!resume || (rc = check_resume(p, resume, 1, gpus > 0 ? "--gpus" : "--cpus")) == 0) {
 			single_rank_signals(save);
 			rc = train_run(p, &to);
 		}

@@ -114,8 +114,12 @@ grep -q "weights.safetensors: checksum .* the file is corrupt" "$dir/err" || { c
 head -c 100 "$dir/keep" > "$ck/weights.safetensors"
 if "$TRAINC" "$dir/net.net" --resume "$dir/ck1" --run-dir "$dir/c2" > /dev/null 2> "$dir/err"; then echo "truncated file accepted"; exit 1; fi
 grep -q "weights.safetensors: 100 bytes, but the manifest says" "$dir/err" || { cat "$dir/err"; exit 1; }
-if "$TRAINC" "$dir/net.net" --cpus 2 --resume "$dir/ck_full1" --run-dir "$dir/c3" > /dev/null 2> "$dir/err"; then echo "world change accepted"; exit 1; fi
+# a rank count the checkpoint cannot resume at is a mistake in the command: exit 2, at 2 ranks and at 1
+rc=0; "$TRAINC" "$dir/net.net" --cpus 2 --resume "$dir/ck_full1" --run-dir "$dir/c3" > /dev/null 2> "$dir/err" || rc=$?
+[ $rc -eq 2 ] || { echo "world change: exit $rc, expected 2"; exit 1; }
 grep -q "was made by 1 rank, this run has 2" "$dir/err" || { cat "$dir/err"; exit 1; }
+rc=0; "$TRAINC" "$dir/net.net" --resume "$dir/ck_full2" --run-dir "$dir/c4" > /dev/null 2> "$dir/err4" || rc=$?
+[ $rc -eq 2 ] && grep -q "was made by 2 ranks, this run has 1" "$dir/err4" || { echo "world change at 1 rank: exit $rc:"; cat "$dir/err4"; exit 1; }
 [ "$(grep -c 'was made by' "$dir/err")" = 1 ] || { echo "the refusal is not said once, by the launcher:"; cat "$dir/err"; exit 1; }
 # latest naming a step folder removed by hand: the older one left is named
 "$TRAINC" tests/cli/nets/mlp_mse.net --set train.checkpoint_every=2 --save "$dir/ck_gone" --run-dir "$dir/g1" > /dev/null 2>&1

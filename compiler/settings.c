@@ -639,7 +639,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	return ok;
 }
 
-/* param_dtype, reduce_dtype: only float32 is implemented */
+/* param_dtype, reduce_dtype: trainc trains in float32 only */
 static bool read_dtype(struct reader *r, const struct val *v, const char *key)
 {
 	const char *name;
@@ -648,9 +648,9 @@ static bool read_dtype(struct reader *r, const struct val *v, const char *key)
 	if (strcmp(name, "float32") == 0)
 		return true;
 	if (!strcmp(name, "bfloat16") || !strcmp(name, "float16"))
-		diag_error(r->d, v->loc, "%s \"%s\" is not implemented yet; use \"float32\"", key, name);
+		diag_error(r->d, v->loc, "%s \"%s\": trainc trains in float32 only (no mixed precision); use \"float32\"", key, name);
 	else
-		diag_error(r->d, v->loc, "%s must be \"float32\", not \"%s\" (\"bfloat16\" and \"float16\" are not implemented yet)", key, name);
+		diag_error(r->d, v->loc, "%s must be \"float32\", not \"%s\": trainc trains in float32 only", key, name);
 	return false;
 }
 

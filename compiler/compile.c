@@ -16,16 +16,7 @@
 #include "grammar/arena.h"
 #include "grammar/diag.h"
 #include "runtime/mnist_files.h"
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-	const unsigned char *p = data;
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
+#include "runtime/util.h"
 
 /* Whether a rank's memory can be counted in bytes at all: the plan's sums
  * are int64, and a batch of 2^31 samples of a large layer would wrap them.
@@ -193,9 +184,8 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 		warn_plan(d, p);
 	p->text = unparse_sections(a, &s, false);
 	p->source = unparse_sections(a, &s, true);
-	uint64_t h = 0xcbf29ce484222325ull;
-	h = fnv1a(h, p->text, strlen(p->text));
-	h = fnv1a(h, &p->world, sizeof p->world);
+	uint64_t h = util_fnv1a(UTIL_FNV_BASIS, p->text, strlen(p->text));
+	h = util_fnv1a(h, &p->world, sizeof p->world);
 	p->hash = h;
 	return p;
 }

@@ -94,16 +94,6 @@ static char *kept_lines(const char *text, bool bare_ddp)
 	return out;
 }
 
-static uint64_t fnv1a64(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 /* The hash of the model and settings a checkpoint must be resumed with.
  * legacy: the form checkpoints were written with before a bodiless
  * `parallel ddp` counted as no parallel section, still accepted; 0 if out
@@ -111,7 +101,7 @@ static uint64_t fnv1a64(const char *s)
 static uint64_t model_hash(const struct plan *p, bool legacy)
 {
 	char *k = kept_lines(p->text, !legacy);
-	uint64_t h = k ? fnv1a64(k) : 0;
+	uint64_t h = k ? util_fnv1a(UTIL_FNV_BASIS, k, strlen(k)) : 0;
 	free(k);
 	return h;
 }

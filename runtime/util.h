@@ -7,6 +7,7 @@
 #define UTIL_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 /* Format into err (when err and errlen are set) and return -1. */
@@ -25,4 +26,7 @@ int util_utf8_len(const unsigned char *s, size_t n);
 int util_open_file(const char *path, struct stat *st, const char *what_to_do, char *err, size_t errlen);
 /* Whether no process pid exists any more (one of another user is alive). */
 bool util_pid_gone(long pid);
+/* 64-bit FNV-1a of n bytes, continuing from h (start with UTIL_FNV_BASIS). */
+#define UTIL_FNV_BASIS 0xcbf29ce484222325ull
+uint64_t util_fnv1a(uint64_t h, const void *data, size_t n);
 #endif

@@ -21,6 +21,7 @@
 #include <zlib.h>
 
 #include "runtime/launch.h"
+#include "runtime/model_hash.h"
 #include "runtime/safetensors.h"
 #include "runtime/util.h"
 #include "runtime/weights.h"
@@ -29,87 +30,6 @@ enum { PATH_LEN = 4096, KEEP = 2 };
 
 static const char *const files[] = { "weights.safetensors", "optimizer.safetensors", "state.json" };
 enum { NFILES = 3 };
-
-/* Settings a resumed run may change: how long it trains and how it
- * reports.  Only statements of their own sections count (the canonical
- * text indents a section's statements by exactly four spaces): a layer
- * named `steps` in the model is part of the model. */
-static bool resumable_setting(const char *section, const char *line, size_t len)
-{
-	static const char *const keys[][2] = {
-		{ "train", "steps" },	     { "train", "epochs" },	{ "train", "log_interval" },
-		{ "train", "checkpoint_every" }, { "train", "test_batch" }, { "parallel", "timeout" },
-	};
-	if (len < 5 || strncmp(line, "    ", 4) != 0 || line[4] == ' ')
-		return false;
-	line += 4, len -= 4;
-	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-		size_t n = strlen(keys[k][1]);
-		if (strcmp(section, keys[k][0]) == 0 && len > n + 2 && strncmp(line, keys[k][1], n) == 0 &&
-		    strncmp(line + n, " =", 2) == 0)
-			return true;
-	}
-	return false;
-}
-
-/* The lines of the canonical text that a resumed run may not change, each
- * ended by '\n', into a malloc'd string (NULL if out of memory):
- * resumable settings dropped, and a section they leave empty written
- * without its body (`parallel ddp { timeout = 60 }` is `parallel ddp`).
- * bare_ddp: also drop blank lines and a bodiless `parallel ddp`, which is
- * what a file without a parallel section runs. */
-static char *kept_lines(const char *text, bool bare_ddp)
-{
-	size_t n = strlen(text), at = 0;
-	char *out = malloc(n + 1), section[16] = "";
-	if (!out)
-		return NULL;
-	for (const char *s = text; *s;) {
-		const char *e = strchr(s, '\n');
-		size_t len = e ? (size_t)(e - s) : strlen(s);
-		const char *next = s + len + (e ? 1 : 0);
-		if (len && *s != ' ' && *s != '}') {
-			size_t w = strcspn(s, " {\n");
-			snprintf(section, sizeof section, "%.*s", (int)(w < sizeof section ? w : 0), s);
-		}
-		bool keep = !resumable_setting(section, s, len) && !(bare_ddp && len == 0);
-		if (keep && len == 1 && *s == '}' && at >= 3 && !strncmp(out + at - 3, " {\n", 3)) {
-			at -= 3; /* the body left nothing: `X {` + `}` is `X` */
-			out[at++] = '\n';
-			keep = false;
-		}
-		if (keep) {
-			memcpy(out + at, s, len);
-			at += len;
-			out[at++] = '\n';
-		}
-		s = next;
-	}
-	out[at] = 0;
-	if (bare_ddp) {
-		char *b = strstr(out, "parallel ddp\n");
-		if (b && (b == out || b[-1] == '\n'))
-			memmove(b, b + 13, strlen(b + 13) + 1);
-	}
-	return out;
-}
-
-/* The hash of the model and settings a checkpoint must be resumed with.
- * legacy: the form checkpoints were written with before a bodiless
- * `parallel ddp` counted as no parallel section, still accepted; 0 if out
- * of memory (then no checkpoint matches and the run says so). */
-static uint64_t model_hash(const struct plan *p, bool legacy)
-{
-	char *k = kept_lines(p->text, !legacy);
-	uint64_t h = k ? util_fnv1a(UTIL_FNV_BASIS, k, strlen(k)) : 0;
-	free(k);
-	return h;
-}
-
-uint64_t ckpt_model_hash(const struct plan *p)
-{
-	return model_hash(p, false);
-}
 
 /* state.json's text: the position, the epoch's sums, the shuffle order,
  * the shard count of a sharded checkpoint (shards > 0) and the hashes. */
@@ -123,7 +43,7 @@ static void state_text(char *text, size_t n, const struct plan *p, const struct 
 		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n  \"shuffle_order\": \"%s\",\n"
 		 "%s  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
 		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n,
-		 st->philox_order ? "philox" : "randperm", shard_line, ckpt_model_hash(p), p->hash);
+		 st->philox_order ? "philox" : "randperm", shard_line, model_hash(p), p->hash);
 }
 
 /* out := a/b; false when it does not fit (paths are checked up front). */
@@ -876,21 +796,21 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 	}
 	st->world = (int)world;
 	uint64_t hash = strtoull(mh + 15, NULL, 16);
-	bool same = hash == ckpt_model_hash(p) || hash == model_hash(p, true);
+	bool same = model_hash_matches(p, hash);
 	if (!same && strstr(text, "\"shards\":")) {
 		/* no weights file to offer: the other settings can write one */
 		snprintf(err, errlen,
 			 "%s was made by a different model or settings (hash %016" PRIx64 ", this run %016" PRIx64 "); resume with the same "
 			 ".net file and --set options, or write its weights with those (trainc FILE.net --resume %s --set train.steps=%lld "
 			 "--save weights.safetensors trains nothing more) and start from them with --init weights.safetensors",
-			 folder, hash, ckpt_model_hash(p), dir, (long long)st->step);
+			 folder, hash, model_hash(p), dir, (long long)st->step);
 		return -1;
 	}
 	if (!same) {
 		snprintf(err, errlen,
 			 "%s was made by a different model or settings (hash %016" PRIx64 ", this run %016" PRIx64 "); resume with the same "
 			 ".net file and --set options, or start from its weights with --init %s/weights.safetensors",
-			 folder, hash, ckpt_model_hash(p), folder);
+			 folder, hash, model_hash(p), folder);
 		return -1;
 	}
 	return 0;

@@ -54,8 +54,4 @@ int ckpt_shard_write(const char *dir, const struct plan *p, int64_t step, int ra
 /* Remove a sharded checkpoint's temporary folder after a failed write (rank 0). */
 void ckpt_shard_abort(const char *dir, int64_t step);
 int ckpt_shard_commit(const char *dir, const struct plan *p, const struct ckpt_state *st, char *err, size_t errlen);
-
-/* A hash of the model and settings that ran, independent of the world size
- * and of the settings a resumed run may change (steps, epochs, logging). */
-uint64_t ckpt_model_hash(const struct plan *p);
 #endif

@@ -14,6 +14,8 @@
 #include "compiler/compile_impl.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
+#include "runtime/model_hash.h"
+#include "runtime/util.h"
 
 static struct arena A;
 static struct diag D;
@@ -257,6 +259,94 @@ static void test_hash(void)
 	CHECK(a && e && e->train.shuffle_seed == 3 && e->train.seed == a->train.seed && e->hash != a->hash);
 }
 
+/* A checkpoint's model hash follows the meaning, not the spelling:
+ * defaults written out, in-sizes given or inferred, arguments by keyword or
+ * in another order, the model's name, comments and the settings a resume
+ * may change leave it alone; a different layer, name or training setting
+ * changes it.  The text hash of earlier checkpoints is still accepted. */
+static const char *const hash_base =
+	"model M {\n    input(10)\n    l1 = linear(16)\n    relu\n    dropout(0.25)\n    l2 = linear(5)\n}\n"
+	"data { train = synthetic(input=randn(10), target=randn(5), samples=32) }\n"
+	"train { loss = mse; optimizer = sgd(lr=0.1, momentum=0.9); batch = 8; steps = 4 }\n";
+
+static uint64_t hash_of(const char *from, const char *to)
+{
+	char text[1024];
+	const char *at = strstr(hash_base, from);
+	if (!at) {
+		fprintf(stderr, "test_model_hash: \"%s\" is not in the base text\n", from);
+		return 0;
+	}
+	snprintf(text, sizeof text, "%.*s%s%s", (int)(at - hash_base), hash_base, to, at + strlen(from));
+	struct plan *p = compile_text(text, 1);
+	return p ? model_hash(p) : 0;
+}
+
+static void test_model_hash(void)
+{
+	struct plan *p = compile_text(hash_base, 1);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	uint64_t h = model_hash(p);
+	static const char *const same[][2] = {
+		{ "sgd(lr=0.1, momentum=0.9)", "sgd(momentum=0.9, lr=0.1, dampening=0, nesterov=false, weight_decay=0.0)" },
+		{ "linear(16)", "linear(10, 16, bias=true)" },
+		{ "linear(16)", "linear(out=16)" },
+		{ "steps = 4", "steps = 4; scheduler = constant" },
+		{ "dropout(0.25)", "dropout(p=0.250)" },
+		{ "model M", "# renamed\nmodel Net" },
+		{ "steps = 4", "steps = 9; epochs = 3; log_interval = 2; test_batch = 7" },
+		{ "steps = 4 }\n", "steps = 4 }\nparallel ddp { bucket_mb = 25; timeout = 60 }\n" },
+		{ "steps = 4 }\n", "steps = 4; seed = 1; shuffle = true; scheduler = constant }\n" },
+	};
+	static const char *const differ[][2] = {
+		{ "lr=0.1", "lr=0.11" },
+		{ "momentum=0.9", "momentum=0.9, nesterov=true" },
+		{ "linear(16)", "linear(17)" },
+		{ "l1 = linear", "fc1 = linear" },
+		{ "    relu\n", "    tanh\n" },
+		{ "dropout(0.25)", "dropout(0.3)" },
+		{ "samples=32", "samples=40" },
+		{ "batch = 8", "batch = 4" },
+		{ "batch = 8", "batch = 8; seed = 2" },
+		{ "batch = 8", "batch = 8; shuffle_seed = 2" },
+		{ "batch = 8", "batch = 8; clip_grad_norm = 1.0" },
+		{ "loss = mse", "loss = mse(reduction=\"sum\")" },
+		{ "steps = 4", "steps = 4; scheduler = step_lr(step=1)" },
+		{ "steps = 4", "steps = 4; scheduler = exponential_lr(gamma=0.5)" },
+		{ "steps = 4", "steps = 4; scheduler = cosine(t_max=4, every=\"step\")" },
+		{ "sgd(lr=0.1, momentum=0.9)", "rmsprop(lr=0.1, momentum=0.9)" },
+		{ "steps = 4 }\n", "steps = 4 }\nparallel ddp { bucket_mb = 1 }\n" },
+		{ "steps = 4 }\n", "steps = 4 }\nparallel fsdp\n" },
+	};
+	for (size_t k = 0; k < sizeof same / sizeof same[0]; k++)
+		if (hash_of(same[k][0], same[k][1]) != h) {
+			fprintf(stderr, "test_model_hash: \"%s\" -> \"%s\" changed the hash\n", same[k][0], same[k][1]);
+			CHECK(!"the same meaning hashes alike");
+		}
+	for (size_t k = 0; k < sizeof differ / sizeof differ[0]; k++) {
+		uint64_t g = hash_of(differ[k][0], differ[k][1]);
+		if (g == h || g == 0) {
+			fprintf(stderr, "test_model_hash: \"%s\" -> \"%s\" kept the hash (or did not compile)\n", differ[k][0], differ[k][1]);
+			CHECK(!"another meaning hashes differently");
+		}
+	}
+	/* the earlier form: the canonical text without resumable settings */
+	struct plan *q = compile_text(strstr(hash_base, "model M"), 1);
+	CHECK(q && model_hash_matches(q, h));
+	const char *plain = "model M {\n    input(10)\n    l1 = linear(16)\n}\n"
+			    "data { train = synthetic(input=randn(10), target=randn(16), samples=32) }\n"
+			    "train { loss = mse; optimizer = sgd(lr=0.1); batch = 8 }\n";
+	struct plan *r = compile_text(plain, 1);
+	CHECK(r != NULL);
+	if (r) {
+		CHECK(model_hash_matches(r, util_fnv1a(UTIL_FNV_BASIS, r->text, strlen(r->text))));
+		CHECK(!model_hash_matches(r, h));
+		CHECK(!model_hash_matches(r, util_fnv1a(UTIL_FNV_BASIS, r->text, strlen(r->text) - 1)));
+	}
+}
+
 static void test_errors_counted(void)
 {
 	FILE *devnull = fopen("/dev/null", "w");
@@ -308,6 +398,7 @@ int main(void)
 	RUN(test_memplan_sizes);
 	RUN(test_memplan_workspace);
 	RUN(test_hash);
+	RUN(test_model_hash);
 	RUN(test_errors_counted);
 	RUN(test_data_files);
 	arena_release(&A);

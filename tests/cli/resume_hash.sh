@@ -1,5 +1,6 @@
 # What a checkpoint must be resumed with: the same model and settings, but
-# not the same spelling of them.  A file without a parallel section resumes
+# not the same spelling of them (defaults written out, in-sizes given,
+# arguments reordered, the model renamed).  A file without a parallel section resumes
 # with --set parallel.timeout=N (the documented way to wait longer for a
 # slow rank), and with or without `parallel ddp` (which is what it runs);
 # a layer named like a resumable setting (`steps = relu`) is part of the
@@ -26,6 +27,14 @@ resume() {
 resume timeout "$tmp/relu.net" --set parallel.timeout=100
 resume ddp "$tmp/ddp.net"
 resume ddp-timeout "$tmp/ddp.net" --set parallel.timeout=100
+
+# the same meaning spelt otherwise: defaults written out, the in-size
+# given, arguments by keyword and reordered, another model name
+sed -e 's/^model M/model Renamed/' -e 's/linear(16)/linear(10, 16, bias=true)/' \
+	-e 's/adam(lr=0.01)/adam(amsgrad=false, lr=0.010, betas=(0.9, 0.999))/' "$tmp/relu.net" > "$tmp/spelt.net"
+printf 'parallel ddp { bucket_mb = 25 }\n' >> "$tmp/spelt.net"
+cmp -s "$tmp/relu.net" "$tmp/spelt.net" && fail "the respelt file is the same file"
+resume spelt "$tmp/spelt.net"
 
 # and the other way: a checkpoint of `parallel ddp` resumes without it
 "$TRAINC" "$tmp/ddp.net" --save "$tmp/ck2" --run-dir "$tmp/r2" > /dev/null 2>&1 || fail "parallel ddp run"

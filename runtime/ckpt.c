@@ -685,6 +685,22 @@ static bool json_str(const char *text, const char *key, char *out, size_t n)
 	return true;
 }
 
+/* The first key state.json holds more than once, or NULL: a hand edit
+ * that added a line would otherwise be read by its first copy alone. */
+static const char *key_twice(const char *text)
+{
+	static const char *const keys[] = { "epoch",	"batch",	 "step",	"world",     "micro", "loss_sum",
+					    "loss_n", "shuffle_order", "model_hash", "plan_hash", "shards" };
+	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+		char pat[32];
+		snprintf(pat, sizeof pat, "\"%s\"", keys[k]);
+		const char *at = strstr(text, pat);
+		if (at && strstr(at + 1, pat))
+			return keys[k];
+	}
+	return NULL;
+}
+
 enum { STATE_LEN = 2048 };
 
 /* After a message that dir's newest checkpoint cannot be resumed: the
@@ -761,6 +777,11 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 			 STATE_LEN - 1);
 		return -1;
 	}
+	const char *twice = key_twice(text);
+	if (twice) {
+		snprintf(err, errlen, "%s: \"%s\" is given twice; the checkpoint is damaged", path, twice);
+		return -1;
+	}
 	bool ok = true;
 	st->epoch = json_int(text, "epoch", &ok);
 	st->batch = json_int(text, "batch", &ok);
@@ -811,6 +832,15 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 			 "%s was made by a different model or settings (hash %016" PRIx64 ", this run %016" PRIx64 "); resume with the same "
 			 ".net file and --set options, or start from its weights with --init %s/weights.safetensors",
 			 folder, hash, model_hash(p), folder);
+		return -1;
+	}
+	/* the samples of a rank's micro-batch follow from the settings and
+	 * the rank count the checkpoint was made at */
+	const struct plan_train *tr = &p->train;
+	int64_t micro = tr->global_batch ? (tr->micro_batch ? tr->micro_batch : tr->global_batch / world) : tr->batch;
+	if (st->micro != micro || (tr->global_batch && tr->global_batch % world)) {
+		snprintf(err, errlen, "%s: \"micro\": %lld at %lld rank%s, where these settings take %lld samples per micro-batch; the "
+			 "checkpoint is damaged", path, (long long)st->micro, (long long)world, world == 1 ? "" : "s", (long long)micro);
 		return -1;
 	}
 	return 0;

@@ -5,7 +5,8 @@
 # state.json values no run writes are damage: a world beyond an int (before,
 # 4294967297 was read as 1), a batch past the end of an epoch (before, taken
 # for a later epoch), a file longer than any state.json (before, "a field
-# is missing"); sharded shard files swapped (manifest and all) are named,
+# is missing"), a micro-batch size these settings do not take and a key
+# given twice (before, read by the first copy and trusted); sharded shard files swapped (manifest and all) are named,
 # where they trained on each other's parts.
 . "$(dirname "$0")/preamble.inc"
 net=tests/cli/nets/mlp_mse.net
@@ -48,6 +49,13 @@ refused "$tmp/world" "state.json: a position no run reaches (epoch 1, batch 6, s
 copy batch
 restate "$tmp/batch/step-00000006" 's/"batch": 6,/"batch": 13,/'
 refused "$tmp/batch" "the state.json of the checkpoint 'latest' names says \"batch\": 13, past the end of an epoch (12 batches at this run's 1 rank); the checkpoint is damaged"
+copy micro
+restate "$tmp/micro/step-00000006" 's/"micro": 8,/"micro": 4,/'
+refused "$tmp/micro" "state.json: \"micro\": 4 at 1 rank, where these settings take 8 samples per micro-batch; the checkpoint is damaged"
+copy twice
+restate "$tmp/twice/step-00000006" '1a\
+  "step": 2,'
+refused "$tmp/twice" "state.json: \"step\" is given twice; the checkpoint is damaged"
 copy long
 restate "$tmp/long/step-00000006" "1s/^/$(printf '%2100s' '')/"
 refused "$tmp/long" "state.json: more than 2047 bytes, longer than any state.json trainc writes; the checkpoint is damaged"

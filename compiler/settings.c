@@ -211,6 +211,21 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 	return true;
 }
 
+/* One of Adam's betas: in [0, 1), as torch.optim.Adam checks; at 1 the
+ * average would never leave zero and its bias correction would divide by
+ * zero.  Any number below 1 is taken, however close. */
+static bool beta(struct reader *r, const struct val *v, const char *what, double *out)
+{
+	if (!val_num(r->d, v, what, out))
+		return false;
+	if (*out >= 0 && *out < 1)
+		return true;
+	char x[32];
+	val_number_text(*out, x, sizeof x);
+	diag_error(r->d, v->loc, "%s must be at least 0 and less than 1, not %s", what, x);
+	return false;
+}
+
 static bool betas(struct reader *r, const struct val *v, double *b1, double *b2)
 {
 	if (!v)
@@ -219,7 +234,7 @@ static bool betas(struct reader *r, const struct val *v, double *b1, double *b2)
 		diag_error(r->d, v->loc, "betas must be a pair like (0.9, 0.999)");
 		return false;
 	}
-	return num_range(r, v->items[0].v, "beta1", 0, 0.999999999, b1) && num_range(r, v->items[1].v, "beta2", 0, 0.999999999, b2);
+	return beta(r, v->items[0].v, "beta1", b1) && beta(r, v->items[1].v, "beta2", b2);
 }
 
 static bool read_optim(struct reader *r, const struct val *v, struct plan_optim *o)

@@ -2,7 +2,8 @@
  * the arena, suggestions, parsing, arithmetic (a long flat sum included),
  * the seed CNN's state_dict names and counts against PyTorch's, FSDP units
  * under both of the seed's wrap policies, placement, the layer limit,
- * the memory plan's invariants, and the check of mnist() files.
+ * the memory plan's invariants, Adam's range of betas, and the check of
+ * mnist() files.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,6 +348,14 @@ static void test_model_hash(void)
 	}
 }
 
+/* Adam's betas take all of [0, 1), as torch.optim.Adam does: a beta just
+ * below 1 is valid there and must compile here too. */
+static void test_adam_betas(void)
+{
+	struct plan *p = compile_path("models/toy.net", 1, "train.optimizer=adam(betas=(0.9999999999, 0))");
+	CHECK(p && p->train.optim.beta1 == 0.9999999999 && p->train.optim.beta2 == 0);
+}
+
 static void test_errors_counted(void)
 {
 	FILE *devnull = fopen("/dev/null", "w");
@@ -399,6 +408,7 @@ int main(void)
 	RUN(test_memplan_workspace);
 	RUN(test_hash);
 	RUN(test_model_hash);
+	RUN(test_adam_betas);
 	RUN(test_errors_counted);
 	RUN(test_data_files);
 	arena_release(&A);

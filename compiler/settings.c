@@ -371,7 +371,7 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 		return false;
 	}
 	if (sc->kind == LRS_MULTISTEP) {
-		if (!s[2] || s[2]->kind != V_LIST || s[2]->n < 1 || s[2]->n > PLAN_MAX_MILESTONES) {
+		if (!s[2] || (s[2]->kind != V_LIST && s[2]->kind != V_TUPLE) || s[2]->n < 1 || s[2]->n > PLAN_MAX_MILESTONES) {
 			diag_error(r->d, s[2] ? s[2]->loc : v->loc, "multistep_lr needs milestones=[...], a list of 1 to %d epochs (or steps)",
 				   PLAN_MAX_MILESTONES);
 			return false;

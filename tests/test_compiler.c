@@ -352,6 +352,14 @@ static void test_model_hash(void)
  * below 1 is valid there and must compile here too. */
 static void test_adam_betas(void)
 {
+	/* and MultiStepLR's milestones any sequence, a tuple as a list */
+	struct plan *m = compile_path("models/toy.net", 1, "train.scheduler=multistep_lr(milestones=(2, 4))");
+	struct plan *one = compile_path("models/toy.net", 1, "train.scheduler=multistep_lr(milestones=(3,))");
+	struct plan *l = compile_path("models/toy.net", 1, "train.scheduler=multistep_lr(milestones=[2, 4])");
+	CHECK(m && m->train.sched.nmilestones == 2 && m->train.sched.milestones[1] == 4);
+	CHECK(one && one->train.sched.nmilestones == 1 && one->train.sched.milestones[0] == 3);
+	CHECK(m && l && model_hash(m) == model_hash(l));
+
 	struct plan *p = compile_path("models/toy.net", 1, "train.optimizer=adam(betas=(0.9999999999, 0))");
 	CHECK(p && p->train.optim.beta1 == 0.9999999999 && p->train.optim.beta2 == 0);
 }

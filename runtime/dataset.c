@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/filemap.h"
 #include "runtime/idx.h"
 #include "runtime/mnist_files.h"
 #include "runtime/philox.h"
@@ -49,7 +50,8 @@ static int mul_ok(int64_t a, int64_t b, int64_t *out)
  * copy that fails the check, or holds a label out of range, makes the files
  * be read again and the copy rewritten.  Any failure only means no cache;
  * TRAINC_NO_CACHE turns it off.  A copy is only ever replaced by a rename,
- * never rewritten in place, so a run that has one mapped keeps reading it. */
+ * never rewritten in place, so a run that has one mapped keeps reading it;
+ * another program truncating it is said by filemap's handler. */
 static bool cache_path(char *out, size_t n, const char *images, const char *labels)
 {
 	if (getenv("TRAINC_NO_CACHE"))
@@ -129,11 +131,12 @@ static void *cache_map(const char *path, size_t total)
 	void *m = NULL;
 	struct cache_trailer tr;
 	if ((size_t)st.st_size == total + sizeof tr) {
-		m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+		m = filemap_map(fd, (size_t)st.st_size, PROT_READ | PROT_WRITE, path,
+				"it is trainc's decompressed copy of a gzip'd data set: run again and trainc makes it anew from the .gz files");
 		if (m == MAP_FAILED) {
 			m = NULL;
 		} else if (memcpy(&tr, (char *)m + total, sizeof tr), tr.mark != CACHE_MARK || tr.hash != cache_hash(m, total)) {
-			munmap(m, (size_t)st.st_size);
+			filemap_unmap(m, (size_t)st.st_size);
 			m = NULL;
 		} else {
 			futimens(fd, NULL); /* in use: not swept as unused */
@@ -307,7 +310,7 @@ static int load_idx(struct dataset *ds, const char *images_path, const char *lab
 		uint8_t v = raw[i];
 		if (v >= num_classes) {
 			if (ds->map_len)
-				munmap(block, ds->map_len);
+				filemap_unmap(block, ds->map_len);
 			else
 				free(block);
 			memset(ds, 0, sizeof *ds);
@@ -480,7 +483,7 @@ void dataset_close(struct dataset *ds)
 {
 	/* labels start the one allocation (or mapping); images point inside it */
 	if (ds->map_len)
-		munmap(ds->labels, ds->map_len);
+		filemap_unmap(ds->labels, ds->map_len);
 	else
 		free(ds->labels);
 	memset(ds, 0, sizeof *ds);

@@ -2,7 +2,9 @@
  * One poll loop watches every worker's stdout, stderr and heartbeat pipe
  * plus a self-pipe for signals; the store is served from its own thread.
  * The first failure is the root cause: later exits are consequences (a
- * collective whose peer died) and are not blamed.  Every wait is bounded.
+ * collective whose peer died) and are not blamed, except a rank that said
+ * why it ended (a note on its heartbeat pipe), which the first failure may
+ * be a consequence of.  Every wait is bounded.
  */
 #include "runtime/launch.h"
 
@@ -24,7 +26,10 @@
 #include "runtime/util.h"
 
 enum { TAIL_LINES = 12, LINE_MAX_LEN = 1024 };
-enum { BEAT_PROGRESS = 1, BEAT_WAIT = 2 }; /* bytes on a worker's heartbeat pipe */
+/* bytes on a worker's heartbeat pipe; BEAT_NOTE starts a line of text up
+ * to '\n', the worker's last word: why it ends (a file that shrank under it) */
+enum { BEAT_PROGRESS = 1, BEAT_WAIT = 2, BEAT_NOTE = 3 };
+enum { NOTE_MAX = 4095 }; /* with its lead byte, one pipe write (PIPE_BUF): it comes whole */
 
 struct worker {
 	pid_t pid;
@@ -37,6 +42,9 @@ struct worker {
 	int plen[2];
 	char tail[TAIL_LINES][LINE_MAX_LEN]; /* last stderr lines, a ring */
 	int ntail;
+	char note[NOTE_MAX];     /* its BEAT_NOTE line, without the '\n' */
+	int note_len;
+	bool in_note;
 };
 
 static int sig_pipe[2] = { -1, -1 };
@@ -119,6 +127,30 @@ static bool pump(struct worker *w, int rank, int stream, int fd)
 		w->partial[stream][w->plen[stream]++] = c;
 	}
 	return true;
+}
+
+/* Read what came on w's heartbeat pipe at time t: read()'s result, 0 at
+ * its end. */
+static ssize_t heed(struct worker *w, double t)
+{
+	char b[256];
+	ssize_t k = read(w->beat, b, sizeof b);
+	if (k > 0)
+		w->last_beat = t;
+	for (ssize_t i = 0; i < k; i++) {
+		if (w->in_note) {
+			if (b[i] == '\n')
+				w->in_note = false;
+			else if (w->note_len < NOTE_MAX)
+				w->note[w->note_len++] = b[i];
+		} else if (b[i] == BEAT_NOTE) {
+			w->in_note = true;
+			w->note_len = 0;
+		} else {
+			w->waiting = b[i] == BEAT_WAIT;
+		}
+	}
+	return k;
 }
 
 static void signal_all(struct worker *ws, int n, int sig)
@@ -267,6 +299,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		ws[r].last_beat = start;
 	}
 	int failed = -1, stop_signal = 0, alive = n;
+	bool hang = false;
 	double kill_at = 0, term_at = 0;
 	char why[256] = "";
 	struct pollfd *pfd = calloc((size_t)n * 3 + 1, sizeof *pfd);
@@ -294,16 +327,8 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 				close_fd(&ws[r].out);
 			if (p[1].fd >= 0 && (p[1].revents & (POLLIN | POLLHUP)) && !pump(&ws[r], r, 1, ws[r].err))
 				close_fd(&ws[r].err);
-			if (p[2].fd >= 0 && (p[2].revents & (POLLIN | POLLHUP))) {
-				char b[256];
-				ssize_t k = read(ws[r].beat, b, sizeof b);
-				if (k > 0) {
-					ws[r].last_beat = t;
-					ws[r].waiting = b[k - 1] == BEAT_WAIT;
-				}
-				else if (k == 0)
-					close_fd(&ws[r].beat);
-			}
+			if (p[2].fd >= 0 && (p[2].revents & (POLLIN | POLLHUP)) && heed(&ws[r], t) == 0)
+				close_fd(&ws[r].beat);
 		}
 		unsigned char sig;
 		while (read(sig_pipe[0], &sig, 1) == 1) {
@@ -351,6 +376,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 					hung = r;
 		if (hung >= 0) {
 			failed = hung;
+			hang = true;
 			snprintf(why, sizeof why, "rank %d made no progress for %.0f s (parallel.timeout); it is stopped as hung", hung,
 				 t - ws[hung].last_beat);
 			signal_all(ws, n, SIGTERM);
@@ -375,14 +401,26 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		}
 		while (ws[r].err >= 0 && pump(&ws[r], r, 1, ws[r].err)) {
 		}
+		while (ws[r].beat >= 0 && heed(&ws[r], util_now()) > 0) {
+		}
 		close_fd(&ws[r].out);
 		close_fd(&ws[r].err);
 		close_fd(&ws[r].beat);
 	}
 	store_server_free(store);
+	/* a rank that failed saying why (a note) is the root cause over one that
+	 * failed without: the peer whose collective its end broke, if first */
+	for (int r = 0; r < n && failed >= 0 && !hang && !ws[failed].note_len; r++)
+		if (ws[r].note_len && ws[r].exited && !(WIFEXITED(ws[r].status) && WEXITSTATUS(ws[r].status) == 0))
+			failed = r;
 	int rc = 0;
 	if (stop_signal) {
 		rc = 128 + stop_signal;
+	} else if (failed >= 0 && ws[failed].note_len) {
+		/* said once for the job, and its exit status is the job's */
+		end_raw_line();
+		fprintf(stderr, "%.*s\n", ws[failed].note_len, ws[failed].note);
+		rc = WIFEXITED(ws[failed].status) ? WEXITSTATUS(ws[failed].status) : 1;
 	} else if (failed >= 0) {
 		end_raw_line();
 		fprintf(stderr, "trainc: %s\n", why);
@@ -400,24 +438,46 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	return rc;
 }
 
+static int beat_fd = -2; /* -2: not looked up yet */
+
+static int beat_pipe(void)
+{
+	if (beat_fd == -2) {
+		const char *s = getenv("TRAINC_BEAT_FD");
+		beat_fd = s ? atoi(s) : -1;
+	}
+	return beat_fd;
+}
+
 int launch_worker_rank(int *world)
 {
 	const char *w = getenv("TRAINC_WORKER"), *r = getenv("RANK"), *ws = getenv("WORLD_SIZE");
 	if (!w || !r || !ws)
 		return -1;
+	beat_pipe(); /* looked up now: launch_worker_note may run in a signal handler */
 	*world = atoi(ws);
 	return atoi(r);
 }
 
 static void beat(char what)
 {
-	static int fd = -2;
-	if (fd == -2) {
-		const char *s = getenv("TRAINC_BEAT_FD");
-		fd = s ? atoi(s) : -1;
-	}
+	int fd = beat_pipe();
 	if (fd >= 0 && write(fd, &what, 1) < 0)
-		fd = -1;
+		beat_fd = -1;
+}
+
+void launch_worker_note(const char *msg, size_t len)
+{
+	char b[1 + NOTE_MAX];
+	if (len > NOTE_MAX)
+		len = NOTE_MAX;
+	b[0] = BEAT_NOTE;
+	memcpy(b + 1, msg, len);
+	if (beat_fd >= 0 && write(beat_fd, b, len + 1) == (ssize_t)(len + 1))
+		return;
+	if (write(STDERR_FILENO, msg, len) < 0) {
+		/* nowhere left to say it */
+	}
 }
 
 void launch_beat(void)

@@ -11,6 +11,7 @@
  */
 #ifndef LAUNCH_H
 #define LAUNCH_H
+#include <stddef.h>
 
 struct launch_opts {
 	int world;
@@ -22,7 +23,7 @@ struct launch_opts {
 int launch_run(const struct launch_opts *o, int argc, char **argv);
 
 /* In a worker: its rank and world from the environment, or -1 when this
- * process is not a worker. */
+ * process is not a worker; readies launch_worker_note. */
 int launch_worker_rank(int *world);
 /* In a worker: tell the launcher it is making progress (cheap; call per step). */
 void launch_beat(void);
@@ -30,6 +31,11 @@ void launch_beat(void);
  * rank waiting for a hung peer is not itself taken for the hung one. */
 void launch_wait_begin(void);
 void launch_wait_end(void);
+/* In a worker: msg, one line (at most 4095 bytes, ending in '\n'), its
+ * last word before it exits: the launcher shows it once, as why the job
+ * ended, and ends with that worker's exit status.  Without a launcher it
+ * goes to standard error.  Async-signal-safe once launch_worker_rank ran. */
+void launch_worker_note(const char *msg, size_t len);
 /* In a worker: the store connection inherited from the launcher, or -1. */
 int launch_store_fd(void);
 /* The process that runs the job: the launcher, seen from a worker, else

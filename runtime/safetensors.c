@@ -16,6 +16,7 @@
  * section is covered by the entries exactly once.
  */
 #include "runtime/safetensors.h"
+#include "runtime/filemap.h"
 #include "runtime/util.h"
 
 #include <errno.h>
@@ -578,14 +579,15 @@ int safetensors_open(struct safetensors_file *f, const char *path, char *err, si
 		return util_fail(err, errlen, "%s: byte 0: file is %zu bytes, too short for the 8-byte header length; "
 			    "this is not a safetensors file", path, size);
 	}
-	/* files are replaced by rename, never truncated in place, so the mapping stays valid */
-	void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+	/* trainc replaces files by rename, never in place, so the mapping stays
+	 * valid; another program truncating the file is said by filemap's handler */
+	void *m = filemap_map(fd, size, PROT_READ, path, "let whatever rewrites it finish (or put it back as it was), then run again");
 	int e = errno;
 	close(fd);
 	if (m == MAP_FAILED)
 		return util_fail(err, errlen, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
 	if (safetensors_parse(f, m, size, path, err, errlen) != 0) {
-		munmap(m, size);
+		filemap_unmap(m, size);
 		return -1;
 	}
 	f->mapped = 1;
@@ -643,7 +645,7 @@ int safetensors_read_f32(const struct safetensors_file *f, const char *name, int
 void safetensors_close(struct safetensors_file *f)
 {
 	if (f->mapped && f->bytes)
-		munmap((void *)(uintptr_t)f->bytes, f->size);
+		filemap_unmap((void *)(uintptr_t)f->bytes, f->size);
 	free(f->tensors);
 	free(f->meta);
 	free(f->strings);

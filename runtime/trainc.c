@@ -4,7 +4,8 @@
  *   trainc print FILE.net [--gpus N | --cpus N]            module tree and memory plan
  *   trainc graph FILE.net                                  Graphviz dot
  * Exit status: 0 success, 2 for mistakes in the command or the .net file,
- * 1 for failures while running.  Every command compiles first, so every
+ * 1 for failures while running, 3 when another program truncated a file
+ * the run had mapped (filemap.h).  Every command compiles first, so every
  * error in a file is reported before anything else happens.
  */
 #include <errno.h>
@@ -27,6 +28,7 @@
 #include "grammar/diag.h"
 #include "runtime/ckpt.h"
 #include "runtime/dataset.h"
+#include "runtime/filemap.h"
 #include "runtime/gpu.h"
 #include "runtime/kern.h"
 #include "runtime/launch.h"
@@ -189,19 +191,44 @@ static int check_save(const char *path, const char *resume)
 }
 
 static char stop_note[4400], stop_note_none[4400], stop_latest[4200];
+static char fault_note[8600], fault_note_none[4400]; /* after a file shrank under the run */
+static bool bar_on_tty; /* a progress bar may have left its line unfinished */
+
+/* The note for a --save folder with a checkpoint, or the one for none;
+ * async-signal-safe (access is) */
+static const char *pick_note(const char *saved, const char *none)
+{
+	return stop_latest[0] && access(stop_latest, F_OK) == 0 ? saved : none;
+}
+
+static void say(const char *s, size_t n)
+{
+	ssize_t w = write(STDERR_FILENO, s, n);
+	(void)w;
+}
 
 static void on_stop(int sig)
 {
-	/* write, access and strlen are async-signal-safe */
-	const char *note = stop_latest[0] && access(stop_latest, F_OK) == 0 ? stop_note : stop_note_none;
-	ssize_t w = write(STDERR_FILENO, note, strlen(note));
-	(void)w;
+	const char *note = pick_note(stop_note, stop_note_none);
+	say(note, strlen(note));
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
 
-/* The two notes a run stopped by a signal ends with: how to resume from
- * the --save folder's latest checkpoint, or that there is none yet. */
+/* From filemap's SIGBUS handler: which file shrank, then whether the run's
+ * checkpoints let it go on (nothing is said of them before stop_notes ran) */
+static void on_file_shrank(const char *msg, size_t len)
+{
+	if (bar_on_tty)
+		say("\n", 1);
+	say(msg, len);
+	const char *note = pick_note(fault_note, fault_note_none);
+	say(note, strlen(note));
+}
+
+/* The notes a run stopped by a signal, or by a file that shrank under it,
+ * ends with: how to resume from the --save folder's latest checkpoint, or
+ * that there is none yet. */
 static void stop_notes(const char *save)
 {
 	if (save && !train_is_weights_file(save)) {
@@ -210,8 +237,13 @@ static void stop_notes(const char *save)
 			 save);
 		snprintf(stop_note_none, sizeof stop_note_none,
 			 "\ntrainc: stopped by a signal before a checkpoint was saved in %s (train.checkpoint_every saves as it goes)\n", save);
+		snprintf(fault_note, sizeof fault_note, "trainc: the checkpoints in %s are intact: --resume %s continues from the latest\n",
+			 save, save);
+		snprintf(fault_note_none, sizeof fault_note_none,
+			 "trainc: no checkpoint had been saved in %s yet (train.checkpoint_every saves as it goes)\n", save);
 	} else {
 		snprintf(stop_note_none, sizeof stop_note_none, "\ntrainc: stopped by a signal; nothing was saved (--save DIR keeps checkpoints)\n");
+		snprintf(fault_note_none, sizeof fault_note_none, "trainc: nothing was saved (--save DIR keeps checkpoints)\n");
 	}
 }
 
@@ -221,6 +253,7 @@ static void stop_notes(const char *save)
 static void single_rank_signals(const char *save)
 {
 	stop_notes(save);
+	bar_on_tty = isatty(STDOUT_FILENO);
 	int sigs[2] = { SIGINT, SIGTERM };
 	for (int i = 0; i < 2; i++) {
 		struct sigaction old, sa = { 0 };
@@ -478,6 +511,8 @@ int main(int argc, char **argv)
 		print_graph(stdout, p);
 	} else if (!strcmp(cmd, "train")) {
 		int wworld = 0, wrank = launch_worker_rank(&wworld);
+		/* a worker's word goes to the launcher, which says it once for the job */
+		filemap_catch(wrank >= 0 ? launch_worker_note : on_file_shrank);
 		if (threads > 0 && wrank < 0 && (int64_t)threads * o.world > kern_cpus())
 			fprintf(stderr, "trainc: warning: %d thread%s on each of %d rank%s is more than the %d CPU%s this process may use; "
 				"expect a slower run\n", threads, threads == 1 ? "" : "s", o.world, o.world == 1 ? "" : "s", kern_cpus(),
@@ -535,7 +570,9 @@ int main(int argc, char **argv)
 				stop_notes(save);
 				rc = launch_run(&lo, argc, argv);
 				if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP) /* the job's stop note */
-					fputs((stop_latest[0] && access(stop_latest, F_OK) == 0 ? stop_note : stop_note_none) + 1, stderr);
+					fputs(pick_note(stop_note, stop_note_none) + 1, stderr);
+				else if (rc == FILEMAP_EXIT_SHRANK) /* after the worker's word, said by the launcher */
+					fputs(pick_note(fault_note, fault_note_none), stderr);
 			}
 		} else if (!resume || (rc = check_resume(p, resume, 1, gpus > 0 ? "--gpus" : "--cpus")) == 0) {
 			single_rank_signals(save);

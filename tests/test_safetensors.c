@@ -1,18 +1,24 @@
 /* test_safetensors.c: safetensors round trips, files written by the
- * reference library, and hostile headers.
+ * reference library, hostile headers, and a file truncated while mapped.
  * The two byte arrays below were written once by the official safetensors
  * Python package (0.8.0, with torch 1.13) and pasted here, so the test needs
  * no Python.  Hostile files are built in memory and parsed with
  * safetensors_parse; the writer's files go to a fresh mkdtemp directory.
  */
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/filemap.h"
 #include "runtime/safetensors.h"
 #include "tests/check.h"
 
@@ -354,6 +360,88 @@ static void test_open_errors(void)
 	CHECK(contains(err, "tensor 'w': data_offsets [8, 12] run past the end of the 10-byte data section"));
 }
 
+/* Run fn in a child with SIGBUS caught as trainc catches it: its wait
+ * status, and what it wrote to stderr in out. */
+static int in_child(void (*fn)(void), char *out, size_t n)
+{
+	int p[2];
+	out[0] = 0;
+	if (pipe(p) != 0)
+		return -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setrlimit(RLIMIT_CORE, &(struct rlimit){ 0, 0 }); /* the crashes expected here leave no core */
+		dup2(p[1], STDERR_FILENO);
+		close(p[0]);
+		filemap_catch(NULL);
+		fn();
+		_exit(0);
+	}
+	close(p[1]);
+	size_t k = 0;
+	ssize_t r;
+	while (k < n - 1 && (r = read(p[0], out + k, n - 1 - k)) > 0)
+		k += (size_t)r;
+	out[k] = 0;
+	close(p[0]);
+	int st = -1;
+	waitpid(pid, &st, 0);
+	return st;
+}
+
+/* a 2-page tensor, mapped; more files opened and closed first than the
+ * table has slots, so each close must free its slot; then truncated */
+static void read_truncated(void)
+{
+	struct safetensors_file f;
+	for (int i = 0; i < 2 * FILEMAP_SLOTS; i++) {
+		if (safetensors_open(&f, at("big.safetensors"), err, sizeof err) != 0)
+			_exit(10);
+		safetensors_close(&f);
+	}
+	if (safetensors_open(&f, at("big.safetensors"), err, sizeof err) != 0 || truncate(at("big.safetensors"), 0) != 0)
+		_exit(11);
+	static float back[2048];
+	safetensors_read_f32(&f, "w", 1, (int64_t[]){ 2048 }, back, err, sizeof err);
+}
+
+/* the same through a mapping of its own, which no table knows */
+static void read_truncated_unknown(void)
+{
+	int fd = open(at("big2.safetensors"), O_RDONLY);
+	const volatile char *m = fd < 0 ? MAP_FAILED : mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m == MAP_FAILED || truncate(at("big2.safetensors"), 0) != 0)
+		_exit(11);
+	(void)m[4096];
+}
+
+static void sent_sigbus(void)
+{
+	raise(SIGBUS);
+}
+
+/* Another program truncating a mapped file in place: the run ends saying
+ * which file, with exit status 3, instead of dying of SIGBUS unexplained;
+ * a SIGBUS of any other cause still ends it as before. */
+static void test_truncated_while_mapped(void)
+{
+	static float w[2048];
+	struct safetensors_tensor t[] = { { "w", 1, { 2048 }, w } };
+	CHECK(safetensors_write(at("big.safetensors"), t, 1, NULL, 0, err, sizeof err) == 0);
+	CHECK(safetensors_write(at("big2.safetensors"), t, 1, NULL, 0, err, sizeof err) == 0);
+	char out[8192], want[1024];
+	int st = in_child(read_truncated, out, sizeof out);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == FILEMAP_EXIT_SHRANK);
+	snprintf(want, sizeof want, "trainc: %s shrank while this run was reading it (another program truncated or rewrote it in place); "
+		 "let whatever rewrites it finish (or put it back as it was), then run again\n", at("big.safetensors"));
+	CHECK_STR(out, want);
+	st = in_child(read_truncated_unknown, out, sizeof out);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS && out[0] == 0);
+	st = in_child(sent_sigbus, out, sizeof out);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS && out[0] == 0);
+}
+
 int main(void)
 {
 	snprintf(tmp, sizeof tmp, "%s/trainc-st-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -366,6 +454,7 @@ int main(void)
 	RUN(test_write_errors);
 	RUN(test_hostile_headers);
 	RUN(test_open_errors);
+	RUN(test_truncated_while_mapped);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)

@@ -471,21 +471,34 @@ static bool need_rank(struct diag *d, const struct node *n, const struct shape *
 	return true;
 }
 
+/* Output length of a window of k taps (dilation dil) sliding by s over size
+ * plus padding p each side: PyTorch's pooling_output_shape.  With ceil_mode
+ * the division rounds up, so the last window may overhang the padded input
+ * by up to s - 1 (a kernel larger than the padded input still gives one
+ * output), but it must start inside the input or its left padding. */
 static bool window(struct diag *d, const struct node *n, int64_t size, int64_t k, int64_t s, int64_t p, int64_t dil,
 		   bool ceil_mode, int64_t *out)
 {
 	int64_t eff = dil * (k - 1) + 1;
-	int64_t span = size + 2 * p - eff;
-	if (span < 0) {
-		if (dil > 1)
-			diag_error(d, n->loc, "%s: kernel %" PRId64 " (dilated to %" PRId64 ") is larger than its padded input %" PRId64,
-				   n->what, k, eff, size + 2 * p);
-		else
-			diag_error(d, n->loc, "%s: kernel %" PRId64 " is larger than its padded input %" PRId64, n->what, k, size + 2 * p);
+	int64_t span = size + 2 * p - eff + (ceil_mode ? s - 1 : 0);
+	char dilated[48] = "";
+	if (dil > 1)
+		snprintf(dilated, sizeof dilated, " (dilated to %" PRId64 ")", eff);
+	if (span < 0 && !ceil_mode) {
+		diag_error(d, n->loc, "%s: kernel %" PRId64 "%s is larger than its padded input %" PRId64, n->what, k, dilated,
+			   size + 2 * p);
 		return false;
 	}
-	int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-	/* PyTorch: the last window must start inside the input or left padding */
+	if (span < 0) {
+		/* the largest kernel at this dilation, and the smallest stride, that fit */
+		diag_error(d, n->loc, "%s: kernel %" PRId64 "%s is larger than its padded input %" PRId64 " by %" PRId64
+			   ", more than the stride - 1 = %" PRId64 " that ceil_mode lets the last window overhang; use a kernel "
+			   "of at most %" PRId64 " or a stride of at least %" PRId64,
+			   n->what, k, dilated, size + 2 * p, eff - size - 2 * p, s - 1, (size + 2 * p + s - 2) / dil + 1,
+			   eff - size - 2 * p + 1);
+		return false;
+	}
+	int64_t o = span / s + 1;
 	if (ceil_mode && (o - 1) * s >= size + p)
 		o--;
 	*out = o;
@@ -695,6 +708,33 @@ static struct shape sh1(int64_t a)
 {
 	struct shape s = { 1, { a } };
 	return s;
+}
+
+/* A dilated max-pool window that starts in the left padding can step over
+ * the whole input (every start is below the input's end, and a window
+ * starting inside holds its first tap): PyTorch gives -inf there. */
+static bool warn_empty_window(struct diag *d, const struct node *n, const char *axis, const char *dim, int64_t size,
+			      int64_t k, int64_t s, int64_t p, int64_t dil, int64_t out)
+{
+	for (int64_t o = 0; o < out && o * s < p; o++) {
+		int64_t start = o * s - p, first = start + (-start + dil - 1) / dil * dil; /* the first tap at or past 0 */
+		if (first < size && first <= start + (k - 1) * dil)
+			continue;
+		diag_warning(d, n->loc, "%s: output %s %" PRId64 "'s window has no tap inside the input (%s %" PRId64 ", padding %" PRId64
+			     ", dilation %" PRId64 "): its value is -inf, as in PyTorch, and the loss will not be finite; use less "
+			     "padding or dilation", n->what, axis, o, dim, size, p, dil);
+		return true;
+	}
+	return false;
+}
+
+void op_warn(struct diag *d, const struct node *n, const struct node *prev)
+{
+	if (n->op != OP_MAXPOOL2D)
+		return;
+	const struct shape *in = &prev->out;
+	if (!warn_empty_window(d, n, "row", "height", in->d[1], n->a.pool.kh, n->a.pool.sh, n->a.pool.ph, n->a.pool.dh, n->out.d[1]))
+		warn_empty_window(d, n, "column", "width", in->d[2], n->a.pool.kw, n->a.pool.sw, n->a.pool.pw, n->a.pool.dw, n->out.d[2]);
 }
 
 int op_params(const struct node *n, struct param_spec out[5])

@@ -119,6 +119,7 @@ static void check_pool(struct pool2d_desc d, bool nan)
 	scratch_reset();
 	int oh, ow;
 	kern_pool2d_out(&d, &oh, &ow);
+	CHECK(oh >= 1 && ow >= 1); /* every case has windows to compare */
 	size_t in = (size_t)d.n * d.c * d.h * d.w, out = (size_t)d.n * d.c * oh * ow, hw = (size_t)d.h * d.w;
 	float *x = rand_floats(in, -2, 2, 4), *dy = rand_floats(out, -1, 1, 5);
 	if (nan) {
@@ -172,6 +173,10 @@ static void test_pools(void)
 		{ 2, 2, 12, 13, 3, 3, 1, 2, 1, 1, 2, 2, false, true }, /* dilation */
 		{ 1, 1, 6, 6, 5, 5, 3, 3, 2, 2, 1, 1, true, true },
 		{ 1, 3, 5, 5, 1, 1, 2, 2, 0, 0, 1, 1, false, true },
+		/* ceil_mode windows larger than the padded input */
+		{ 2, 2, 3, 3, 4, 4, 2, 2, 0, 0, 1, 1, true, true },
+		{ 2, 3, 7, 6, 10, 3, 4, 2, 1, 1, 1, 1, true, true },
+		{ 1, 2, 4, 5, 3, 4, 3, 4, 1, 1, 3, 2, true, true }, /* dilated to 7 over 6 and 7 over 7 */
 	};
 	for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) {
 		check_pool(ds[k], false);

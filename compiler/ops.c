@@ -7,6 +7,7 @@
  */
 #include "compiler/ops.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -115,6 +116,25 @@ static bool in_out(struct diag *d, struct val **s, const char *callee, const str
 		return get_int(d, s[0], "the input size", in, 1) && get_int(d, s[1], "the output size", out, 1);
 	*in = 0; /* linear(out) or linear(out=n): inferred from the input */
 	return get_int(d, s[0] ? s[0] : s[1], "the output size", out, 1);
+}
+
+/* A norm's eps, as PyTorch takes it: 0 too (a channel or row whose values
+ * are all equal then normalises to NaN, or in batch norm training to its
+ * bias); the kernels add it in float32, so it must be one. */
+static bool get_eps(struct diag *d, const struct val *v, double *eps, bool *written_int)
+{
+	char x[32];
+	if (!val_num(d, v, "eps", eps))
+		return false;
+	*written_int = v->kind == V_INT;
+	if (*eps >= 0 && *eps <= FLT_MAX)
+		return true;
+	val_number_text(*eps, x, sizeof x);
+	if (*eps < 0)
+		diag_error(d, v->loc, "eps must be at least 0, not %s", x);
+	else
+		diag_error(d, v->loc, "eps must be at most 3.4e+38, the largest float32, not %s", x);
+	return false;
 }
 
 static bool configure_pool(struct diag *d, struct node *n, struct val **s, const struct val *call, const char *callee, bool avg)
@@ -282,19 +302,14 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		if (s[0] && !get_int(d, s[0], "channels", &n->a.bn.c, 1))
 			return false;
 		n->in_arg = s[0];
-		if (s[1] && !val_num(d, s[1], "eps", &n->a.bn.eps))
+		if (s[1] && !get_eps(d, s[1], &n->a.bn.eps, &n->a.bn.eps_int))
 			return false;
 		if (s[2] && !val_num(d, s[2], "momentum", &n->a.bn.momentum))
 			return false;
+		n->a.bn.momentum_int = s[2] && s[2]->kind == V_INT;
 		if (s[3] && !val_bool(d, s[3], "affine", &n->a.bn.affine))
 			return false;
-		if (s[4] && !val_bool(d, s[4], "track_running_stats", &n->a.bn.track))
-			return false;
-		if (n->a.bn.eps <= 0) {
-			diag_error(d, s[1]->loc, "eps must be positive");
-			return false;
-		}
-		return true;
+		return !s[4] || val_bool(d, s[4], "track_running_stats", &n->a.bn.track);
 	}
 	case OP_LAYERNORM: {
 		npos = 1;
@@ -320,15 +335,9 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 				return false;
 			}
 		}
-		if (s[1] && !val_num(d, s[1], "eps", &n->a.ln.eps))
+		if (s[1] && !get_eps(d, s[1], &n->a.ln.eps, &n->a.ln.eps_int))
 			return false;
-		if (s[2] && !val_bool(d, s[2], "affine", &n->a.ln.affine))
-			return false;
-		if (!(n->a.ln.eps > 0)) {
-			diag_error(d, s[1]->loc, "eps must be positive");
-			return false;
-		}
-		return true;
+		return !s[2] || val_bool(d, s[2], "affine", &n->a.ln.affine);
 	}
 	case OP_EMBEDDING: {
 		npos = 2;
@@ -358,6 +367,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		n->a.drop.p = 0.5;
 		if (s[0] && !val_num(d, s[0], "p", &n->a.drop.p))
 			return false;
+		n->a.drop.p_int = s[0] && s[0]->kind == V_INT;
 		if (n->a.drop.p < 0 || n->a.drop.p > 1) {
 			char f[32];
 			diag_error(d, s[0]->loc, "dropout probability must be between 0 and 1, not %s",
@@ -799,8 +809,14 @@ static const char *pysize(int64_t a, int64_t b, bool pair, char *buf, int n)
 	return buf;
 }
 
-static const char *pyfloat(double v, char *buf, int n)
+/* Python's repr of a number argument as PyTorch keeps it: an integer as
+ * written (eps=0, p=1), a float with a point or an exponent (1e-05, 0.0). */
+static const char *pynum(double v, bool written_int, char *buf, int n)
 {
+	if (written_int) {
+		snprintf(buf, (size_t)n, "%.0f", v);
+		return buf;
+	}
 	snprintf(buf, (size_t)n, "%g", v);
 	if (!strpbrk(buf, ".e"))
 		strncat(buf, ".0", (size_t)n - strlen(buf) - 1);
@@ -859,14 +875,14 @@ void op_describe(const struct node *n, char *buf, int len)
 		return;
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D:
 		snprintf(buf, l, "%s(%" PRId64 ", eps=%s, momentum=%s, affine=%s, track_running_stats=%s)", t, n->a.bn.c,
-			 pyfloat(n->a.bn.eps, f1, sizeof f1), pyfloat(n->a.bn.momentum, f2, sizeof f2), pybool(n->a.bn.affine),
+			 pynum(n->a.bn.eps, n->a.bn.eps_int, f1, sizeof f1), pynum(n->a.bn.momentum, n->a.bn.momentum_int, f2, sizeof f2), pybool(n->a.bn.affine),
 			 pybool(n->a.bn.track));
 		return;
 	case OP_LAYERNORM: {
 		struct shape s = { n->a.ln.nd, { 0 } };
 		char b[96];
 		memcpy(s.d, n->a.ln.d, sizeof s.d);
-		snprintf(buf, l, "%s(%s, eps=%s, elementwise_affine=%s)", t, shape_str(&s, b, sizeof b), pyfloat(n->a.ln.eps, f1, sizeof f1),
+		snprintf(buf, l, "%s(%s, eps=%s, elementwise_affine=%s)", t, shape_str(&s, b, sizeof b), pynum(n->a.ln.eps, n->a.ln.eps_int, f1, sizeof f1),
 			 pybool(n->a.ln.affine));
 		return;
 	}
@@ -877,7 +893,7 @@ void op_describe(const struct node *n, char *buf, int len)
 			snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ")", t, n->a.emb.num, n->a.emb.dim);
 		return;
 	case OP_DROPOUT:
-		snprintf(buf, l, "%s(p=%s, inplace=False)", t, pyfloat(n->a.drop.p, f1, sizeof f1));
+		snprintf(buf, l, "%s(p=%s, inplace=False)", t, pynum(n->a.drop.p, n->a.drop.p_int, f1, sizeof f1));
 		return;
 	case OP_FLATTEN:
 		snprintf(buf, l, "%s(start_dim=%d, end_dim=%d)", t, n->a.flat.start_arg, n->a.flat.end_arg);

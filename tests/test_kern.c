@@ -764,6 +764,46 @@ static void test_batchnorm_reference(void)
 		CHECK_NEAR(y[i], want_ln[i], 2e-6);
 }
 
+/* eps=0 as PyTorch 1.13 takes it: a batch norm channel whose values are
+ * all equal (0.1f, which float sums do not hold exactly) gives its bias in
+ * training, with no gradient to its input or weight (InvStd = 0); a layer
+ * norm row whose values are all equal gives NaN, and with eps > 0 its bias */
+static void test_norm_eps0(void)
+{
+	begin();
+	enum { N = 4, C = 2, HW = 9 };
+	float x[N * C * HW], dy[N * C * HW], y[N * C * HW], dx[N * C * HW];
+	float g[C] = { 1.5f, 0.5f }, b[C] = { 0.25f, -1 }, rm[C] = { 0 }, rv[C] = { 1, 1 }, mean[C], invstd[C], dg[C] = { 0 }, db[C] = { 0 };
+	for (int i = 0; i < N * C * HW; i++) {
+		x[i] = (i / HW) % C ? 0.1f : (float)(i % 7) - 3;
+		dy[i] = (float)(i % 5) - 2;
+	}
+	kern_batchnorm2d_fwd_train(x, g, b, y, rm, rv, mean, invstd, N, C, HW, 0.0f, 0.1f);
+	CHECK(mean[1] == 0.1f && invstd[1] == 0);
+	kern_batchnorm2d_bwd(x, g, mean, invstd, dy, dx, dg, db, N, C, HW);
+	float sdy = 0;
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < HW; j++) {
+			CHECK(y[(i * C + 1) * HW + j] == b[1]);
+			CHECK(dx[(i * C + 1) * HW + j] == 0);
+			CHECK(isfinite(y[i * C * HW + j]) && isfinite(dx[i * C * HW + j]));
+			sdy += dy[(i * C + 1) * HW + j];
+		}
+	CHECK(dg[1] == 0 && db[1] == sdy);
+	CHECK_NEAR(rv[1], 0.9f, 0);
+	for (int d = 1; d <= 40; d++) {
+		float row[40], out[40], lb[40];
+		for (int j = 0; j < d; j++) {
+			row[j] = 0.1f;
+			lb[j] = (float)j;
+		}
+		kern_layernorm_fwd(row, NULL, lb, out, mean, invstd, 1, d, 0.0f);
+		CHECK(isnan(out[0]) && isnan(out[d - 1]));
+		kern_layernorm_fwd(row, NULL, lb, out, mean, invstd, 1, d, 1e-5f);
+		CHECK(out[0] == 0 && out[d - 1] == lb[d - 1]);
+	}
+}
+
 /* ---- embedding and dropout ---- */
 
 struct emb { int32_t *idx; float *w, *y, *r; int n, vocab, dim; };
@@ -1172,6 +1212,7 @@ int main(void)
 	RUN(test_pool_overhang);
 	RUN(test_norm_grad);
 	RUN(test_batchnorm_reference);
+	RUN(test_norm_eps0);
 	RUN(test_embedding);
 	RUN(test_dropout);
 	RUN(test_activation_grad);

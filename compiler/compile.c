@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "compiler/compile_impl.h"
+#include "compiler/ops.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
 #include "runtime/mnist_files.h"
@@ -95,6 +96,9 @@ bool compile_check_data(struct diag *d, const struct plan *p)
  * run. */
 static void warn_plan(struct diag *d, const struct plan *p)
 {
+	for (int i = 0; i < p->nnodes; i++)
+		if (p->nodes[i].in >= 0)
+			op_warn(d, &p->nodes[i], &p->nodes[p->nodes[i].in]);
 	const struct plan_train *t = &p->train;
 	if (!t->present)
 		return;

@@ -66,10 +66,11 @@ struct node {
 			bool kpair, spair, ppair, dpair; /* given as pairs, so PyTorch prints them as pairs */
 		} pool;
 		struct { int64_t oh, ow; bool single; } apool; /* single: one size given, as PyTorch prints it */
-		struct { int64_t c; double eps, momentum; bool affine, track; } bn; /* batchnorm1d and batchnorm2d */
-		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine; } ln;
+		/* *_int: written as an integer, so PyTorch's repr shows it as one (eps=0) */
+		struct { int64_t c; double eps, momentum; bool affine, track, eps_int, momentum_int; } bn; /* batchnorm1d and batchnorm2d */
+		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine, eps_int; } ln;
 		struct { int64_t num, dim, padding_idx; } emb; /* padding_idx -1: none */
-		struct { double p; } drop;
+		struct { double p; bool p_int; } drop;
 		struct { int dim, written; } softmax; /* per-sample dimension index, 0-based; the dim as written */
 		struct { int start, end, start_arg, end_arg; } flat; /* per-sample dims start..end merged; args as written */
 		struct { bool tanh; } gelu;

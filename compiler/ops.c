@@ -7,6 +7,7 @@
  */
 #include "compiler/ops.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -115,6 +116,25 @@ static bool in_out(struct diag *d, struct val **s, const char *callee, const str
 		return get_int(d, s[0], "the input size", in, 1) && get_int(d, s[1], "the output size", out, 1);
 	*in = 0; /* linear(out) or linear(out=n): inferred from the input */
 	return get_int(d, s[0] ? s[0] : s[1], "the output size", out, 1);
+}
+
+/* A norm's eps, as PyTorch takes it: 0 too (a channel or row whose values
+ * are all equal then normalises to NaN, or in batch norm training to its
+ * bias); the kernels add it in float32, so it must be one. */
+static bool get_eps(struct diag *d, const struct val *v, double *eps, bool *written_int)
+{
+	char x[32];
+	if (!val_num(d, v, "eps", eps))
+		return false;
+	*written_int = v->kind == V_INT;
+	if (*eps >= 0 && *eps <= FLT_MAX)
+		return true;
+	val_number_text(*eps, x, sizeof x);
+	if (*eps < 0)
+		diag_error(d, v->loc, "eps must be at least 0, not %s", x);
+	else
+		diag_error(d, v->loc, "eps must be at most 3.4e+38, the largest float32, not %s", x);
+	return false;
 }
 
 static bool configure_pool(struct diag *d, struct node *n, struct val **s, const struct val *call, const char *callee, bool avg)
@@ -282,19 +302,14 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		if (s[0] && !get_int(d, s[0], "channels", &n->a.bn.c, 1))
 			return false;
 		n->in_arg = s[0];
-		if (s[1] && !val_num(d, s[1], "eps", &n->a.bn.eps))
+		if (s[1] && !get_eps(d, s[1], &n->a.bn.eps, &n->a.bn.eps_int))
 			return false;
 		if (s[2] && !val_num(d, s[2], "momentum", &n->a.bn.momentum))
 			return false;
+		n->a.bn.momentum_int = s[2] && s[2]->kind == V_INT;
 		if (s[3] && !val_bool(d, s[3], "affine", &n->a.bn.affine))
 			return false;
-		if (s[4] && !val_bool(d, s[4], "track_running_stats", &n->a.bn.track))
-			return false;
-		if (n->a.bn.eps <= 0) {
-			diag_error(d, s[1]->loc, "eps must be positive");
-			return false;
-		}
-		return true;
+		return !s[4] || val_bool(d, s[4], "track_running_stats", &n->a.bn.track);
 	}
 	case OP_LAYERNORM: {
 		npos = 1;
@@ -320,15 +335,9 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 				return false;
 			}
 		}
-		if (s[1] && !val_num(d, s[1], "eps", &n->a.ln.eps))
+		if (s[1] && !get_eps(d, s[1], &n->a.ln.eps, &n->a.ln.eps_int))
 			return false;
-		if (s[2] && !val_bool(d, s[2], "affine", &n->a.ln.affine))
-			return false;
-		if (!(n->a.ln.eps > 0)) {
-			diag_error(d, s[1]->loc, "eps must be positive");
-			return false;
-		}
-		return true;
+		return !s[2] || val_bool(d, s[2], "affine", &n->a.ln.affine);
 	}
 	case OP_EMBEDDING: {
 		npos = 2;
@@ -358,6 +367,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		n->a.drop.p = 0.5;
 		if (s[0] && !val_num(d, s[0], "p", &n->a.drop.p))
 			return false;
+		n->a.drop.p_int = s[0] && s[0]->kind == V_INT;
 		if (n->a.drop.p < 0 || n->a.drop.p > 1) {
 			char f[32];
 			diag_error(d, s[0]->loc, "dropout probability must be between 0 and 1, not %s",
@@ -471,21 +481,34 @@ static bool need_rank(struct diag *d, const struct node *n, const struct shape *
 	return true;
 }
 
+/* Output length of a window of k taps (dilation dil) sliding by s over size
+ * plus padding p each side: PyTorch's pooling_output_shape.  With ceil_mode
+ * the division rounds up, so the last window may overhang the padded input
+ * by up to s - 1 (a kernel larger than the padded input still gives one
+ * output), but it must start inside the input or its left padding. */
 static bool window(struct diag *d, const struct node *n, int64_t size, int64_t k, int64_t s, int64_t p, int64_t dil,
 		   bool ceil_mode, int64_t *out)
 {
 	int64_t eff = dil * (k - 1) + 1;
-	int64_t span = size + 2 * p - eff;
-	if (span < 0) {
-		if (dil > 1)
-			diag_error(d, n->loc, "%s: kernel %" PRId64 " (dilated to %" PRId64 ") is larger than its padded input %" PRId64,
-				   n->what, k, eff, size + 2 * p);
-		else
-			diag_error(d, n->loc, "%s: kernel %" PRId64 " is larger than its padded input %" PRId64, n->what, k, size + 2 * p);
+	int64_t span = size + 2 * p - eff + (ceil_mode ? s - 1 : 0);
+	char dilated[48] = "";
+	if (dil > 1)
+		snprintf(dilated, sizeof dilated, " (dilated to %" PRId64 ")", eff);
+	if (span < 0 && !ceil_mode) {
+		diag_error(d, n->loc, "%s: kernel %" PRId64 "%s is larger than its padded input %" PRId64, n->what, k, dilated,
+			   size + 2 * p);
 		return false;
 	}
-	int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-	/* PyTorch: the last window must start inside the input or left padding */
+	if (span < 0) {
+		/* the largest kernel at this dilation, and the smallest stride, that fit */
+		diag_error(d, n->loc, "%s: kernel %" PRId64 "%s is larger than its padded input %" PRId64 " by %" PRId64
+			   ", more than the stride - 1 = %" PRId64 " that ceil_mode lets the last window overhang; use a kernel "
+			   "of at most %" PRId64 " or a stride of at least %" PRId64,
+			   n->what, k, dilated, size + 2 * p, eff - size - 2 * p, s - 1, (size + 2 * p + s - 2) / dil + 1,
+			   eff - size - 2 * p + 1);
+		return false;
+	}
+	int64_t o = span / s + 1;
 	if (ceil_mode && (o - 1) * s >= size + p)
 		o--;
 	*out = o;
@@ -697,6 +720,33 @@ static struct shape sh1(int64_t a)
 	return s;
 }
 
+/* A dilated max-pool window that starts in the left padding can step over
+ * the whole input (every start is below the input's end, and a window
+ * starting inside holds its first tap): PyTorch gives -inf there. */
+static bool warn_empty_window(struct diag *d, const struct node *n, const char *axis, const char *dim, int64_t size,
+			      int64_t k, int64_t s, int64_t p, int64_t dil, int64_t out)
+{
+	for (int64_t o = 0; o < out && o * s < p; o++) {
+		int64_t start = o * s - p, first = start + (-start + dil - 1) / dil * dil; /* the first tap at or past 0 */
+		if (first < size && first <= start + (k - 1) * dil)
+			continue;
+		diag_warning(d, n->loc, "%s: output %s %" PRId64 "'s window has no tap inside the input (%s %" PRId64 ", padding %" PRId64
+			     ", dilation %" PRId64 "): its value is -inf, as in PyTorch, and the loss will not be finite; use less "
+			     "padding or dilation", n->what, axis, o, dim, size, p, dil);
+		return true;
+	}
+	return false;
+}
+
+void op_warn(struct diag *d, const struct node *n, const struct node *prev)
+{
+	if (n->op != OP_MAXPOOL2D)
+		return;
+	const struct shape *in = &prev->out;
+	if (!warn_empty_window(d, n, "row", "height", in->d[1], n->a.pool.kh, n->a.pool.sh, n->a.pool.ph, n->a.pool.dh, n->out.d[1]))
+		warn_empty_window(d, n, "column", "width", in->d[2], n->a.pool.kw, n->a.pool.sw, n->a.pool.pw, n->a.pool.dw, n->out.d[2]);
+}
+
 int op_params(const struct node *n, struct param_spec out[5])
 {
 	int k = 0;
@@ -759,8 +809,14 @@ static const char *pysize(int64_t a, int64_t b, bool pair, char *buf, int n)
 	return buf;
 }
 
-static const char *pyfloat(double v, char *buf, int n)
+/* Python's repr of a number argument as PyTorch keeps it: an integer as
+ * written (eps=0, p=1), a float with a point or an exponent (1e-05, 0.0). */
+static const char *pynum(double v, bool written_int, char *buf, int n)
 {
+	if (written_int) {
+		snprintf(buf, (size_t)n, "%.0f", v);
+		return buf;
+	}
 	snprintf(buf, (size_t)n, "%g", v);
 	if (!strpbrk(buf, ".e"))
 		strncat(buf, ".0", (size_t)n - strlen(buf) - 1);
@@ -819,14 +875,14 @@ void op_describe(const struct node *n, char *buf, int len)
 		return;
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D:
 		snprintf(buf, l, "%s(%" PRId64 ", eps=%s, momentum=%s, affine=%s, track_running_stats=%s)", t, n->a.bn.c,
-			 pyfloat(n->a.bn.eps, f1, sizeof f1), pyfloat(n->a.bn.momentum, f2, sizeof f2), pybool(n->a.bn.affine),
+			 pynum(n->a.bn.eps, n->a.bn.eps_int, f1, sizeof f1), pynum(n->a.bn.momentum, n->a.bn.momentum_int, f2, sizeof f2), pybool(n->a.bn.affine),
 			 pybool(n->a.bn.track));
 		return;
 	case OP_LAYERNORM: {
 		struct shape s = { n->a.ln.nd, { 0 } };
 		char b[96];
 		memcpy(s.d, n->a.ln.d, sizeof s.d);
-		snprintf(buf, l, "%s(%s, eps=%s, elementwise_affine=%s)", t, shape_str(&s, b, sizeof b), pyfloat(n->a.ln.eps, f1, sizeof f1),
+		snprintf(buf, l, "%s(%s, eps=%s, elementwise_affine=%s)", t, shape_str(&s, b, sizeof b), pynum(n->a.ln.eps, n->a.ln.eps_int, f1, sizeof f1),
 			 pybool(n->a.ln.affine));
 		return;
 	}
@@ -837,7 +893,7 @@ void op_describe(const struct node *n, char *buf, int len)
 			snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ")", t, n->a.emb.num, n->a.emb.dim);
 		return;
 	case OP_DROPOUT:
-		snprintf(buf, l, "%s(p=%s, inplace=False)", t, pyfloat(n->a.drop.p, f1, sizeof f1));
+		snprintf(buf, l, "%s(p=%s, inplace=False)", t, pynum(n->a.drop.p, n->a.drop.p_int, f1, sizeof f1));
 		return;
 	case OP_FLATTEN:
 		snprintf(buf, l, "%s(start_dim=%d, end_dim=%d)", t, n->a.flat.start_arg, n->a.flat.end_arg);

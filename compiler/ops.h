@@ -31,6 +31,9 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call);
 /* Compute n->out from the input shape.  `prev` is the producer (its shape
  * and kind make shape errors say where a size came from). */
 bool op_infer(struct diag *d, struct node *n, const struct node *prev, const struct node *prev_prev);
+/* Warn about what n computes otherwise than meant (after op_infer; prev
+ * as there): a max-pool window with no tap inside the input. */
+void op_warn(struct diag *d, const struct node *n, const struct node *prev);
 
 struct param_spec {
 	const char *suffix;

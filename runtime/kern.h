@@ -43,7 +43,9 @@ bool kern_pin_threads(int n);
 void kern_unpin_this_thread(void);
 
 /* Output length of a sliding window (conv, pools): PyTorch's formula, with
- * ceil_mode's rule that the last window must start inside input or left pad. */
+ * ceil_mode's rounding up (the last window may overhang the padded input by
+ * up to s - 1) and its rule that the last window must start inside input or
+ * left pad; 0 when no window fits. */
 int kern_window_out(int in, int k, int s, int p, int d, bool ceil_mode);
 
 /* Row-major C = alpha op(A) op(B) + beta C, op(X) = Xᵀ when tX; C (M, N).

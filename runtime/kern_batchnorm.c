@@ -1,9 +1,10 @@
 /* kern_batchnorm.c: batch normalisation over (N, C, HW): per-channel
  * statistics of the batch in training, running statistics in evaluation.
- * Training saves the batch mean and 1/sqrt(var + eps) for backward and moves
- * the running stats towards the batch's mean and unbiased variance, as
- * PyTorch does.  Each channel is one thread's: its sums run in one order
- * (float within a plane, double across planes), whatever the thread count.
+ * Training saves the batch mean and 1/sqrt(var + eps) (0 when both are 0,
+ * PyTorch's InvStd) for backward and moves the running stats towards the
+ * batch's mean and unbiased variance, as PyTorch does.  Each channel is one
+ * thread's: its sums run in one order (the mean's in double, the others in
+ * float within a plane and double across planes), whatever the thread count.
  * Does not support momentum=None (cumulative averaging).
  */
 #include "runtime/kern.h"
@@ -13,21 +14,23 @@
 
 #define PAR_MIN 32768
 
-/* Σ over the n planes of channel ch of f(plane element); two flavours below. */
+/* Σ over the n planes of channel ch, in double element by element (as
+ * PyTorch's acc_type and the CUDA kernel): a channel whose values are all
+ * equal gets their exact mean, so each (x - mean) below is 0 and its
+ * variance exactly 0, which eps=0 depends on. */
 static double sum_channel(const float *x, int n, int c, int hw, int ch)
 {
 	double s = 0;
 	for (int i = 0; i < n; i++) {
 		const float *p = x + ((size_t)i * c + ch) * hw;
-		float part = 0;
-		#pragma omp simd reduction(+:part)
+		#pragma omp simd reduction(+:s)
 		for (int j = 0; j < hw; j++)
-			part += p[j];
-		s += part;
+			s += p[j];
 	}
 	return s;
 }
 
+/* Σ (x - mean)^2: a float sum within each plane, the planes in double. */
 static double sumsq_channel(const float *x, int n, int c, int hw, int ch, float mean)
 {
 	double s = 0;
@@ -64,7 +67,9 @@ void kern_batchnorm2d_fwd_train(const float *x, const float *gamma, const float 
 	for (int ch = 0; ch < c; ch++) {
 		float mean = (float)(sum_channel(x, n, c, hw, ch) / (double)m);
 		double var = sumsq_channel(x, n, c, hw, ch, mean) / (double)m; /* biased */
-		float invstd = (float)(1.0 / sqrt(var + eps));
+		/* a channel whose values are all equal normalises to its bias
+		 * when eps is 0 (and backward gives it dx = 0) */
+		float invstd = var == 0 && eps == 0 ? 0.0f : (float)(1.0 / sqrt(var + eps));
 		float g = gamma ? gamma[ch] : 1.0f, b = beta ? beta[ch] : 0.0f;
 		scale_channel(x, y, n, c, hw, ch, invstd * g, b - mean * invstd * g);
 		save_mean[ch] = mean;

@@ -1,5 +1,6 @@
 /* kern_layernorm.c: layer normalisation over the last d elements of each
  * row, with optional elementwise affine, forward and backward.
+ * The mean sums in double, the variance in float.
  * Rows are independent and split across threads; dgamma and dbeta sum over
  * rows in row order within fixed column blocks, so no sum depends on the
  * thread count.
@@ -18,11 +19,15 @@ void kern_layernorm_fwd(const float *x, const float *gamma, const float *beta, f
 	for (int r = 0; r < rows; r++) {
 		const float *restrict in = x + (size_t)r * d;
 		float *restrict out = y + (size_t)r * d;
-		float s = 0, ss = 0;
+		/* the mean's sum in double: a row whose values are all equal
+		 * gets their exact mean and a variance of exactly 0 (NaN with
+		 * eps=0, as PyTorch's row moments give) */
+		double s = 0;
+		float ss = 0;
 		#pragma omp simd reduction(+:s)
 		for (int j = 0; j < d; j++)
 			s += in[j];
-		float mean = s / (float)d;
+		float mean = (float)(s / (double)d);
 		#pragma omp simd reduction(+:ss)
 		for (int j = 0; j < d; j++)
 			ss += (in[j] - mean) * (in[j] - mean);

@@ -3,6 +3,9 @@
  * max, ceil_mode, count_include_pad).
  * Every (image, channel) plane is independent and handled by one thread, so
  * the backward scatter-adds keep one order whatever the thread count.
+ * With ceil_mode a window may reach past the right padding (PyTorch's output
+ * size lets the last one overhang by up to stride - 1): max and the sums
+ * clip it to the input, the average's divisor to the input and its padding.
  * Does not check that padding is at most half the window; the planner does.
  */
 #include "runtime/kern.h"

@@ -343,16 +343,46 @@ static int evaluate_all(struct trainer *t)
 	return 0;
 }
 
+/* Why norm nd, with eps=0, may give NaN, into buf; NULL when it cannot. */
+static const char *eps0_note(const struct node *nd, bool eval, char *buf, size_t n)
+{
+	if (nd->op == OP_LAYERNORM && nd->a.ln.eps == 0)
+		snprintf(buf, n, "%s has eps=0, so a row whose values are all equal normalises to NaN, as in PyTorch; "
+			 "give it an eps above 0", nd->what);
+	else if (eval && (nd->op == OP_BATCHNORM1D || nd->op == OP_BATCHNORM2D) && nd->a.bn.eps == 0 && nd->a.bn.track)
+		snprintf(buf, n, "%s has eps=0, so in evaluation a channel whose running_var is 0 normalises to NaN, as in "
+			 "PyTorch; give it an eps above 0", nd->what);
+	else
+		return NULL;
+	return buf;
+}
+
+const char *train_eps0_note(const struct plan *p, bool eval, char *buf, size_t n)
+{
+	for (int i = 0; i < p->nnodes; i++)
+		if (eps0_note(&p->nodes[i], eval, buf, n))
+			return buf;
+	return NULL;
+}
+
 void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3])
 {
 	double avg = sums[0] / sums[2];
 	if (rd)
 		rundir_metric_eval(rd, at->step, at->epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
+	if (isnan(avg))
+		avg = fabs(avg); /* "nan", as Python prints it, not "-nan" */
 	if (p->test_data.target == TGT_CLASS)
 		printf("\nTest set: Average loss: %.4f, Accuracy: %.0f/%.0f (%.0f%%)\n\n", avg, sums[1], sums[2], 100.0 * sums[1] / sums[2]);
 	else
 		printf("\nTest set: Average loss: %.4f\n\n", avg);
 	fflush(stdout);
+	if (!isfinite(avg)) {
+		char note[512];
+		const char *why = train_eps0_note(p, true, note, sizeof note);
+		fprintf(stderr, "trainc: warning: the test set's loss is %s%s%s\n", isnan(avg) ? "NaN" : "infinite", why ? "; " : "",
+			why ? why : "");
+	}
 }
 
 void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_state *at, int64_t done, int64_t total, double loss,
@@ -928,7 +958,11 @@ static void report_nonfinite(struct trainer *t, double loss, const float *x, int
 		fprintf(stderr, "; the first non-finite output is %s's", t->p->nodes[bad].what);
 	else
 		fprintf(stderr, "; every layer's output is finite, so the loss itself overflowed");
-	fprintf(stderr, "\ntrainc: lower the learning rate, clip gradients (clip_grad_norm) or check the data\n");
+	char note[512];
+	if (bad >= 0 && eps0_note(&t->p->nodes[bad], false, note, sizeof note))
+		fprintf(stderr, "\ntrainc: %s\n", note);
+	else
+		fprintf(stderr, "\ntrainc: lower the learning rate, clip gradients (clip_grad_norm) or check the data\n");
 }
 
 static void scale_shards(void *ctx, float coef)
@@ -1051,7 +1085,10 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 				fprintf(stderr, "trainc: the loss is %s at step %lld (epoch %lld)\n",
 					isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity", (long long)t->at.step + 1, (long long)t->at.epoch);
 				loader_release(&t->l);
-				snprintf(t->err, sizeof t->err, "stopped at a non-finite loss; lower the learning rate or check the data");
+				char note[512];
+				const char *why = train_eps0_note(t->p, false, note, sizeof note);
+				snprintf(t->err, sizeof t->err, "stopped at a non-finite loss; lower the learning rate or check the data%s%s",
+					 why ? "; or: " : "", why ? why : "");
 				return -1;
 			}
 		} else if (t->chunked) {

@@ -39,6 +39,10 @@ void train_progress(int64_t epoch, int64_t seen, int64_t total, double loss, dou
 struct rundir;
 struct ckpt_state;
 void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3]);
+/* Why a norm with eps=0 may have made a loss NaN, into buf: a layernorm's
+ * row whose values are all equal, or in evaluation (eval) a batch norm's
+ * running_var of 0; NULL when no such norm. */
+const char *train_eps0_note(const struct plan *p, bool eval, char *buf, size_t n);
 /* Rank 0's report of a step: the terminal's progress bar (tty), or at a
  * log point the seed's "Train Epoch: E [done/total (P%)]  Loss: L" line and
  * the metrics record; done samples of total this epoch, loss the step's. */

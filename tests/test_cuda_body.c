@@ -119,6 +119,7 @@ static void check_pool(struct pool2d_desc d, bool nan)
 	scratch_reset();
 	int oh, ow;
 	kern_pool2d_out(&d, &oh, &ow);
+	CHECK(oh >= 1 && ow >= 1); /* every case has windows to compare */
 	size_t in = (size_t)d.n * d.c * d.h * d.w, out = (size_t)d.n * d.c * oh * ow, hw = (size_t)d.h * d.w;
 	float *x = rand_floats(in, -2, 2, 4), *dy = rand_floats(out, -1, 1, 5);
 	if (nan) {
@@ -172,6 +173,10 @@ static void test_pools(void)
 		{ 2, 2, 12, 13, 3, 3, 1, 2, 1, 1, 2, 2, false, true }, /* dilation */
 		{ 1, 1, 6, 6, 5, 5, 3, 3, 2, 2, 1, 1, true, true },
 		{ 1, 3, 5, 5, 1, 1, 2, 2, 0, 0, 1, 1, false, true },
+		/* ceil_mode windows larger than the padded input */
+		{ 2, 2, 3, 3, 4, 4, 2, 2, 0, 0, 1, 1, true, true },
+		{ 2, 3, 7, 6, 10, 3, 4, 2, 1, 1, 1, 1, true, true },
+		{ 1, 2, 4, 5, 3, 4, 3, 4, 1, 1, 3, 2, true, true }, /* dilated to 7 over 6 and 7 over 7 */
 	};
 	for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) {
 		check_pool(ds[k], false);
@@ -360,9 +365,10 @@ static void test_layernorm(void)
 	CHECK_CLOSE("ln invstd", ginv, inv, rows, 1e-5);
 	for (int r = 0; r < rows; r++) {
 		const float *in = x + (size_t)r * d;
-		float s, ss;
-		BLOCK_SUM(32, float, d, in[e], s);
-		float m = s / (float)d;
+		double s;
+		float ss;
+		BLOCK_SUM(32, double, d, in[e], s);
+		float m = (float)(s / (double)d);
 		BLOCK_SUM(32, float, d, (in[e] - m) * (in[e] - m), ss);
 		gmean[r] = m;
 		ginv[r] = body_ln_invstd(ss, d, 1e-5f);
@@ -407,30 +413,37 @@ static void bn_channel(const float *x, const float *gamma, const float *beta, fl
 #undef AT
 }
 
-static void test_batchnorm(void)
+/* eps, and with `constant` channel 1 all 0.1f: with eps 0 PyTorch's InvStd
+ * makes it its bias, with dx 0 there, on both sides */
+static void check_batchnorm(float eps, bool constant)
 {
 	int n = 5, c = 3, hw = 77;
 	scratch_reset();
 	size_t total = (size_t)n * c * hw;
 	float *x = rand_floats(total, -2, 4, 18), *gamma = rand_floats(c, 0.5f, 1.5f, 19), *beta = rand_floats(c, -1, 1, 20);
+	for (int i = 0; constant && i < n; i++)
+		for (int j = 0; j < hw; j++)
+			x[((size_t)i * c + 1) * hw + j] = 0.1f;
 	float *dy = rand_floats(total, -1, 1, 21), *y = floats(total), *got = floats(total);
 	float *rm = rand_floats(c, -1, 1, 22), *rv = rand_floats(c, 0.5f, 2, 23), *sm = floats(c), *si = floats(c);
 	float *grm = floats(c), *grv = floats(c), *gsm = floats(c), *gsi = floats(c);
 	memcpy(grm, rm, c * 4);
 	memcpy(grv, rv, c * 4);
-	kern_batchnorm2d_fwd_train(x, gamma, beta, y, rm, rv, sm, si, n, c, hw, 1e-5f, 0.1f);
-	for (int ch = 0; ch < c; ch++) bn_channel(x, gamma, beta, got, grm, grv, gsm, gsi, n, c, hw, 1e-5f, 0.1f, ch);
+	kern_batchnorm2d_fwd_train(x, gamma, beta, y, rm, rv, sm, si, n, c, hw, eps, 0.1f);
+	for (int ch = 0; ch < c; ch++) bn_channel(x, gamma, beta, got, grm, grv, gsm, gsi, n, c, hw, eps, 0.1f, ch);
 	CHECK_CLOSE_UNIT("bn y", got, y, total, 1e-5);
 	CHECK_CLOSE("bn mean", gsm, sm, c, 1e-6);
 	CHECK_CLOSE("bn invstd", gsi, si, c, 1e-6);
 	CHECK_CLOSE("bn running_mean", grm, rm, c, 1e-6);
 	CHECK_CLOSE("bn running_var", grv, rv, c, 1e-6);
+	if (constant && eps == 0)
+		CHECK(si[1] == 0 && gsi[1] == 0 && y[hw] == beta[1] && got[hw] == beta[1]);
 	/* evaluation: the same formula, exactly */
-	kern_batchnorm2d_fwd_eval(x, gamma, beta, rm, rv, y, n, c, hw, 1e-5f);
+	kern_batchnorm2d_fwd_eval(x, gamma, beta, rm, rv, y, n, c, hw, eps);
 	for (size_t i = 0; i < total; i++) {
 		int ch = (int)((i / hw) % c);
 		float alpha, shift;
-		body_bn_affine(rm[ch], body_bn_eval_invstd(rv[ch], 1e-5f), gamma, beta, ch, &alpha, &shift);
+		body_bn_affine(rm[ch], body_bn_eval_invstd(rv[ch], eps), gamma, beta, ch, &alpha, &shift);
 		got[i] = x[i] * alpha + shift;
 	}
 	CHECK_SAME("bn eval", got, y, total);
@@ -453,6 +466,15 @@ static void test_batchnorm(void)
 	CHECK_CLOSE_UNIT("bn dx", got, dx, total, 1e-5);
 	CHECK_CLOSE("bn dgamma", gdg, dg, c, 1e-5);
 	CHECK_CLOSE("bn dbeta", gdb, db, c, 1e-5);
+	if (constant && eps == 0)
+		CHECK(dx[hw] == 0 && got[hw] == 0 && dg[1] == 0 && gdg[1] == 0);
+}
+
+static void test_batchnorm(void)
+{
+	check_batchnorm(1e-5f, false);
+	check_batchnorm(1e-5f, true);
+	check_batchnorm(0.0f, true);
 }
 
 /* ---- embedding, bias ---- */

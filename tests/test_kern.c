@@ -510,6 +510,18 @@ static void test_pool_grad(void)
 	pool_grad("avgpool ceil pad", &c);
 	c.d.count_include_pad = false;
 	pool_grad("avgpool exclude pad", &c);
+	/* ceil_mode: windows 10 high over 7 rows padded to 9, the width's last
+	 * window clipped */
+	struct pool2d_desc over = base;
+	over.kh = 10; over.sh = 4; over.kw = 3; over.sw = 2;
+	c = (struct pool){ .d = over, .kind = POOL_MAX };
+	kern_pool2d_out(&c.d, &c.oh, &c.ow);
+	CHECK(c.oh == 1 && c.ow == 4);
+	pool_grad("maxpool kernel over the padded input", &c);
+	c.kind = POOL_AVG;
+	pool_grad("avgpool kernel over the padded input", &c);
+	c.d.count_include_pad = false;
+	pool_grad("avgpool kernel over the padded input, exclude pad", &c);
 	c = (struct pool){ .d = base, .kind = POOL_ADAPTIVE, .oh = 3, .ow = 4 };
 	pool_grad("adaptive avgpool overlapping", &c);
 }
@@ -608,6 +620,69 @@ static void test_pool_reference(void)
 	CHECK(isnan(y[0]) && idx[0] == 5);
 }
 
+/* ceil_mode windows larger than the padded input, as PyTorch 1.13 sizes
+ * and computes them: the last window may overhang the padded input by up to
+ * stride - 1; max and the sums clip it to the input, the divisor with
+ * count_include_pad to the input and its padding. */
+static void test_pool_overhang(void)
+{
+	begin();
+	/* max_pool2d(zeros(1,1,H,H), k, s, p, dilation, ceil_mode=True).shape[-1]; 0: "Output size is too small" */
+	static const int sizes[][6] = {
+		/* H, k, s, p, dilation, output */
+		{ 3, 4, 2, 0, 1, 1 }, { 3, 4, 1, 0, 1, 0 }, { 3, 3, 3, 0, 2, 1 }, /* the last dilated to 5 */
+		{ 2, 5, 2, 2, 1, 2 }, { 4, 6, 3, 3, 1, 3 }, { 1, 3, 2, 1, 1, 1 },
+	};
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+		CHECK(kern_window_out(sizes[i][0], sizes[i][1], sizes[i][2], sizes[i][3], sizes[i][4], true) == sizes[i][5]);
+	CHECK(kern_window_out(3, 4, 2, 0, 1, false) == 0); /* no overhang without ceil_mode */
+
+	float x[16] = { 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3 }, y[4];
+	int32_t idx[4];
+	/* kernel (6, 5), stride (3, 2), padding (1, 2) over 4 x 4: one row of
+	 * windows 6 high over 6 padded rows, three 5 wide, the last over 2 + 2 */
+	struct pool2d_desc d = { .n = 1, .c = 1, .h = 4, .w = 4, .kh = 6, .kw = 5, .sh = 3, .sw = 2, .ph = 1,
+				 .pw = 2, .dh = 1, .dw = 1, .ceil_mode = true, .count_include_pad = true };
+	int oh, ow;
+	kern_pool2d_out(&d, &oh, &ow);
+	CHECK(oh == 1 && ow == 3);
+	float want_max[3] = { 9, 9, 9 };
+	int32_t want_idx[3] = { 5, 5, 14 };
+	kern_maxpool2d_fwd(&d, x, y, idx);
+	for (int i = 0; i < 3; i++) {
+		CHECK_NEAR(y[i], want_max[i], 0);
+		CHECK(idx[i] == want_idx[i]);
+	}
+	/* avg_pool2d: divisors 30, 30, 24 (the last window's 7 columns cut to
+	 * the 6 of input and padding), then 12, 16, 8 without the padding */
+	float want_in[3] = { 2.0666666f, 2.66666675f, 1.58333337f }, want_ex[3] = { 5.16666651f, 5.0f, 4.75f };
+	float dy[3] = { 1, 2, 3 }, dx[16];
+	float want_din[4] = { 0.100000009f, 0.100000009f, 0.225000009f, 0.191666663f }; /* each row's */
+	float want_dex[4] = { 0.208333343f, 0.208333343f, 0.583333373f, 0.5f };
+	for (int cip = 1; cip >= 0; cip--) {
+		d.count_include_pad = cip;
+		kern_avgpool2d_fwd(&d, x, y);
+		for (int i = 0; i < 3; i++)
+			CHECK_NEAR(y[i], cip ? want_in[i] : want_ex[i], 1e-6);
+		kern_avgpool2d_bwd(&d, dy, dx);
+		for (int i = 0; i < 16; i++)
+			CHECK_NEAR(dx[i], cip ? want_din[i % 4] : want_dex[i % 4], 1e-6);
+	}
+	/* max_pool2d(x, (2, 3), (3, 3), (1, 1), dilation (3, 2)): taps 5 wide
+	 * over 6 padded columns, the last window from column 2 to 6 */
+	d = (struct pool2d_desc){ .n = 1, .c = 1, .h = 4, .w = 4, .kh = 2, .kw = 3, .sh = 3, .sw = 3, .ph = 1, .pw = 1,
+				  .dh = 3, .dw = 2, .ceil_mode = true };
+	kern_pool2d_out(&d, &oh, &ow);
+	CHECK(oh == 2 && ow == 2);
+	float want_dil[4] = { 8, 5, 8, 5 };
+	int32_t want_dil_idx[4] = { 11, 10, 11, 10 };
+	kern_maxpool2d_fwd(&d, x, y, idx);
+	for (int i = 0; i < 4; i++) {
+		CHECK_NEAR(y[i], want_dil[i], 0);
+		CHECK(idx[i] == want_dil_idx[i]);
+	}
+}
+
 /* ---- normalisation ---- */
 
 struct norm { float *x, *g, *b, *y, *r, *mean, *invstd; int n, c, hw; bool layer; };
@@ -687,6 +762,46 @@ static void test_batchnorm_reference(void)
 	kern_layernorm_fwd(lx, lg, lb, y, mean, invstd, 2, 4, 1e-5f);
 	for (int i = 0; i < 8; i++)
 		CHECK_NEAR(y[i], want_ln[i], 2e-6);
+}
+
+/* eps=0 as PyTorch 1.13 takes it: a batch norm channel whose values are
+ * all equal (0.1f, which float sums do not hold exactly) gives its bias in
+ * training, with no gradient to its input or weight (InvStd = 0); a layer
+ * norm row whose values are all equal gives NaN, and with eps > 0 its bias */
+static void test_norm_eps0(void)
+{
+	begin();
+	enum { N = 4, C = 2, HW = 9 };
+	float x[N * C * HW], dy[N * C * HW], y[N * C * HW], dx[N * C * HW];
+	float g[C] = { 1.5f, 0.5f }, b[C] = { 0.25f, -1 }, rm[C] = { 0 }, rv[C] = { 1, 1 }, mean[C], invstd[C], dg[C] = { 0 }, db[C] = { 0 };
+	for (int i = 0; i < N * C * HW; i++) {
+		x[i] = (i / HW) % C ? 0.1f : (float)(i % 7) - 3;
+		dy[i] = (float)(i % 5) - 2;
+	}
+	kern_batchnorm2d_fwd_train(x, g, b, y, rm, rv, mean, invstd, N, C, HW, 0.0f, 0.1f);
+	CHECK(mean[1] == 0.1f && invstd[1] == 0);
+	kern_batchnorm2d_bwd(x, g, mean, invstd, dy, dx, dg, db, N, C, HW);
+	float sdy = 0;
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < HW; j++) {
+			CHECK(y[(i * C + 1) * HW + j] == b[1]);
+			CHECK(dx[(i * C + 1) * HW + j] == 0);
+			CHECK(isfinite(y[i * C * HW + j]) && isfinite(dx[i * C * HW + j]));
+			sdy += dy[(i * C + 1) * HW + j];
+		}
+	CHECK(dg[1] == 0 && db[1] == sdy);
+	CHECK_NEAR(rv[1], 0.9f, 0);
+	for (int d = 1; d <= 40; d++) {
+		float row[40], out[40], lb[40];
+		for (int j = 0; j < d; j++) {
+			row[j] = 0.1f;
+			lb[j] = (float)j;
+		}
+		kern_layernorm_fwd(row, NULL, lb, out, mean, invstd, 1, d, 0.0f);
+		CHECK(isnan(out[0]) && isnan(out[d - 1]));
+		kern_layernorm_fwd(row, NULL, lb, out, mean, invstd, 1, d, 1e-5f);
+		CHECK(out[0] == 0 && out[d - 1] == lb[d - 1]);
+	}
 }
 
 /* ---- embedding and dropout ---- */
@@ -1094,8 +1209,10 @@ int main(void)
 	RUN(test_conv2d_within);
 	RUN(test_pool_grad);
 	RUN(test_pool_reference);
+	RUN(test_pool_overhang);
 	RUN(test_norm_grad);
 	RUN(test_batchnorm_reference);
+	RUN(test_norm_eps0);
 	RUN(test_embedding);
 	RUN(test_dropout);
 	RUN(test_activation_grad);

@@ -326,7 +326,8 @@ BODY_FN int body_argmax_hit(const float *z, int c, int32_t t)
 	return best == t;
 }
 
-/* ---- layer norm over rows of d (kern_layernorm.c): float sums ---- */
+/* ---- layer norm over rows of d (kern_layernorm.c): the mean's sum in
+ * double, the variance's in float ---- */
 BODY_FN float body_ln_invstd(float ss, int d, float eps) { return 1.0f / sqrtf(ss / (float)d + eps); }
 BODY_FN float body_ln_out(float x, float mean, float invstd, const float *gamma, const float *beta, int j)
 {
@@ -337,10 +338,11 @@ BODY_FN float body_ln_out(float x, float mean, float invstd, const float *gamma,
 BODY_FN void body_layernorm_row(const float *in, const float *gamma, const float *beta, float *out, int d, float eps,
 				float *mean_out, float *invstd_out)
 {
-	float s = 0, ss = 0;
+	double s = 0;
+	float ss = 0;
 	for (int j = 0; j < d; j++)
 		s += in[j];
-	float mean = s / (float)d;
+	float mean = (float)(s / (double)d);
 	for (int j = 0; j < d; j++)
 		ss += (in[j] - mean) * (in[j] - mean);
 	float invstd = body_ln_invstd(ss, d, eps);
@@ -393,7 +395,7 @@ BODY_FN void body_ln_param_col(const float *x, const float *dy, const float *sav
 /* ---- batch norm per channel (kern_batchnorm.c): sums in double over
  * m = n * hw elements, biased variance to normalise, unbiased for running_var ---- */
 BODY_FN float body_bn_mean(double sum, int64_t m) { return (float)(sum / (double)m); }
-BODY_FN float body_bn_invstd(double var, float eps) { return (float)(1.0 / sqrt(var + eps)); }
+BODY_FN float body_bn_invstd(double var, float eps) { return var == 0 && eps == 0 ? 0.0f : (float)(1.0 / sqrt(var + eps)); }
 
 /* y = x * alpha + beta for channel statistics mean and invstd */
 BODY_FN void body_bn_affine(float mean, float invstd, const float *gamma, const float *beta, int ch, float *alpha,

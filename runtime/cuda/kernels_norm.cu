@@ -119,11 +119,10 @@ __global__ void ln_fwd_kernel(const float *x, const float *gamma, const float *b
 	FOR_EACH_WARP_ROW(r, rows) {
 		const float *in = x + r * d;
 		float *out = y + r * d;
-		float acc = 0;
+		double sum = 0;
 		for (int j = lane; j < d; j += 32)
-			acc += in[j];
-		float mean = warp_sum(acc) / (float)d;
-		acc = 0;
+			sum += in[j];
+		float mean = (float)(warp_sum(sum) / (double)d), acc = 0;
 		for (int j = lane; j < d; j += 32)
 			acc += (in[j] - mean) * (in[j] - mean);
 		float invstd = body_ln_invstd(warp_sum(acc), d, eps);

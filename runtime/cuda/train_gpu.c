@@ -614,12 +614,14 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 	for (int64_t k = 0; k < n; k++) {
 		if (!isfinite(h[k])) {
 			double bad = h[k];
+			char note[512];
+			const char *why = train_eps0_note(t->p, false, note, sizeof note);
 			free(h);
 			return util_fail(t->err, sizeof t->err,
 					 "the loss is %s at step %lld (epoch %lld); lower the learning rate, clip gradients "
-					 "(clip_grad_norm) or check the data (train with --cpus to name the first layer that overflows)",
+					 "(clip_grad_norm) or check the data (train with --cpus to name the first layer that overflows)%s%s",
 					 isnan(bad) ? "NaN" : bad > 0 ? "+infinity" : "-infinity", (long long)(t->read_step + k + 1),
-					 (long long)t->at.epoch);
+					 (long long)t->at.epoch, why ? "; or: " : "", why ? why : "");
 		}
 		*sum += h[k];
 	}

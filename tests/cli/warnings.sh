@@ -81,6 +81,21 @@ printf 'data { train = mnist("/usr/share/datasets/fashion-mnist") }\n' >> "$tmp/
 printf 'train { loss = cross_entropy; optimizer = sgd(lr=0.1); scheduler = cosine(t_max=100000, every="step"); batch = 64 }\n' >> "$tmp/mnist.net"
 warns mnist
 
+# a dilated max-pool window that steps over the whole input: PyTorch gives
+# -inf there (and so a non-finite loss); a column of width 1 whose window
+# starts in the padding at -1 has taps at -1, 1, 3 and 5
+printf 'model M {\n    input(1, 4, 1)\n    pool = maxpool2d((2, 4), stride=(1, 5), padding=(0, 1), dilation=(1, 2), ceil_mode=true)\n}\n' > "$tmp/pool.net"
+f=$tmp/pool.net
+warns pool \
+	"$f:3:12: warning: pool: output column 0's window has no tap inside the input (width 1, padding 1, dilation 2): its value is -inf, as in PyTorch, and the loss will not be finite; use less padding or dilation" \
+	"    pool = maxpool2d((2, 4), stride=(1, 5), padding=(0, 1), dilation=(1, 2), ceil_mode=true)" \
+	"           ^~~~~~~~~"
+# dilation 1, or a window whose taps reach the input: no warning
+sed 's/dilation=(1, 2)/dilation=(1, 1)/' "$f" > "$tmp/pool_plain.net"
+warns pool_plain
+printf 'model M {\n    input(1, 4, 2)\n    pool = maxpool2d((2, 4), stride=(1, 5), padding=(0, 1), dilation=(1, 2), ceil_mode=true)\n}\n' > "$tmp/pool_reach.net"
+warns pool_reach
+
 # a run warns once, from the launcher, and trains on
 for ranks in 1 2; do
 	"$TRAINC" "$tmp/nll.net" --cpus $ranks --set train.steps=2 --run-dir "$tmp/run$ranks" > "$tmp/out" 2>&1

@@ -131,8 +131,9 @@ static void host_scale(cudaStream_t s, float *x, int64_t n, float c)
 		x[i] *= c;
 }
 
-/* ---- per-channel sums over (n, c, hw), kern_batchnorm.c's order: a float
- * sum within each plane, the planes added in double ---- */
+/* ---- per-channel sums over (n, c, hw), kern_batchnorm.c's order: Σ x in
+ * double element by element, the others a float sum within each plane, the
+ * planes added in double ---- */
 enum csum {
 	CSUM_X,     /* Σ x */
 	CSUM_DEV2,  /* Σ (x - mean)^2 */
@@ -147,7 +148,10 @@ static double channel_sum(enum csum k, const float *x, const float *dy, float me
 		const float *p = x + at;
 		float part = 0;
 		for (int64_t j = 0; j < hw; j++)
-			part += k == CSUM_X ? p[j] : k == CSUM_DEV2 ? (p[j] - mean) * (p[j] - mean) : dy[at + j] * (p[j] - mean);
+			if (k == CSUM_X)
+				s += p[j];
+			else
+				part += k == CSUM_DEV2 ? (p[j] - mean) * (p[j] - mean) : dy[at + j] * (p[j] - mean);
 		s += part;
 	}
 	return s;

@@ -1,0 +1,67 @@
+"""What the PyTorch sides of the tests that check trainc against numbers
+computed once share: the MNIST-format samples tests/cli/torch_ref.inc draws
+with awk, and a safetensors writer.  Imported by the *_torch.py scripts
+beside it; run with PyTorch 1.13 (CPU), never by the tests.
+"""
+import json
+import struct
+
+import torch
+import torch.nn.functional as F
+
+
+def samples(n, x):
+    """n images (uint8, 28 x 28) and labels: per sample a label draw, then
+    784 pixel draws, each of 16 7 x 7 regions bright for a third of the
+    classes so the pooled features carry the label."""
+    img, lab = bytearray(), bytearray()
+    for _ in range(n):
+        x = (x * 75 + 74) % 65537
+        label = x % 10
+        lab.append(label)
+        for p in range(784):
+            x = (x * 75 + 74) % 65537
+            r = (p // 28) // 7 * 4 + (p % 28) // 7
+            img.append(x % 128 + (127 if (r + label) % 3 == 0 else 0))
+    images = torch.tensor(list(img), dtype=torch.uint8).view(n, 1, 28, 28)
+    return images.float().div(255), torch.tensor(list(lab), dtype=torch.long)
+
+
+def save(path, sd):
+    header, blobs, at = {}, [], 0
+    for k, t in sd.items():
+        t = t.detach().contiguous()
+        dtype = {torch.float32: "F32", torch.int64: "I64"}[t.dtype]
+        b = t.numpy().tobytes()
+        header[k] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [at, at + len(b)]}
+        blobs.append(b)
+        at += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def train(m, opt, x, y, steps, batch):
+    """steps steps of cross entropy over consecutive batches of x, y (the
+    dataset's order, as trainc's shuffle=false); returns each step's loss."""
+    losses = []
+    m.train()
+    for step in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x[step * batch:(step + 1) * batch]), y[step * batch:(step + 1) * batch])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def evaluate(m, x, y):
+    """The average cross entropy over x, y in evaluation mode, and how many
+    samples the model gets right."""
+    m.eval()
+    with torch.no_grad():
+        out = m(x)
+        loss = F.cross_entropy(out, y, reduction="sum").item() / len(y)
+        correct = (out.argmax(1) == y).sum().item()
+    return loss, correct

@@ -32,6 +32,7 @@
 #include "runtime/launch.h"
 #include "runtime/rundir.h"
 #include "runtime/train.h"
+#include "runtime/weights.h"
 
 #define TRAINC_VERSION "0.1.0"
 
@@ -290,6 +291,18 @@ static int check_resume(const struct plan *p, const char *dir, int world, const 
 	return 0;
 }
 
+/* Before spawning N workers: --init weights that do not fit the model are
+ * reported once, not by every rank. */
+static int check_init(const struct plan *p, const char *path)
+{
+	char err[1024];
+	if (weights_load(p, NULL, path, true, err, sizeof err) != 0) {
+		fprintf(stderr, "trainc: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
 /* Before spawning N workers: open the datasets once here, so a missing or
  * broken file is reported once, not by every rank. */
 static int check_data(const struct plan *p, int world)
@@ -526,7 +539,7 @@ int main(int argc, char **argv)
 				rc = train_run(p, &to);
 			}
 		} else if (o.world > 1) {
-			if (check_data(p, o.world) != 0) {
+			if (check_data(p, o.world) != 0 || (init && check_init(p, init) != 0)) {
 				rc = 1;
 			} else if (resume && (rc = check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus")) != 0) {
 				/* rc says which */

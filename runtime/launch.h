@@ -7,7 +7,8 @@
  * period, SIGKILL) and names the root cause; SIGINT and SIGTERM are passed
  * on; a worker that shows no progress for the job timeout is a failure.
  * Workers learn their place from the environment, torchrun's names:
- * RANK, WORLD_SIZE, LOCAL_RANK, plus TRAINC_STORE_FD and TRAINC_BEAT_FD.
+ * RANK, WORLD_SIZE, LOCAL_RANK, plus TRAINC_STORE_FD, TRAINC_BEAT_FD and
+ * TRAINC_RUN_DIR.
  */
 #ifndef LAUNCH_H
 #define LAUNCH_H
@@ -16,6 +17,7 @@ struct launch_opts {
 	int world;
 	double timeout_s;   /* a worker silent for this long has hung */
 	double grace_s;     /* between SIGTERM and SIGKILL */
+	const char *run_dir; /* the run directory claimed for the job, which rank 0 creates the run in */
 };
 
 /* Run argv as `world` workers; returns the launcher's exit status. */
@@ -30,6 +32,8 @@ void launch_beat(void);
  * rank waiting for a hung peer is not itself taken for the hung one. */
 void launch_wait_begin(void);
 void launch_wait_end(void);
+/* In a worker: the run directory the launcher claimed for the job, or NULL. */
+const char *launch_run_dir(void);
 /* In a worker: the store connection inherited from the launcher, or -1. */
 int launch_store_fd(void);
 /* The process that runs the job: the launcher, seen from a worker, else

@@ -326,6 +326,29 @@ static int check_data(const struct plan *p, int world)
 	return 0;
 }
 
+/* A job of several ranks: its run directory is claimed here, before any
+ * rank starts, so that one that cannot be made (a read-only or deleted
+ * current directory) is said once rather than found by rank 0 after the
+ * ranks have met; rank 0 creates the run in it, and one the job left
+ * empty is removed again. */
+static int launch_job(const struct plan *p, const struct compile_opts *o, const char *run_dir, const char *save, int argc, char **argv)
+{
+	char dir[RUNDIR_PATH_MAX], err[1024];
+	bool made;
+	if (rundir_claim(run_dir, p->model_name, dir, sizeof dir, &made, err, sizeof err) != 0) {
+		fprintf(stderr, "trainc: %s\n", err);
+		return 1;
+	}
+	struct launch_opts lo = { o->world, p->parallel.timeout_s, 5.0, dir };
+	stop_notes(save);
+	int rc = launch_run(&lo, argc, argv);
+	if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP) /* the job's stop note */
+		fputs((stop_latest[0] && access(stop_latest, F_OK) == 0 ? stop_note : stop_note_none) + 1, stderr);
+	if (made)
+		rmdir(dir); /* fails, as it should, once the run wrote in it */
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = "train", *file = NULL;
@@ -496,6 +519,8 @@ int main(int argc, char **argv)
 				"expect a slower run\n", threads, threads == 1 ? "" : "s", o.world, o.world == 1 ? "" : "s", kern_cpus(),
 				kern_cpus() == 1 ? "" : "s");
 		struct train_opts to = { save, init, resume, run_dir, TRAINC_VERSION, threads, 0, o.world, argc, argv };
+		if (wrank == 0 && launch_run_dir())
+			to.run_dir = launch_run_dir();
 		char gerr[1024];
 		int ngpu = 0;
 		if (p->train_data.kind == DATA_NONE) {
@@ -544,11 +569,7 @@ int main(int argc, char **argv)
 			} else if (resume && (rc = check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus")) != 0) {
 				/* rc says which */
 			} else {
-				struct launch_opts lo = { o.world, p->parallel.timeout_s, 5.0 };
-				stop_notes(save);
-				rc = launch_run(&lo, argc, argv);
-				if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP) /* the job's stop note */
-					fputs((stop_latest[0] && access(stop_latest, F_OK) == 0 ? stop_note : stop_note_none) + 1, stderr);
+				rc = launch_job(p, &o, run_dir, save, argc, argv);
 			}
 		} else if (!resume || (rc = check_resume(p, resume, 1, gpus > 0 ? "--gpus" : "--cpus")) == 0) {
 			single_rank_signals(save);

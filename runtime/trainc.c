@@ -32,6 +32,7 @@
 #include "runtime/launch.h"
 #include "runtime/rundir.h"
 #include "runtime/train.h"
+#include "runtime/util.h"
 #include "runtime/weights.h"
 
 #define TRAINC_VERSION "0.1.0"
@@ -166,8 +167,10 @@ static int check_save(const char *path, const char *resume)
 	snprintf(latest, sizeof latest, "%s/latest", dir);
 	if (exists && !weights && access(latest, F_OK) == 0 &&
 	    !(resume && realpath(resume, a) && realpath(dir, b) && strcmp(a, b) == 0)) {
+		char w[8400];
+		const char *word = util_shell_word(path, w, sizeof w);
 		fprintf(stderr, "trainc: --save %s: already holds another run's checkpoints; continue that run with --resume %s --save %s, "
-			"or save into a new folder\n", path, path, path);
+			"or save into a new folder\n", path, word, word);
 		return -1;
 	}
 	char probe[4200];
@@ -179,7 +182,8 @@ static int check_save(const char *path, const char *resume)
 		if (e == ENOENT && stat(dir, &ds) == 0 && S_ISDIR(ds.st_mode))
 			fprintf(stderr, "trainc: --save %s: cannot create files in %s; choose another place\n", path, dir);
 		else if (e == ENOENT)
-			fprintf(stderr, "trainc: --save %s: the folder %s does not exist; create it first (mkdir -p %s)\n", path, dir, dir);
+			fprintf(stderr, "trainc: --save %s: the folder %s does not exist; create it first (mkdir -p %s)\n", path, dir,
+				util_shell_word(dir, probe, sizeof probe));
 		else
 			fprintf(stderr, "trainc: --save %s: cannot write in %s: %s; choose another place\n", path, dir, strerror(e));
 		return -1;
@@ -207,8 +211,9 @@ static void stop_notes(const char *save)
 {
 	if (save && !train_is_weights_file(save)) {
 		snprintf(stop_latest, sizeof stop_latest, "%s/latest", save);
+		char w[4200];
 		snprintf(stop_note, sizeof stop_note, "\ntrainc: stopped by a signal; --resume %s continues from its latest checkpoint\n",
-			 save);
+			 util_shell_word(save, w, sizeof w));
 		snprintf(stop_note_none, sizeof stop_note_none,
 			 "\ntrainc: stopped by a signal before a checkpoint was saved in %s (train.checkpoint_every saves as it goes)\n", save);
 	} else {

@@ -38,4 +38,16 @@ cmd=$(suggested "--resume ")
 [ "$(arg "$cmd" 2)" = "$ck 2" ] || fail "the stop note's '$cmd' does not name '$ck 2'"
 cd "$root" || exit 1
 [ $failed = 0 ] && echo "ok paths with spaces, quotes and non-ASCII letters train, resume, and are quoted in suggested commands"
+
+# a folder 1,200 bytes deep, as the kernel allows: the run's weights and
+# checkpoints are written and read back (before, a path past 1,023 bytes
+# trained to the end, then lost the weights: "path too long")
+deep=$tmp/$(printf '%0240d/%0240d/%0240d/%0240d/%0240d' 1 2 3 4 5)
+mkdir -p "$deep"
+"$TRAINC" tests/cli/nets/mlp_mse.net --cpus 2 --set train.checkpoint_every=2 --save "$deep/ck" --run-dir "$deep/r1" > "$tmp/out" 2>&1 ||
+	{ fail "a run 1,200 bytes deep: $(cut -c1-300 "$tmp/out")"; }
+"$TRAINC" tests/cli/nets/mlp_mse.net --cpus 2 --set train.steps=8 --resume "$deep/ck" --run-dir "$deep/r2" > "$tmp/out" 2>&1 ||
+	{ fail "a resume 1,200 bytes deep: $(cut -c1-300 "$tmp/out")"; }
+[ -s "$deep/r1/weights.safetensors" ] && [ -s "$deep/r2/weights.safetensors" ] || fail "no weights 1,200 bytes deep"
+[ $failed = 0 ] && echo "ok a run directory and checkpoints 1,200 bytes deep are written and resumed"
 exit $failed

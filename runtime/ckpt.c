@@ -818,20 +818,22 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 	st->world = (int)world;
 	uint64_t hash = strtoull(mh + 15, NULL, 16);
 	bool same = model_hash_matches(p, hash);
+	char weights[PATH_LEN + 32], word[2 * PATH_LEN];
+	snprintf(weights, sizeof weights, "%s/weights.safetensors", folder);
 	if (!same && strstr(text, "\"shards\":")) {
 		/* no weights file to offer: the other settings can write one */
 		snprintf(err, errlen,
 			 "%s was made by a different model or settings (hash %016" PRIx64 ", this run %016" PRIx64 "); resume with the same "
 			 ".net file and --set options, or write its weights with those (trainc FILE.net --resume %s --set train.steps=%lld "
 			 "--save weights.safetensors trains nothing more) and start from them with --init weights.safetensors",
-			 folder, hash, model_hash(p), dir, (long long)st->step);
+			 folder, hash, model_hash(p), util_shell_word(dir, word, sizeof word), (long long)st->step);
 		return -1;
 	}
 	if (!same) {
 		snprintf(err, errlen,
 			 "%s was made by a different model or settings (hash %016" PRIx64 ", this run %016" PRIx64 "); resume with the same "
-			 ".net file and --set options, or start from its weights with --init %s/weights.safetensors",
-			 folder, hash, model_hash(p), folder);
+			 ".net file and --set options, or start from its weights with --init %s",
+			 folder, hash, model_hash(p), util_shell_word(weights, word, sizeof word));
 		return -1;
 	}
 	/* the samples of a rank's micro-batch follow from the settings and

@@ -155,10 +155,26 @@ static bool cache_name(const char *name)
 	return n == 24 && strncmp(name, "idx-", 4) == 0 && strspn(name + 4, "0123456789abcdef") == 16 && !strcmp(name + 20, ".raw");
 }
 
-/* Remove what writers of path that no longer run left behind
- * (path.PID.tmp of a run interrupted while writing the copy), and copies
- * no run has used for CACHE_UNUSED_DAYS (cache_map dates each use): those
- * of files since moved, changed or deleted, which nothing would use again. */
+/* The PID of the writer of name, one of cache_write's temporary files
+ * (COPY.PID.tmp, COPY a copy's name), or 0 for any other name. */
+static long cache_writer(const char *name)
+{
+	enum { COPY_LEN = 24 };
+	char copy[COPY_LEN + 1], *end;
+	if (strlen(name) < COPY_LEN + 2 || name[COPY_LEN] != '.')
+		return 0;
+	memcpy(copy, name, COPY_LEN);
+	copy[COPY_LEN] = 0;
+	long pid = strtol(name + COPY_LEN + 1, &end, 10);
+	return cache_name(copy) && end != name + COPY_LEN + 1 && strcmp(end, ".tmp") == 0 ? pid : 0;
+}
+
+/* Remove what writers that no longer run left behind (COPY.PID.tmp of a
+ * run interrupted while writing a copy, of any copy: once another run has
+ * written that copy, nothing would write it again and sweep it then), and
+ * copies no run has used for CACHE_UNUSED_DAYS (cache_map dates each use):
+ * those of files since moved, changed or deleted, which nothing would use
+ * again.  path, the copy in use, stays. */
 static void cache_sweep(const char *path)
 {
 	char dir[4200];
@@ -168,26 +184,19 @@ static void cache_sweep(const char *path)
 		return;
 	*slash = 0;
 	const char *leaf = slash + 1;
-	size_t n = strlen(leaf);
 	DIR *d = opendir(dir);
 	struct dirent *de;
 	time_t old = time(NULL) - (time_t)CACHE_UNUSED_DAYS * 24 * 3600;
 	while (d && (de = readdir(d))) {
-		char *end;
 		struct stat st;
 		if (cache_name(de->d_name) && strcmp(de->d_name, leaf) != 0 && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISREG(st.st_mode) && st.st_mtime < old) {
 			unlinkat(dirfd(d), de->d_name, 0);
 			continue;
 		}
-		if (strncmp(de->d_name, leaf, n) != 0 || de->d_name[n] != '.')
-			continue;
-		long pid = strtol(de->d_name + n + 1, &end, 10);
-		if (strcmp(end, ".tmp") != 0 || !util_pid_gone(pid))
-			continue; /* not such a file, or its writer still runs */
-		char stale[8400];
-		snprintf(stale, sizeof stale, "%s/%s", dir, de->d_name);
-		unlink(stale);
+		long pid = cache_writer(de->d_name);
+		if (pid > 0 && util_pid_gone(pid)) /* a live writer's file is its own */
+			unlinkat(dirfd(d), de->d_name, 0);
 	}
 	if (d)
 		closedir(d);
@@ -283,6 +292,8 @@ static int load_idx(struct dataset *ds, const char *images_path, const char *lab
 			ds->map_len = (size_t)total + sizeof(struct cache_trailer);
 	}
 	bool cached = block != NULL;
+	if (cached)
+		cache_sweep(cache);
 	if (!block)
 		block = malloc(total ? (size_t)total : 1);
 	if (!block) {

@@ -188,7 +188,7 @@ static const char *describe_status(int status, char *buf, size_t n)
 	return buf;
 }
 
-static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], int beat[2], char **argv)
+static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], int beat[2], const char *run_dir, char **argv)
 {
 	pid_t parent = getpid();
 	pid_t pid = fork();
@@ -219,6 +219,10 @@ static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], in
 	snprintf(v, sizeof v, "%d", beat[1]);
 	setenv("TRAINC_BEAT_FD", v, 1);
 	setenv("TRAINC_WORKER", "1", 1);
+	if (run_dir)
+		setenv("TRAINC_RUN_DIR", run_dir, 1);
+	else
+		unsetenv("TRAINC_RUN_DIR");
 	/* the launcher's handlers end with exec; a signal the job was started
 	 * ignoring (nohup, a background job) stays ignored in the workers */
 	if (!int_ignored)
@@ -278,7 +282,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		int keep[3] = { sp[1], beat[1], -1 };
 		for (int k = 0; keep[k] >= 0; k++)
 			fcntl(keep[k], F_SETFD, 0);
-		ws[r].pid = spawn(r, n, sp[1], out, er, beat, argv);
+		ws[r].pid = spawn(r, n, sp[1], out, er, beat, o->run_dir, argv);
 		for (int k = 0; keep[k] >= 0; k++)
 			fcntl(keep[k], F_SETFD, FD_CLOEXEC);
 		close(sp[1]);
@@ -493,6 +497,11 @@ void launch_wait_begin(void)
 void launch_wait_end(void)
 {
 	beat(BEAT_PROGRESS);
+}
+
+const char *launch_run_dir(void)
+{
+	return getenv("TRAINC_WORKER") ? getenv("TRAINC_RUN_DIR") : NULL;
 }
 
 int launch_store_fd(void)

@@ -7,7 +7,8 @@
  * period, SIGKILL) and names the root cause; SIGINT and SIGTERM are passed
  * on; a worker that shows no progress for the job timeout is a failure.
  * Workers learn their place from the environment, torchrun's names:
- * RANK, WORLD_SIZE, LOCAL_RANK, plus TRAINC_STORE_FD and TRAINC_BEAT_FD.
+ * RANK, WORLD_SIZE, LOCAL_RANK, plus TRAINC_STORE_FD, TRAINC_BEAT_FD and
+ * TRAINC_RUN_DIR.
  */
 #ifndef LAUNCH_H
 #define LAUNCH_H
@@ -17,6 +18,7 @@ struct launch_opts {
 	int world;
 	double timeout_s;   /* a worker silent for this long has hung */
 	double grace_s;     /* between SIGTERM and SIGKILL */
+	const char *run_dir; /* the run directory claimed for the job, which rank 0 creates the run in */
 };
 
 /* Run argv as `world` workers; returns the launcher's exit status. */
@@ -36,6 +38,8 @@ void launch_wait_end(void);
  * ended, and ends with that worker's exit status.  Without a launcher it
  * goes to standard error.  Async-signal-safe once launch_worker_rank ran. */
 void launch_worker_note(const char *msg, size_t len);
+/* In a worker: the run directory the launcher claimed for the job, or NULL. */
+const char *launch_run_dir(void);
 /* In a worker: the store connection inherited from the launcher, or -1. */
 int launch_store_fd(void);
 /* The process that runs the job: the launcher, seen from a worker, else

@@ -81,6 +81,18 @@ static const char *number(char *buf, size_t n, double v)
 
 /* ---- directories ----------------------------------------------------- */
 
+/* Why mkdir of path failed with errno e, and what to do (hint, or for a
+ * relative path under a current directory that was removed, a shell left
+ * in a deleted checkout, that: ENOENT alone sends the user to the path). */
+static const char *mkdir_why(const char *path, int e, const char *hint, char *buf, size_t n)
+{
+	char cwd[PATH_MAX];
+	if (e == ENOENT && path[0] != '/' && !getcwd(cwd, sizeof cwd) && errno == ENOENT)
+		return "the current directory no longer exists (it was deleted or moved); cd into an existing one";
+	snprintf(buf, n, "%s; %s", strerror(e), hint);
+	return buf;
+}
+
 /* mkdir -p: every missing component of path */
 static int make_dirs(const char *path, char *err, size_t errlen)
 {
@@ -94,9 +106,10 @@ static int make_dirs(const char *path, char *err, size_t errlen)
 			continue;
 		char c = buf[i];
 		buf[i] = 0;
+		char why[256];
 		if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-			return util_fail(err, errlen, "%s: cannot create directory %s: %s; check the path and permissions", path,
-				    buf, strerror(errno));
+			return util_fail(err, errlen, "%s: cannot create directory %s: %s", path, buf,
+					 mkdir_why(buf, errno, "check the path and permissions", why, sizeof why));
 		buf[i] = c;
 	}
 	return 0;
@@ -165,12 +178,26 @@ static int claim_default(struct rundir *r, const char *model, char *err, size_t 
 			snprintf(r->path, sizeof r->path, "runs/%s-%s-%d", name, stamp, n);
 		if (mkdir(r->path, 0777) == 0)
 			return 0;
+		char why[256];
 		if (errno != EEXIST)
-			return util_fail(err, errlen, "%s: cannot create the run directory: %s; check that runs/ is writable",
-				    r->path, strerror(errno));
+			return util_fail(err, errlen, "%s: cannot create the run directory: %s", r->path,
+					 mkdir_why(r->path, errno, "check that runs/ is writable", why, sizeof why));
 	}
 	return util_fail(err, errlen, "%s: 9999 runs of %s started this second already; name a run directory", r->path,
 		    name);
+}
+
+int rundir_claim(const char *dir, const char *model, char *path, size_t pathlen, bool *made, char *err, size_t errlen)
+{
+	struct rundir r;
+	struct stat st;
+	memset(&r, 0, sizeof r);
+	*made = !dir || stat(dir, &st) != 0;
+	if ((dir ? claim_named(&r, dir, err, errlen) : claim_default(&r, model, err, errlen)) != 0)
+		return -1;
+	if (snprintf(path, pathlen, "%s", r.path) >= (int)pathlen)
+		return util_fail(err, errlen, "%.200s...: path too long; use a shorter run directory", r.path);
+	return 0;
 }
 
 /* ---- git ------------------------------------------------------------- */

@@ -62,6 +62,14 @@ int rundir_metric_epoch(struct rundir *r, int64_t step, int64_t epoch, double lo
  * directory that is not empty), checked before a job starts its ranks. */
 int rundir_check(const char *dir, char *err, size_t errlen);
 
+/* Claim the directory rundir_create would (dir NULL: a new
+ * runs/<model>-<time>[-N]) before a job starts its ranks, so that one that
+ * cannot be made is reported at once, by the launcher; its path goes to
+ * path, for the job's rank 0 to create the run in, and *made says whether
+ * it is new (the launcher removes it again if the job leaves it empty).
+ * Returns 0, or -1 with a message in err. */
+int rundir_claim(const char *dir, const char *model, char *path, size_t pathlen, bool *made, char *err, size_t errlen);
+
 /* The run directory, to place files such as weights.safetensors in. */
 const char *rundir_path(const struct rundir *r);
 

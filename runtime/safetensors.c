@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -891,7 +892,7 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 	for (int i = 0; i < 8; i++)
 		o.p[i] = (char)(hl >> (8 * i) & 0xff);
 
-	char tmp[1100], dir[1100];
+	char tmp[PATH_MAX + 16], dir[PATH_MAX]; /* any path the kernel takes, and the temporary name's ending */
 	int w = snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
 	if (w < 0 || (size_t)w >= sizeof tmp) {
 		free(order);

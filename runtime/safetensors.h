@@ -15,6 +15,7 @@
  */
 #ifndef SAFETENSORS_H
 #define SAFETENSORS_H
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,7 +65,7 @@ struct safetensors_entry {
 };
 
 struct safetensors_file {
-	char path[1024];                       /* file name, or the label given to safetensors_parse */
+	char path[PATH_MAX];                   /* file name, or the label given to safetensors_parse */
 	const unsigned char *bytes;            /* the whole file */
 	size_t size;
 	int mapped;                            /* bytes is our mmap, unmapped by close */

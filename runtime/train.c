@@ -417,6 +417,14 @@ void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at
 		rundir_metric_epoch(rd, at->step, at->epoch, avg, rate);
 }
 
+int train_next_turn(struct comm *c, char *err, size_t errlen)
+{
+	launch_wait_begin();
+	int rc = comm_barrier(c, err, errlen);
+	launch_wait_end();
+	return rc;
+}
+
 void train_report_spent(const struct plan *p)
 {
 	printf("Nothing to train: train.steps is %lld; raise it (--set train.steps=N) to go on, or evaluate the weights with "
@@ -1239,6 +1247,29 @@ double train_peak_rss_mib(void)
 	return kib / 1024.0;
 }
 
+/* This rank's own end-of-run lines: what it holds for parameters,
+ * gradients and optimizer state, its peak memory and, under FSDP, its
+ * waits for the gathers and reduce-scatters. */
+static void report_rank(struct trainer *t, double train_time)
+{
+	int64_t state = t->fsdp_ok ? (2 * t->fsdp.total + t->fsdp.total * t->p->train.optim.state_per_param) * 4
+				   : (t->p->unsharded_elems + t->e.trainable * (1 + t->p->train.optim.state_per_param)) * 4;
+	printf("Rank %d: parameters, gradients and optimizer state %.2f MiB; peak resident memory %.1f MiB\n", t->rank,
+	       (double)state / 1048576.0, train_peak_rss_mib());
+	if (t->fsdp_ok && train_time > 0) {
+		const struct devplan *dp = &t->p->dev[0];
+		int64_t planned = dp->bytes[REG_PARAMS] + dp->bytes[REG_GRADS] + dp->bytes[REG_OPTIM] + dp->bytes[REG_COMM];
+		double busy = comm_busy(t->comm) - t->eval_busy;
+		printf("FSDP rank %d: %.1f%% of the training time waiting for all-gather / reduce-scatter (%.0f%% of their time "
+		       "hidden behind compute); parameters, gradients, optimizer state and gather buffers: planned %.2f MiB, "
+		       "allocated %.2f MiB\n",
+		       t->rank, 100.0 * t->fsdp.wait_s / train_time,
+		       busy > 0 ? 100.0 * (1.0 - (t->fsdp.wait_s < busy ? t->fsdp.wait_s : busy) / busy) : 0.0, (double)planned / 1048576.0,
+		       (double)t->fsdp.peak_bytes / 1048576.0);
+	}
+	fflush(stdout);
+}
+
 static int finish(struct trainer *t, double t0, double train_time, int64_t images)
 {
 	const struct train_opts *o = t->o;
@@ -1258,23 +1289,11 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 		       "behind the backward pass\n", 100.0 * t->ddp.wait_s / train_time,
 		       busy > 0 ? 100.0 * (1.0 - (t->ddp.wait_s < busy ? t->ddp.wait_s : busy) / busy) : 0.0);
 	}
-	/* what this rank holds for parameters, gradients and optimizer state */
-	int64_t state = t->fsdp_ok ? (2 * t->fsdp.total + t->fsdp.total * t->p->train.optim.state_per_param) * 4
-				   : (t->p->unsharded_elems + t->e.trainable * (1 + t->p->train.optim.state_per_param)) * 4;
-	printf("Rank %d: parameters, gradients and optimizer state %.2f MiB; peak resident memory %.1f MiB\n", t->rank,
-	       (double)state / 1048576.0, train_peak_rss_mib());
-	fflush(stdout);
-	if (t->fsdp_ok && train_time > 0) {
-		const struct devplan *dp = &t->p->dev[0];
-		int64_t planned = dp->bytes[REG_PARAMS] + dp->bytes[REG_GRADS] + dp->bytes[REG_OPTIM] + dp->bytes[REG_COMM];
-		double busy = comm_busy(t->comm) - t->eval_busy;
-		printf("FSDP rank %d: %.1f%% of the training time waiting for all-gather / reduce-scatter (%.0f%% of their time "
-		       "hidden behind compute); parameters, gradients, optimizer state and gather buffers: planned %.2f MiB, "
-		       "allocated %.2f MiB\n",
-		       t->rank, 100.0 * t->fsdp.wait_s / train_time,
-		       busy > 0 ? 100.0 * (1.0 - (t->fsdp.wait_s < busy ? t->fsdp.wait_s : busy) / busy) : 0.0, (double)planned / 1048576.0,
-		       (double)t->fsdp.peak_bytes / 1048576.0);
-		fflush(stdout);
+	for (int r = 0; r < t->world; r++) {
+		if (r == t->rank)
+			report_rank(t, train_time);
+		if (r + 1 < t->world && train_next_turn(t->comm, t->err, sizeof t->err) != 0)
+			return fail(t, NULL);
 	}
 	/* a checkpoint that cannot be written still leaves the weights in the run directory */
 	int ck = 0;

@@ -65,6 +65,12 @@ void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_
 void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double rate);
 /* A resumed run already past train.epochs: says so on rank 0, true. */
 bool train_epochs_done(const struct plan *p, const struct ckpt_state *at, int64_t epochs, int rank);
+/* On every rank, between one rank's end-of-run lines and the next's: a
+ * barrier, so that each rank writes its own in rank order, after rank 0's
+ * (the launcher shows lines as they are written, and a rank's summary fell
+ * among rank 0's epoch and test lines).  0, or -1 with the reason in err. */
+struct comm;
+int train_next_turn(struct comm *c, char *err, size_t errlen);
 /* Rank 0's line for a resumed run already at train.steps. */
 void train_report_spent(const struct plan *p);
 /* Rank 0's opening line of a run with train.steps = 0 (evaluation only):

@@ -34,6 +34,8 @@
 #include "runtime/launch.h"
 #include "runtime/rundir.h"
 #include "runtime/train.h"
+#include "runtime/util.h"
+#include "runtime/weights.h"
 
 #define TRAINC_VERSION "0.1.0"
 
@@ -167,8 +169,10 @@ static int check_save(const char *path, const char *resume)
 	snprintf(latest, sizeof latest, "%s/latest", dir);
 	if (exists && !weights && access(latest, F_OK) == 0 &&
 	    !(resume && realpath(resume, a) && realpath(dir, b) && strcmp(a, b) == 0)) {
+		char w[8400];
+		const char *word = util_shell_word(path, w, sizeof w);
 		fprintf(stderr, "trainc: --save %s: already holds another run's checkpoints; continue that run with --resume %s --save %s, "
-			"or save into a new folder\n", path, path, path);
+			"or save into a new folder\n", path, word, word);
 		return -1;
 	}
 	char probe[4200];
@@ -180,7 +184,8 @@ static int check_save(const char *path, const char *resume)
 		if (e == ENOENT && stat(dir, &ds) == 0 && S_ISDIR(ds.st_mode))
 			fprintf(stderr, "trainc: --save %s: cannot create files in %s; choose another place\n", path, dir);
 		else if (e == ENOENT)
-			fprintf(stderr, "trainc: --save %s: the folder %s does not exist; create it first (mkdir -p %s)\n", path, dir, dir);
+			fprintf(stderr, "trainc: --save %s: the folder %s does not exist; create it first (mkdir -p %s)\n", path, dir,
+				util_shell_word(dir, probe, sizeof probe));
 		else
 			fprintf(stderr, "trainc: --save %s: cannot write in %s: %s; choose another place\n", path, dir, strerror(e));
 		return -1;
@@ -233,8 +238,9 @@ static void stop_notes(const char *save)
 {
 	if (save && !train_is_weights_file(save)) {
 		snprintf(stop_latest, sizeof stop_latest, "%s/latest", save);
+		char w[4200];
 		snprintf(stop_note, sizeof stop_note, "\ntrainc: stopped by a signal; --resume %s continues from its latest checkpoint\n",
-			 save);
+			 util_shell_word(save, w, sizeof w));
 		snprintf(stop_note_none, sizeof stop_note_none,
 			 "\ntrainc: stopped by a signal before a checkpoint was saved in %s (train.checkpoint_every saves as it goes)\n", save);
 		snprintf(fault_note, sizeof fault_note, "trainc: the checkpoints in %s are intact: --resume %s continues from the latest\n",
@@ -323,6 +329,18 @@ static int check_resume(const struct plan *p, const char *dir, int world, const 
 	return 0;
 }
 
+/* Before spawning N workers: --init weights that do not fit the model are
+ * reported once, not by every rank. */
+static int check_init(const struct plan *p, const char *path)
+{
+	char err[1024];
+	if (weights_load(p, NULL, path, true, err, sizeof err) != 0) {
+		fprintf(stderr, "trainc: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
 /* Before spawning N workers: open the datasets once here, so a missing or
  * broken file is reported once, not by every rank. */
 static int check_data(const struct plan *p, int world)
@@ -344,6 +362,31 @@ static int check_data(const struct plan *p, int world)
 		}
 	}
 	return 0;
+}
+
+/* A job of several ranks: its run directory is claimed here, before any
+ * rank starts, so that one that cannot be made (a read-only or deleted
+ * current directory) is said once rather than found by rank 0 after the
+ * ranks have met; rank 0 creates the run in it, and one the job left
+ * empty is removed again. */
+static int launch_job(const struct plan *p, const struct compile_opts *o, const char *run_dir, const char *save, int argc, char **argv)
+{
+	char dir[RUNDIR_PATH_MAX], err[1024];
+	bool made;
+	if (rundir_claim(run_dir, p->model_name, dir, sizeof dir, &made, err, sizeof err) != 0) {
+		fprintf(stderr, "trainc: %s\n", err);
+		return 1;
+	}
+	struct launch_opts lo = { o->world, p->parallel.timeout_s, 5.0, dir };
+	stop_notes(save);
+	int rc = launch_run(&lo, argc, argv);
+	if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP) /* the job's stop note */
+		fputs(pick_note(stop_note, stop_note_none) + 1, stderr);
+	else if (rc == FILEMAP_EXIT_SHRANK) /* after the worker's word, said by the launcher */
+		fputs(pick_note(fault_note, fault_note_none), stderr);
+	if (made)
+		rmdir(dir); /* fails, as it should, once the run wrote in it */
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -518,6 +561,8 @@ int main(int argc, char **argv)
 				"expect a slower run\n", threads, threads == 1 ? "" : "s", o.world, o.world == 1 ? "" : "s", kern_cpus(),
 				kern_cpus() == 1 ? "" : "s");
 		struct train_opts to = { save, init, resume, run_dir, TRAINC_VERSION, threads, 0, o.world, argc, argv };
+		if (wrank == 0 && launch_run_dir())
+			to.run_dir = launch_run_dir();
 		char gerr[1024];
 		int ngpu = 0;
 		if (p->train_data.kind == DATA_NONE) {
@@ -561,18 +606,12 @@ int main(int argc, char **argv)
 				rc = train_run(p, &to);
 			}
 		} else if (o.world > 1) {
-			if (check_data(p, o.world) != 0) {
+			if (check_data(p, o.world) != 0 || (init && check_init(p, init) != 0)) {
 				rc = 1;
 			} else if (resume && (rc = check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus")) != 0) {
 				/* rc says which */
 			} else {
-				struct launch_opts lo = { o.world, p->parallel.timeout_s, 5.0 };
-				stop_notes(save);
-				rc = launch_run(&lo, argc, argv);
-				if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP) /* the job's stop note */
-					fputs(pick_note(stop_note, stop_note_none) + 1, stderr);
-				else if (rc == FILEMAP_EXIT_SHRANK) /* after the worker's word, said by the launcher */
-					fputs(pick_note(fault_note, fault_note_none), stderr);
+				rc = launch_job(p, &o, run_dir, save, argc, argv);
 			}
 		} else if (!resume || (rc = check_resume(p, resume, 1, gpus > 0 ? "--gpus" : "--cpus")) == 0) {
 			single_rank_signals(save);

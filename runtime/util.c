@@ -100,6 +100,33 @@ bool util_pid_gone(long pid)
 	return pid > 0 && pid <= INT_MAX && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+const char *util_shell_word(const char *s, char *buf, size_t n)
+{
+	/* bytes past ASCII are UTF-8 letters, which shells take as they are */
+	bool plain = *s != 0;
+	for (const unsigned char *c = (const unsigned char *)s; *c && plain; c++)
+		plain = *c >= 0x80 || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+			strchr("_@%+=:,./-", *c);
+	if (plain || n < 3)
+		return s;
+	size_t k = 0;
+	const char *c = s;
+	buf[k++] = '\'';
+	for (; *c && k + 6 <= n; c++) { /* room for an escaped quote, the closing one and the NUL */
+		if (*c == '\'') {
+			memcpy(buf + k, "'\\''", 4);
+			k += 4;
+		} else {
+			buf[k++] = *c;
+		}
+	}
+	if (*c)
+		return s; /* it does not fit */
+	buf[k++] = '\'';
+	buf[k] = 0;
+	return buf;
+}
+
 uint64_t util_fnv1a(uint64_t h, const void *data, size_t n)
 {
 	const unsigned char *p = data;

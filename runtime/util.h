@@ -1,7 +1,8 @@
 /* util.h: the small helpers every runtime module needs alike: an error
  * message into a caller's buffer, a monotonic clock, the length of a
- * UTF-8 sequence, opening an input file that must be a regular file, and
- * whether a process is gone.  Nothing else belongs here.
+ * UTF-8 sequence, opening an input file that must be a regular file,
+ * whether a process is gone, and a path as a shell word for the commands
+ * messages suggest.  Nothing else belongs here.
  */
 #ifndef UTIL_H
 #define UTIL_H
@@ -26,6 +27,11 @@ int util_utf8_len(const unsigned char *s, size_t n);
 int util_open_file(const char *path, struct stat *st, const char *what_to_do, char *err, size_t errlen);
 /* Whether no process pid exists any more (one of another user is alive). */
 bool util_pid_gone(long pid);
+/* s as one shell word, for a command a message suggests (mkdir -p DIR,
+ * --resume DIR): s itself when nothing in it is special to a POSIX shell,
+ * else s in single quotes (a ' as '\''), written to buf; s also when that
+ * does not fit in n bytes. */
+const char *util_shell_word(const char *s, char *buf, size_t n);
 /* 64-bit FNV-1a of n bytes, continuing from h (start with UTIL_FNV_BASIS). */
 #define UTIL_FNV_BASIS 0xcbf29ce484222325ull
 uint64_t util_fnv1a(uint64_t h, const void *data, size_t n);

@@ -303,7 +303,7 @@ int weights_load(const struct plan *p, float *params, const char *path, bool str
 		rc = unexpected(&f, p, used, err, errlen);
 	for (int k = 0; rc == 0 && k < p->nparams; k++)
 		rc = check_tensor(&f, &p->params[k], found[k], err, errlen);
-	for (int k = 0; rc == 0 && k < p->nparams; k++)
+	for (int k = 0; rc == 0 && params && k < p->nparams; k++)
 		copy_tensor(&p->params[k], found[k], params);
 	free(found);
 	free(miss);

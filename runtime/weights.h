@@ -27,7 +27,7 @@ int weights_save(const struct plan *p, const float *params, const char *path, ch
  * may be F32, F64, F16 or BF16, num_batches_tracked I64 or I32.  strict, as
  * load_state_dict(strict=True), also refuses tensors the model lacks.
  * Returns 0, or -1 with a message in err naming the file; params is then
- * untouched. */
+ * untouched.  params NULL checks the file and copies nothing. */
 int weights_load(const struct plan *p, float *params, const char *path, bool strict, char *err, size_t errlen);
 
 #endif

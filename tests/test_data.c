@@ -425,9 +425,19 @@ static void test_dataset_cache(void)
 		fclose(f);
 	/* an intact copy is used; one whose pixels changed on disk fails its
 	 * hash (the pixels are no label, so nothing else would notice) and is
-	 * read past and rewritten too */
+	 * read past and rewritten too.  Using a copy removes what dead writers
+	 * left, of it and of other copies: once a copy is whole, nothing would
+	 * write it again and sweep its leftovers then */
+	char dead_other[1300];
+	snprintf(dead_other, sizeof dead_other, "%s/idx-00000000000000aa.raw.2000000001.tmp", at("cache-own/trainc"));
+	const char *left[2] = { dead, dead_other };
+	for (int i = 0; i < 2; i++) {
+		f = fopen(left[i], "w");
+		CHECK(f && fclose(f) == 0);
+	}
 	CHECK(dataset_mnist(&ds, at("cached"), "train", 0, 1, err, sizeof err) == 0 && ds.map_len > 0 && ds.images[5] == 5);
 	dataset_close(&ds);
+	CHECK(access(dead, F_OK) != 0 && access(dead_other, F_OK) != 0 && access(live, F_OK) == 0);
 	f = fopen(raw, "r+b");
 	CHECK(f && fseek(f, 3 * 4 + 5, SEEK_SET) == 0 && fputc(0, f) == 0 && fclose(f) == 0); /* sample 0's pixel 5 */
 	CHECK(dataset_mnist(&ds, at("cached"), "train", 0, 1, err, sizeof err) == 0 && ds.map_len == 0 && ds.images[5] == 5);

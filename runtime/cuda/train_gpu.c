@@ -801,9 +801,16 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 		snprintf(gpus, sizeof gpus, "GPUs %d-%d", t->base, t->base + t->ngpu - 1);
 	else
 		snprintf(gpus, sizeof gpus, "GPU %d", t->base);
-	printf("Rank %d: %s, parameters, gradients and optimizer state %.2f MiB; GPU memory in use %.1f MiB of %.1f MiB (first GPU)\n",
-	       t->rank, gpus, (double)state / 1048576.0, (double)(total_b - free_b) / 1048576.0, (double)total_b / 1048576.0);
-	fflush(stdout);
+	for (int r = 0; r < t->world; r++) {
+		if (r == t->rank) {
+			printf("Rank %d: %s, parameters, gradients and optimizer state %.2f MiB; GPU memory in use %.1f MiB of %.1f MiB "
+			       "(first GPU)\n", t->rank, gpus, (double)state / 1048576.0, (double)(total_b - free_b) / 1048576.0,
+			       (double)total_b / 1048576.0);
+			fflush(stdout);
+		}
+		if (r + 1 < t->world && train_next_turn(t->comm, t->err, sizeof t->err) != 0)
+			return -1;
+	}
 	/* a checkpoint that cannot be written still leaves the weights in the run directory */
 	int ck = o->save && !train_is_weights_file(o->save) ? tg_checkpoint(t, o->save) : 0;
 	if (ck != 0 && ck != TRAIN_CKPT_IO)

@@ -1,0 +1,44 @@
+# What a job of several ranks cannot start with is said once, by the
+# launcher, before any rank starts: --init weights that do not fit the model
+# (before, every rank said so, and the launcher again), and a run directory
+# that cannot be made (before, rank 0 found it only after the ranks had met,
+# and the others added a Gloo "connection reset"); a current directory that
+# was deleted is named as such.  The launcher claims the run directory, rank
+# 0 trains in it, and one the job left empty is removed.
+. "$(dirname "$0")/preamble.inc"
+net=$PWD/tests/cli/nets/mlp_mse.net bn=$PWD/tests/cli/nets/bn1d_mlp.net
+# once NAME WANT ARGS...: trainc ARGS exits 1 saying WANT once, no rank started
+once() {
+	name=$1 want=$2
+	shift 2
+	"$TRAINC" "$@" > "$tmp/out" 2>&1
+	rc=$?
+	n=$(grep -cF -- "$want" "$tmp/out")
+	[ $rc -eq 1 ] && [ "$n" = 1 ] || { fail "$name: exit $rc, '$want' said $n times:"; sed 's/^/    /' "$tmp/out"; }
+	grep -q '^\[rank\|Train\|parameters' "$tmp/out" && { fail "$name: ranks started:"; sed 's/^/    /' "$tmp/out"; }
+}
+"$TRAINC" models/toy.net --save "$tmp/toy.safetensors" --run-dir "$tmp/toy" > /dev/null 2>&1 || fail "the toy run failed"
+once "--init of another model's weights" "toy.safetensors: no tensor 'fc1.weight'" $net --cpus 3 --init "$tmp/toy.safetensors" --run-dir "$tmp/i1"
+once "--init of a missing file" "nowhere.safetensors: cannot open" $net --cpus 2 --init "$tmp/nowhere.safetensors" --run-dir "$tmp/i2"
+: > "$tmp/file"
+once "a run directory under a file" "cannot create directory $tmp/file" $net --cpus 2 --run-dir "$tmp/file/run"
+mkdir "$tmp/gone"
+(cd "$tmp/gone" && rmdir "$tmp/gone" && once "a deleted current directory" "the current directory no longer exists" $net --cpus 2
+	exit $failed) || failed=1
+[ $failed = 0 ] && echo "ok --init and the run directory are checked once, before the ranks start"
+
+# the default run directory, claimed by the launcher, holds the run; one
+# the job failed to write anything in is gone again (batch 1 under a batch
+# norm stops both ranks before they train)
+mkdir "$tmp/cwd"
+(cd "$tmp/cwd" && "$TRAINC" "$net" --cpus 2 > "$tmp/out" 2>&1) || fail "a run into runs/: $(cat "$tmp/out")"
+run=$(sed -n 's/^Run directory: //p' "$tmp/out")
+case $run in runs/MLP-*) ;; *) fail "run directory '$run'" ;; esac
+[ -s "$tmp/cwd/$run/weights.safetensors" ] && [ -s "$tmp/cwd/$run/model.net" ] || fail "$run lacks the run's files: $(ls "$tmp/cwd/$run")"
+rm -r "$tmp/cwd/runs"
+(cd "$tmp/cwd" && "$TRAINC" "$bn" --cpus 2 --set train.batch=1 > "$tmp/out" 2>&1)
+rc=$?
+[ $rc -eq 1 ] || fail "a job that stops before training: exit $rc"
+[ -z "$(ls "$tmp/cwd/runs")" ] || fail "a job that stopped before training left $(ls "$tmp/cwd/runs")"
+[ $failed = 0 ] && echo "ok the launcher's run directory holds the run, and is removed when left empty"
+exit $failed

@@ -38,6 +38,17 @@ enum op {
 
 enum dtype { DT_F32, DT_I64, DT_BF16, DT_F16 };
 
+/* How a size argument was written: PyTorch keeps a pool's arguments as
+ * given, and its repr shows 2, (2, 3) or [2, 3] accordingly. */
+enum size_form { FORM_INT, FORM_TUPLE, FORM_LIST };
+
+/* A number argument written as an integer: PyTorch keeps it one, and its
+ * repr shows eps=0, not eps=0.0, with every digit of a large one. */
+struct int_form {
+	bool is_int;
+	int64_t i;
+};
+
 struct node {
 	enum op op;
 	const char *path;  /* module path ("layer1.conv1"); every node has one */
@@ -63,14 +74,14 @@ struct node {
 		struct {
 			int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 			bool ceil_mode, count_include_pad;
-			bool kpair, spair, ppair, dpair; /* given as pairs, so PyTorch prints them as pairs */
+			enum size_form kform, sform, pform, dform; /* for the repr */
 		} pool;
-		struct { int64_t oh, ow; bool single; } apool; /* single: one size given, as PyTorch prints it */
-		/* *_int: written as an integer, so PyTorch's repr shows it as one (eps=0) */
-		struct { int64_t c; double eps, momentum; bool affine, track, eps_int, momentum_int; } bn; /* batchnorm1d and batchnorm2d */
-		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine, eps_int; } ln;
+		struct { int64_t oh, ow; enum size_form form; } apool;
+		/* *_form: for the repr */
+		struct { int64_t c; double eps, momentum; bool affine, track; struct int_form eps_form, momentum_form; } bn; /* batchnorm1d and batchnorm2d */
+		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine; struct int_form eps_form; } ln;
 		struct { int64_t num, dim, padding_idx; } emb; /* padding_idx -1: none */
-		struct { double p; bool p_int; } drop;
+		struct { double p; struct int_form p_form; } drop;
 		struct { int dim, written; } softmax; /* per-sample dimension index, 0-based; the dim as written */
 		struct { int start, end, start_arg, end_arg; } flat; /* per-sample dims start..end merged; args as written */
 		struct { bool tanh; } gelu;

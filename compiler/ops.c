@@ -118,15 +118,25 @@ static bool in_out(struct diag *d, struct val **s, const char *callee, const str
 	return get_int(d, s[0] ? s[0] : s[1], "the output size", out, 1);
 }
 
+static enum size_form size_form(const struct val *v)
+{
+	return v->kind == V_INT ? FORM_INT : v->kind == V_LIST ? FORM_LIST : FORM_TUPLE;
+}
+
+static struct int_form int_form(const struct val *v)
+{
+	return (struct int_form){ v && v->kind == V_INT, v && v->kind == V_INT ? v->i : 0 };
+}
+
 /* A norm's eps, as PyTorch takes it: 0 too (a channel or row whose values
  * are all equal then normalises to NaN, or in batch norm training to its
  * bias); the kernels add it in float32, so it must be one. */
-static bool get_eps(struct diag *d, const struct val *v, double *eps, bool *written_int)
+static bool get_eps(struct diag *d, const struct val *v, double *eps, struct int_form *form)
 {
 	char x[32];
 	if (!val_num(d, v, "eps", eps))
 		return false;
-	*written_int = v->kind == V_INT;
+	*form = int_form(v);
 	if (*eps >= 0 && *eps <= FLT_MAX)
 		return true;
 	val_number_text(*eps, x, sizeof x);
@@ -143,26 +153,26 @@ static bool configure_pool(struct diag *d, struct node *n, struct val **s, const
 		return missing(d, call, callee, "a kernel size");
 	if (!get_pair(d, s[0], "kernel", &n->a.pool.kh, &n->a.pool.kw, 1))
 		return false;
-	/* PyTorch keeps each argument as given (stride defaulting to the
-	 * kernel size), and its repr shows 2 or (2, 3) accordingly */
-	n->a.pool.kpair = s[0]->kind != V_INT;
+	/* PyTorch keeps each argument as given, stride defaulting to the
+	 * kernel size itself */
+	n->a.pool.kform = size_form(s[0]);
 	n->a.pool.sh = n->a.pool.kh;
 	n->a.pool.sw = n->a.pool.kw;
-	n->a.pool.spair = n->a.pool.kpair;
+	n->a.pool.sform = n->a.pool.kform;
 	n->a.pool.dh = n->a.pool.dw = 1;
 	n->a.pool.count_include_pad = true;
 	if (s[1] && !get_pair(d, s[1], "stride", &n->a.pool.sh, &n->a.pool.sw, 1))
 		return false;
 	if (s[1])
-		n->a.pool.spair = s[1]->kind != V_INT;
+		n->a.pool.sform = size_form(s[1]);
 	if (s[2] && !get_pair(d, s[2], "padding", &n->a.pool.ph, &n->a.pool.pw, 0))
 		return false;
-	n->a.pool.ppair = s[2] && s[2]->kind != V_INT;
+	n->a.pool.pform = s[2] ? size_form(s[2]) : FORM_INT;
 	if (s[3] && !val_bool(d, s[3], "ceil_mode", &n->a.pool.ceil_mode))
 		return false;
 	if (s[4] && !avg && !get_pair(d, s[4], "dilation", &n->a.pool.dh, &n->a.pool.dw, 1))
 		return false;
-	n->a.pool.dpair = s[4] && !avg && s[4]->kind != V_INT;
+	n->a.pool.dform = s[4] && !avg ? size_form(s[4]) : FORM_INT;
 	if (s[4] && avg && !val_bool(d, s[4], "count_include_pad", &n->a.pool.count_include_pad))
 		return false;
 	if (n->a.pool.ph * 2 > n->a.pool.kh || n->a.pool.pw * 2 > n->a.pool.kw) {
@@ -290,7 +300,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		BIND("output");
 		if (!s[0])
 			return missing(d, call, callee, "an output size");
-		n->a.apool.single = s[0] && s[0]->kind == V_INT;
+		n->a.apool.form = size_form(s[0]);
 		return get_pair(d, s[0], "output size", &n->a.apool.oh, &n->a.apool.ow, 1);
 	}
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
@@ -302,11 +312,11 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		if (s[0] && !get_int(d, s[0], "channels", &n->a.bn.c, 1))
 			return false;
 		n->in_arg = s[0];
-		if (s[1] && !get_eps(d, s[1], &n->a.bn.eps, &n->a.bn.eps_int))
+		if (s[1] && !get_eps(d, s[1], &n->a.bn.eps, &n->a.bn.eps_form))
 			return false;
 		if (s[2] && !val_num(d, s[2], "momentum", &n->a.bn.momentum))
 			return false;
-		n->a.bn.momentum_int = s[2] && s[2]->kind == V_INT;
+		n->a.bn.momentum_form = int_form(s[2]);
 		if (s[3] && !val_bool(d, s[3], "affine", &n->a.bn.affine))
 			return false;
 		return !s[4] || val_bool(d, s[4], "track_running_stats", &n->a.bn.track);
@@ -335,7 +345,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 				return false;
 			}
 		}
-		if (s[1] && !get_eps(d, s[1], &n->a.ln.eps, &n->a.ln.eps_int))
+		if (s[1] && !get_eps(d, s[1], &n->a.ln.eps, &n->a.ln.eps_form))
 			return false;
 		return !s[2] || val_bool(d, s[2], "affine", &n->a.ln.affine);
 	}
@@ -367,7 +377,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		n->a.drop.p = 0.5;
 		if (s[0] && !val_num(d, s[0], "p", &n->a.drop.p))
 			return false;
-		n->a.drop.p_int = s[0] && s[0]->kind == V_INT;
+		n->a.drop.p_form = int_form(s[0]);
 		if (n->a.drop.p < 0 || n->a.drop.p > 1) {
 			char f[32];
 			diag_error(d, s[0]->loc, "dropout probability must be between 0 and 1, not %s",
@@ -799,27 +809,25 @@ static const char *pybool(bool b)
 	return b ? "True" : "False";
 }
 
-/* A size as PyTorch's repr shows it: 2, or (2, 3) when given as a pair. */
-static const char *pysize(int64_t a, int64_t b, bool pair, char *buf, int n)
+/* A size as PyTorch's repr shows it: 2, (2, 3) or [2, 3], as written. */
+static const char *pysize(int64_t a, int64_t b, enum size_form form, char *buf, int n)
 {
-	if (pair)
-		snprintf(buf, (size_t)n, "(%" PRId64 ", %" PRId64 ")", a, b);
-	else
+	if (form == FORM_INT)
 		snprintf(buf, (size_t)n, "%" PRId64, a);
+	else
+		snprintf(buf, (size_t)n, form == FORM_LIST ? "[%" PRId64 ", %" PRId64 "]" : "(%" PRId64 ", %" PRId64 ")", a, b);
 	return buf;
 }
 
 /* Python's repr of a number argument as PyTorch keeps it: an integer as
- * written (eps=0, p=1), a float with a point or an exponent (1e-05, 0.0). */
-static const char *pynum(double v, bool written_int, char *buf, int n)
+ * written (eps=0, p=1), a float as Python's repr writes it (1e-05,
+ * 0.30000000000000004, 0.0). */
+static const char *pynum(double v, struct int_form form, char *buf, int n)
 {
-	if (written_int) {
-		snprintf(buf, (size_t)n, "%.0f", v);
-		return buf;
-	}
-	snprintf(buf, (size_t)n, "%g", v);
-	if (!strpbrk(buf, ".e"))
-		strncat(buf, ".0", (size_t)n - strlen(buf) - 1);
+	if (form.is_int)
+		snprintf(buf, (size_t)n, "%" PRId64, form.i);
+	else
+		val_float_repr(v, buf, (size_t)n);
 	return buf;
 }
 
@@ -859,10 +867,10 @@ void op_describe(const struct node *n, char *buf, int len)
 	case OP_MAXPOOL2D: case OP_AVGPOOL2D: {
 		const struct node *c = n;
 		char k[48], s[48], p[48], dl[48];
-		pysize(c->a.pool.kh, c->a.pool.kw, c->a.pool.kpair, k, sizeof k);
-		pysize(c->a.pool.sh, c->a.pool.sw, c->a.pool.spair, s, sizeof s);
-		pysize(c->a.pool.ph, c->a.pool.pw, c->a.pool.ppair, p, sizeof p);
-		pysize(c->a.pool.dh, c->a.pool.dw, c->a.pool.dpair, dl, sizeof dl);
+		pysize(c->a.pool.kh, c->a.pool.kw, c->a.pool.kform, k, sizeof k);
+		pysize(c->a.pool.sh, c->a.pool.sw, c->a.pool.sform, s, sizeof s);
+		pysize(c->a.pool.ph, c->a.pool.pw, c->a.pool.pform, p, sizeof p);
+		pysize(c->a.pool.dh, c->a.pool.dw, c->a.pool.dform, dl, sizeof dl);
 		if (n->op == OP_MAXPOOL2D)
 			snprintf(buf, l, "%s(kernel_size=%s, stride=%s, padding=%s, dilation=%s, ceil_mode=%s)", t, k, s, p, dl,
 				 pybool(c->a.pool.ceil_mode));
@@ -871,18 +879,18 @@ void op_describe(const struct node *n, char *buf, int len)
 		return;
 	}
 	case OP_ADAPTIVE_AVGPOOL2D:
-		snprintf(buf, l, "%s(output_size=%s)", t, pysize(n->a.apool.oh, n->a.apool.ow, !n->a.apool.single, f1, sizeof f1));
+		snprintf(buf, l, "%s(output_size=%s)", t, pysize(n->a.apool.oh, n->a.apool.ow, n->a.apool.form, f1, sizeof f1));
 		return;
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D:
 		snprintf(buf, l, "%s(%" PRId64 ", eps=%s, momentum=%s, affine=%s, track_running_stats=%s)", t, n->a.bn.c,
-			 pynum(n->a.bn.eps, n->a.bn.eps_int, f1, sizeof f1), pynum(n->a.bn.momentum, n->a.bn.momentum_int, f2, sizeof f2), pybool(n->a.bn.affine),
+			 pynum(n->a.bn.eps, n->a.bn.eps_form, f1, sizeof f1), pynum(n->a.bn.momentum, n->a.bn.momentum_form, f2, sizeof f2), pybool(n->a.bn.affine),
 			 pybool(n->a.bn.track));
 		return;
 	case OP_LAYERNORM: {
 		struct shape s = { n->a.ln.nd, { 0 } };
 		char b[96];
 		memcpy(s.d, n->a.ln.d, sizeof s.d);
-		snprintf(buf, l, "%s(%s, eps=%s, elementwise_affine=%s)", t, shape_str(&s, b, sizeof b), pynum(n->a.ln.eps, n->a.ln.eps_int, f1, sizeof f1),
+		snprintf(buf, l, "%s(%s, eps=%s, elementwise_affine=%s)", t, shape_str(&s, b, sizeof b), pynum(n->a.ln.eps, n->a.ln.eps_form, f1, sizeof f1),
 			 pybool(n->a.ln.affine));
 		return;
 	}
@@ -893,7 +901,7 @@ void op_describe(const struct node *n, char *buf, int len)
 			snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ")", t, n->a.emb.num, n->a.emb.dim);
 		return;
 	case OP_DROPOUT:
-		snprintf(buf, l, "%s(p=%s, inplace=False)", t, pynum(n->a.drop.p, n->a.drop.p_int, f1, sizeof f1));
+		snprintf(buf, l, "%s(p=%s, inplace=False)", t, pynum(n->a.drop.p, n->a.drop.p_form, f1, sizeof f1));
 		return;
 	case OP_FLATTEN:
 		snprintf(buf, l, "%s(start_dim=%d, end_dim=%d)", t, n->a.flat.start_arg, n->a.flat.end_arg);

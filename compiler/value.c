@@ -454,6 +454,53 @@ void val_float_text(double f, char *buf, size_t n)
 		strcat(buf, ".0");
 }
 
+/* The fewest significant digits that read back as a (finite, >= 0), as
+ * Python's repr finds them: a = d.ddd * 10^x; returns how many. */
+static int shortest_digits(double a, char dig[24], int *x)
+{
+	char e[40], up[40];
+	for (int p = 0;; p++) {
+		snprintf(e, sizeof e, "%.*e", p, a);
+		int nd = 0;
+		for (const char *c = e; *c != 'e'; c++)
+			if (*c != '.')
+				dig[nd++] = *c;
+		dig[nd] = 0;
+		*x = atoi(strchr(e, 'e') + 1);
+		if (p == 16 || strtod(e, NULL) == a)
+			return nd; /* 17 digits always read back */
+		/* at a power of two the doubles below a lie half as far apart as
+		 * those above, so the p + 1 digits just above a may read back
+		 * where the nearest ones, below it, do not */
+		snprintf(up, sizeof up, "%llde%d", atoll(dig) + 1, *x - p);
+		if (strtod(up, NULL) == a) {
+			nd = snprintf(dig, 24, "%lld", atoll(dig) + 1);
+			if (nd > p + 1)
+				(*x)++;
+			while (nd > 1 && dig[nd - 1] == '0')
+				dig[--nd] = 0;
+			return nd;
+		}
+	}
+}
+
+void val_float_repr(double f, char *buf, size_t n)
+{
+	static const char zeros[] = "0000000000000000";
+	char dig[24];
+	int x, nd = shortest_digits(fabs(f), dig, &x);
+	int at = snprintf(buf, n, "%s", signbit(f) ? "-" : "");
+	size_t left = n > (size_t)at ? n - (size_t)at : 0;
+	if (x < -4 || x >= 16)
+		snprintf(buf + at, left, "%c%s%se%c%02d", dig[0], nd > 1 ? "." : "", dig + 1, x < 0 ? '-' : '+', abs(x));
+	else if (x < 0)
+		snprintf(buf + at, left, "0.%.*s%s", -x - 1, zeros, dig);
+	else if (x + 1 >= nd)
+		snprintf(buf + at, left, "%s%.*s.0", dig, x + 1 - nd, zeros);
+	else
+		snprintf(buf + at, left, "%.*s.%s", x + 1, dig, dig + x + 1);
+}
+
 const char *val_number_text(double f, char *buf, size_t n)
 {
 	if (f == floor(f) && fabs(f) < 0x1p53)

@@ -85,6 +85,11 @@ void val_print(const struct val *v, char *buf, int n);
  * 0.10000000000000001), always with a '.', 'e' or the name of a
  * non-finite value so that it reads back as a float; buf holds >= 32. */
 void val_float_text(double f, char *buf, size_t n);
+/* f as Python's repr writes a float, the form PyTorch's module reprs show:
+ * the fewest digits that read back, positional from 0.0001 to below 1e16
+ * (0.0001, 100.0, 123456789012345.0), else with an exponent of at least
+ * two digits (1e-05, 1.2345678e-05, 1e+16); buf holds >= 32. */
+void val_float_repr(double f, char *buf, size_t n);
 /* f for a message, exactly: an integer without a '.' (10000001, where %g
  * writes 1e+07), anything else in its fewest exact digits (0.999999999,
  * where %g writes 1); buf holds >= 32.  Returns buf. */

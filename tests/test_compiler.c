@@ -2,8 +2,8 @@
  * the arena, suggestions, parsing, arithmetic (a long flat sum included),
  * the seed CNN's state_dict names and counts against PyTorch's, FSDP units
  * under both of the seed's wrap policies, placement, the layer limit,
- * the memory plan's invariants, Adam's range of betas, and the check of
- * mnist() files.
+ * the memory plan's invariants, Adam's range of betas, the check of
+ * mnist() files, and floats as Python's repr writes them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include "net_text.h"
 #include "compiler/compile.h"
 #include "compiler/compile_impl.h"
+#include "compiler/value.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
 #include "runtime/model_hash.h"
@@ -400,6 +401,33 @@ static void test_data_files(void)
 	free(text);
 }
 
+/* The expected strings are Python's repr() of the same doubles (float.hex
+ * gives the literals); 2^-1017, 2^-957 and 2^976 are powers of two whose
+ * shortest digits lie above them, where the nearest ones below do not read
+ * back. */
+static void test_float_repr(void)
+{
+	static const struct {
+		double f;
+		const char *py;
+	} cases[] = {
+		{ 0.0, "0.0" }, { -0.0, "-0.0" }, { 1e-5, "1e-05" }, { 0x1.4f8b588e368f1p-17, "1e-05" }, { 0.0001, "0.0001" },
+		{ 0x1.3a92a30553262p-12, "0.00030000000000000003" }, { 0x1.9e4091070df4cp-17, "1.2345678e-05" },
+		{ 1.5e-7, "1.5e-07" }, { -2.5e-8, "-2.5e-08" }, { 0x1.3333333333334p-2, "0.30000000000000004" },
+		{ 0x1.5555555555555p-2, "0.3333333333333333" }, { 0.1, "0.1" }, { 1.0, "1.0" }, { 100.0, "100.0" },
+		{ 12345.678, "12345.678" }, { 123456789012345.0, "123456789012345.0" }, { 1e15, "1000000000000000.0" },
+		{ 9999999999999998.0, "9999999999999998.0" }, { 1e16, "1e+16" }, { 0x1.5ee2a2eb5a5c4p+53, "1.2345678901234568e+16" },
+		{ 1e22, "1e+22" }, { 0x1p-1074, "5e-324" }, { 0x1.fffffffffffffp+1023, "1.7976931348623157e+308" },
+		{ 0x1p-1017, "7.120236347223045e-307" }, { 0x1p-957, "8.209073602596753e-289" },
+		{ 0x1p976, "6.386688990511104e+293" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char buf[32];
+		val_float_repr(cases[i].f, buf, sizeof buf);
+		CHECK_STR(buf, cases[i].py);
+	}
+}
+
 int main(void)
 {
 	diag_init(&D, stderr);
@@ -419,6 +447,7 @@ int main(void)
 	RUN(test_adam_betas);
 	RUN(test_errors_counted);
 	RUN(test_data_files);
+	RUN(test_float_repr);
 	arena_release(&A);
 	return check_done();
 }

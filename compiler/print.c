@@ -30,7 +30,7 @@ const char *print_count(int64_t v, char *buf, int n)
 }
 
 struct line {
-	char text[320];
+	char *text; /* indentation and repr, however deep and long */
 	char note[160];
 };
 
@@ -42,23 +42,31 @@ struct lines {
 static struct line *add(struct lines *ls, int depth, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #include <stdarg.h>
+static void *need(void *p)
+{
+	if (!p) {
+		fprintf(stderr, "trainc: out of memory\n");
+		exit(70);
+	}
+	return p;
+}
+
 static struct line *add(struct lines *ls, int depth, const char *fmt, ...)
 {
 	if (ls->n == ls->cap) {
 		ls->cap = ls->cap ? ls->cap * 2 : 64;
-		ls->v = realloc(ls->v, (size_t)ls->cap * sizeof *ls->v);
-		if (!ls->v) {
-			fprintf(stderr, "trainc: out of memory\n");
-			exit(70);
-		}
+		ls->v = need(realloc(ls->v, (size_t)ls->cap * sizeof *ls->v));
 	}
 	struct line *l = &ls->v[ls->n++];
-	int at = 0;
-	for (int i = 0; i < depth && at < 200; i++)
-		l->text[at++] = ' ', l->text[at++] = ' ';
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(l->text + at, sizeof l->text - (size_t)at, fmt, ap);
+	int len = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	size_t indent = 2 * (size_t)depth;
+	l->text = need(malloc(indent + (size_t)len + 1));
+	memset(l->text, ' ', indent);
+	va_start(ap, fmt);
+	vsnprintf(l->text + indent, (size_t)len + 1, fmt, ap);
 	va_end(ap);
 	l->note[0] = 0;
 	return l;
@@ -262,8 +270,9 @@ void print_plan(FILE *out, const struct plan *p)
 		add(&ls, 0, "%s(", p->model_name);
 		depth = 1;
 	}
-	struct line *l = add(&ls, depth, "(input): ");
-	op_describe(&p->nodes[0], l->text + strlen(l->text), (int)(sizeof l->text - strlen(l->text)));
+	char desc[256];
+	op_describe(&p->nodes[0], desc, sizeof desc);
+	struct line *l = add(&ls, depth, "(input): %s", desc);
 	node_note(p, &p->nodes[0], l->note, sizeof l->note);
 	children(p, &ls, 0, depth);
 	for (int d = depth - 1; d >= 0; d--)
@@ -279,6 +288,7 @@ void print_plan(FILE *out, const struct plan *p)
 			fprintf(out, "%-*s  %s\n", (int)width, ls.v[i].text, ls.v[i].note);
 		else
 			fprintf(out, "%s\n", ls.v[i].text);
+		free(ls.v[i].text);
 	}
 	free(ls.v);
 	memory(out, p);

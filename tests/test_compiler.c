@@ -3,7 +3,8 @@
  * the seed CNN's state_dict names and counts against PyTorch's, FSDP units
  * under both of the seed's wrap policies, placement, the layer limit,
  * the memory plan's invariants, Adam's range of betas, the check of
- * mnist() files, and floats as Python's repr writes them.
+ * mnist() files, floats as Python's repr writes them, and `trainc print`'s
+ * lines at any depth and length.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "net_text.h"
 #include "compiler/compile.h"
 #include "compiler/compile_impl.h"
+#include "compiler/print.h"
 #include "compiler/value.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
@@ -428,6 +430,36 @@ static void test_float_repr(void)
 	}
 }
 
+/* PyTorch's repr of a module nested 92 deep under 64-character names,
+ * with a pool whose sizes are the largest allowed: the line is whole. */
+static void test_print_long_line(void)
+{
+	static const char pool[] = "MaxPool2d(kernel_size=(1099511627776, 1099511627776), stride=(1099511627776, 1099511627776), "
+				   "padding=(1, 1), dilation=(1, 1), ceil_mode=True)";
+	char name[65], text[16384];
+	memset(name, 'n', 64);
+	name[64] = 0;
+	int at = 0;
+	for (int k = 0; k < 30; k++)
+		at += snprintf(text + at, sizeof text - (size_t)at, "block B%d { %s = repeat 1 { %s = B%d } }\n", k, name, name, k + 1);
+	snprintf(text + at, sizeof text - (size_t)at,
+		 "block B30 { %s = maxpool2d((1099511627776, 1099511627776), stride=(1099511627776, 1099511627776), padding=(1, 1), "
+		 "dilation=(1, 1), ceil_mode=true) }\nmodel Net {\n input(1, 4, 4)\n %s = B0\n}\n", name, name);
+	struct plan *p = compile_text(text, 1);
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	if (p)
+		print_plan(f, p);
+	fclose(f);
+	/* 92 deep: Net's child B0, each B's Sequential (the repeat), its copy
+	 * and the next B, 30 times, and B30's pool */
+	char want[512];
+	snprintf(want, sizeof want, "\n%*s(%s): %s  # (1, 1, 1)\n", 2 * 92, "", name, pool);
+	CHECK(strstr(out, want) != NULL);
+	free(out);
+}
+
 int main(void)
 {
 	diag_init(&D, stderr);
@@ -448,6 +480,7 @@ int main(void)
 	RUN(test_errors_counted);
 	RUN(test_data_files);
 	RUN(test_float_repr);
+	RUN(test_print_long_line);
 	arena_release(&A);
 	return check_done();
 }

@@ -27,7 +27,9 @@ struct sched_cfg {
 	int64_t step_size;  /* STEP: ticks between decays */
 	double gamma;       /* STEP, MULTISTEP, EXPONENTIAL: factor per decay */
 	int n_milestones;   /* MULTISTEP */
-	int64_t milestones[SCHED_MAX_MILESTONES]; /* (n_milestones,) ticks at which lr decays; repeats decay twice */
+	/* (n_milestones,) ticks at which lr decays, increasing: the compiler
+	 * refuses a repeated milestone (MultiStepLR would decay twice there) */
+	int64_t milestones[SCHED_MAX_MILESTONES];
 	int64_t t_max;      /* COSINE: ticks from base lr to eta_min, warmup included */
 	double eta_min;     /* COSINE: floor */
 	int64_t warmup;     /* COSINE: lr = base * (t + 1) / warmup for t < warmup; 0 for none */

@@ -70,7 +70,7 @@ struct node {
 	const struct val *in_arg, *blame;
 	union {
 		struct { int64_t in, out; bool bias; } linear;
-		struct { int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups; bool bias, valid; } conv; /* valid: padding="valid", as PyTorch's repr shows it */
+		struct { int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups; bool bias, valid, same; } conv; /* valid, same: padding="valid" or "same", as PyTorch's repr shows it */
 		struct {
 			int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 			bool ceil_mode, count_include_pad;

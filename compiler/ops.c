@@ -182,6 +182,28 @@ static bool configure_pool(struct diag *d, struct node *n, struct val **s, const
 	return true;
 }
 
+/* conv2d(padding="same"): the output keeps the input's size, as in
+ * PyTorch, which takes it only at stride 1 and pads dilation * (kernel - 1)
+ * in all; trainc pads both sides alike, so that total must be even. */
+static bool same_padding(struct diag *d, struct node *n, const struct val *pad, const struct val *stride)
+{
+	if (n->a.conv.sh != 1 || n->a.conv.sw != 1) {
+		diag_error(d, stride->loc, "padding=\"same\" needs stride 1 (as in PyTorch); give the padding as numbers instead");
+		return false;
+	}
+	int64_t th = n->a.conv.dh * (n->a.conv.kh - 1), tw = n->a.conv.dw * (n->a.conv.kw - 1);
+	if (th % 2 || tw % 2) {
+		diag_error(d, pad->loc,
+			   "padding=\"same\" with kernel (%" PRId64 ", %" PRId64 ") and dilation (%" PRId64 ", %" PRId64
+			   ") pads one side more than the other, which trainc does not do; use an odd kernel size, or give the padding as numbers",
+			   n->a.conv.kh, n->a.conv.kw, n->a.conv.dh, n->a.conv.dw);
+		return false;
+	}
+	n->a.conv.ph = th / 2;
+	n->a.conv.pw = tw / 2;
+	return true;
+}
+
 bool op_configure(struct diag *d, struct node *n, const struct val *call)
 {
 	const char *callee = op_info[n->op].name;
@@ -264,15 +286,18 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		if (s[3] && !get_pair(d, s[3], "stride", &n->a.conv.sh, &n->a.conv.sw, 1))
 			return false;
 		if (s[4] && s[4]->kind == V_STRING) {
-			if (strcmp(s[4]->s, "valid") != 0) {
-				diag_error(d, s[4]->loc, "padding must be an integer, a pair or \"valid\"");
+			n->a.conv.valid = strcmp(s[4]->s, "valid") == 0;
+			n->a.conv.same = strcmp(s[4]->s, "same") == 0;
+			if (!n->a.conv.valid && !n->a.conv.same) {
+				diag_error(d, s[4]->loc, "padding must be an integer, a pair, \"valid\" or \"same\"");
 				return false;
 			}
-			n->a.conv.valid = true;
 		} else if (s[4] && !get_pair(d, s[4], "padding", &n->a.conv.ph, &n->a.conv.pw, 0)) {
 			return false;
 		}
 		if (s[5] && !get_pair(d, s[5], "dilation", &n->a.conv.dh, &n->a.conv.dw, 1))
+			return false;
+		if (n->a.conv.same && !same_padding(d, n, s[4], s[3]))
 			return false;
 		if (s[6] && !get_int(d, s[6], "groups", &n->a.conv.groups, 1))
 			return false;
@@ -850,8 +875,8 @@ void op_describe(const struct node *n, char *buf, int len)
 		const struct node *c = n;
 		int at = snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ", kernel_size=(%" PRId64 ", %" PRId64 "), stride=(%" PRId64 ", %" PRId64 ")",
 				  t, c->a.conv.cin, c->a.conv.cout, c->a.conv.kh, c->a.conv.kw, c->a.conv.sh, c->a.conv.sw);
-		if (c->a.conv.valid && at < len)
-			at += snprintf(buf + at, l - (size_t)at, ", padding=valid");
+		if ((c->a.conv.valid || c->a.conv.same) && at < len)
+			at += snprintf(buf + at, l - (size_t)at, ", padding=%s", c->a.conv.valid ? "valid" : "same");
 		else if ((c->a.conv.ph || c->a.conv.pw) && at < len)
 			at += snprintf(buf + at, l - (size_t)at, ", padding=(%" PRId64 ", %" PRId64 ")", c->a.conv.ph, c->a.conv.pw);
 		if ((c->a.conv.dh != 1 || c->a.conv.dw != 1) && at < len)

@@ -336,6 +336,17 @@ static void test_model_hash(void)
 			CHECK(!"another meaning hashes differently");
 		}
 	}
+	/* padding="same" is the padding it stands for */
+	static const char *const conv[2] = {
+		"model C {\n    input(1, 4, 5)\n    conv2d(2, kernel=(3, 5), padding=\"same\")\n}\n"
+		"data { train = synthetic(input=randn(1, 4, 5), target=randn(2, 4, 5), samples=8) }\n"
+		"train { loss = mse; optimizer = sgd(lr=0.1); batch = 4 }\n",
+		"model C {\n    input(1, 4, 5)\n    conv2d(2, kernel=(3, 5), padding=(1, 2))\n}\n"
+		"data { train = synthetic(input=randn(1, 4, 5), target=randn(2, 4, 5), samples=8) }\n"
+		"train { loss = mse; optimizer = sgd(lr=0.1); batch = 4 }\n",
+	};
+	struct plan *c0 = compile_text(conv[0], 1), *c1 = compile_text(conv[1], 1);
+	CHECK(c0 && c1 && c0->nodes[1].a.conv.ph == 1 && c0->nodes[1].a.conv.pw == 2 && model_hash(c0) == model_hash(c1));
 	/* the earlier form: the canonical text without resumable settings */
 	struct plan *q = compile_text(strstr(hash_base, "model M"), 1);
 	CHECK(q && model_hash_matches(q, h));

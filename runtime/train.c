@@ -472,7 +472,11 @@ bool train_is_weights_file(const char *path)
 	return n > 12 && strcasecmp(path + n - 12, ".safetensors") == 0;
 }
 
-int train_check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain, int nsizes, char *err, size_t errlen)
+/* Whether every batch norm sees more than one value per channel at the
+ * forward sizes: up to ntrain training sizes (sizes[0] a training batch's),
+ * the rest evaluation's (which matter only without running statistics).
+ * 0, or -1 with a message naming the layer's place in the .net file. */
+static int check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain, int nsizes, char *err, size_t errlen)
 {
 	for (int i = 0; i < p->nnodes; i++) {
 		const struct node *nd = &p->nodes[i];
@@ -497,6 +501,52 @@ int train_check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain,
 					       : "set train.test_batch so that the last test batch holds 2 or more");
 		}
 	}
+	return 0;
+}
+
+int train_batches(const struct plan *p, int world, int rank, int64_t train_n, int64_t test_n, struct train_batches *b, char *err,
+		  size_t errlen)
+{
+	const struct plan_train *tr = &p->train;
+	if (tr->global_batch) {
+		int64_t share = tr->global_batch / world;
+		b->micro = tr->micro_batch ? tr->micro_batch : share;
+		b->accum = (int)(share / b->micro);
+	} else {
+		b->micro = tr->batch;
+		b->accum = 1;
+	}
+	b->chunks = p->parallel.microbatches > 1 ? (int)p->parallel.microbatches : 1;
+	/* in the dataset's order: the sizes are any order's, and nothing is allocated */
+	struct sampler s;
+	if (sampler_init(&s, train_n, world, rank, (int)b->micro, 0, 0, tr->drop_last, 0, err, errlen) != 0)
+		return -1;
+	b->num_batches = s.num_batches;
+	if (s.num_batches == 0 && !tr->eval_only)
+		return util_fail(err, errlen, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the batch or set "
+				 "drop_last = false", rank, (long long)s.num_samples, (long long)b->micro);
+	int64_t B = b->micro, last = sampler_batch_len(&s, s.num_batches - 1);
+	int64_t chunk = (B + b->chunks - 1) / b->chunks, lchunk = (last + b->chunks - 1) / b->chunks;
+	/* this rank's last test chunk runs at its own size: padding it would
+	 * change batch statistics (batchnorm without running statistics) */
+	int64_t mine = test_n > rank ? (test_n - rank + world - 1) / world : 0;
+	int64_t sizes[TRAIN_NSIZES] = { chunk, B - chunk * ((B + chunk - 1) / chunk - 1), lchunk,
+					last - lchunk * ((last + lchunk - 1) / lchunk - 1), p->eval_batch,
+					mine % p->eval_batch ? mine % p->eval_batch : p->eval_batch };
+	memcpy(b->sizes, sizes, sizeof sizes);
+	bool has_test = p->test_data.kind != DATA_NONE;
+	/* train.steps = 0 runs no training batch: only the test's sizes count */
+	if (tr->eval_only)
+		return check_bn_sizes(p, b->sizes + 4, 0, has_test ? 2 : 0, err, errlen);
+	return check_bn_sizes(p, b->sizes, 4, has_test ? TRAIN_NSIZES : 4, err, errlen);
+}
+
+int train_check_batches(const struct plan *p, int world, int64_t train_n, int64_t test_n, char *err, size_t errlen)
+{
+	struct train_batches b;
+	for (int r = 0; r < world; r++)
+		if (train_batches(p, world, r, train_n, test_n, &b, err, errlen) != 0)
+			return -1;
 	return 0;
 }
 
@@ -845,21 +895,18 @@ static int setup(struct trainer *t)
 	}
 	t->test_thread_on = t->has_test;
 	const struct plan_train *tr = &p->train;
-	if (tr->global_batch) {
-		int64_t share = tr->global_batch / t->world;
-		t->micro = tr->micro_batch ? tr->micro_batch : share;
-		t->accum = (int)(share / t->micro);
-	} else {
-		t->micro = tr->batch;
-		t->accum = 1;
-	}
 	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
-		return -1;
-	int64_t B = t->micro;
-	if (sampler_init(&t->s, t->train.n, t->world, t->rank, (int)B, tr->shuffle, 0, tr->drop_last, tr->shuffle_seed, t->err, sizeof t->err) != 0)
 		return -1;
 	/* every batch size convolutions will see: the training batch (or its
 	 * micro-batches), the epoch's last batch (chunked alike), the test batches */
+	struct train_batches bt;
+	if (train_batches(p, t->world, t->rank, t->train.n, t->test_n, &bt, t->err, sizeof t->err) != 0)
+		return -1;
+	t->micro = bt.micro;
+	t->accum = bt.accum;
+	int64_t B = t->micro;
+	if (sampler_init(&t->s, t->train.n, t->world, t->rank, (int)B, tr->shuffle, 0, tr->drop_last, tr->shuffle_seed, t->err, sizeof t->err) != 0)
+		return -1;
 	/* FSDP's hooks run on the executor's thread: with several devices a
 	 * sharded rank runs its devices in turn, not as a threaded pipeline */
 	bool sharding = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
@@ -867,28 +914,11 @@ static int setup(struct trainer *t)
 	/* FSDP's hooks run on this thread: its micro-batches run in turn, each
 	 * chunk's reduce-scatters before the next chunk's backward */
 	t->chunked = p->parallel.microbatches > 1 && sharding;
-	t->micro_pipe = t->use_pipe || t->chunked ? (int)p->parallel.microbatches : 1;
-	int64_t last = sampler_batch_len(&t->s, t->s.num_batches - 1);
-	int64_t sizes[8];
-	int nsizes = 0;
-	int64_t lchunk = (last + t->micro_pipe - 1) / t->micro_pipe;
-	sizes[nsizes++] = B / t->micro_pipe;
-	sizes[nsizes++] = lchunk;
-	sizes[nsizes++] = last - lchunk * ((last + lchunk - 1) / lchunk - 1);
-	sizes[nsizes++] = p->eval_batch;
-	/* this rank's last test chunk runs at its own size: padding it would
-	 * change batch statistics (batchnorm without running statistics) */
-	int64_t mine = t->test_n > t->rank ? (t->test_n - t->rank + t->world - 1) / t->world : 0;
-	if (t->has_test && mine % p->eval_batch)
-		sizes[nsizes++] = mine % p->eval_batch;
-	/* train.steps = 0 runs no training batch: only the test's sizes count */
-	if (tr->eval_only ? train_check_bn_sizes(p, sizes + 3, 0, t->has_test ? nsizes - 3 : 0, t->err, sizeof t->err) != 0
-			  : train_check_bn_sizes(p, sizes, 3, t->has_test ? nsizes : 3, t->err, sizeof t->err) != 0)
-		return -1;
+	t->micro_pipe = bt.chunks;
 	int copies = t->use_pipe ? t->micro_pipe : 1;
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
 	t->exec_ok = true; /* exec_free releases a partial exec_init too */
-	if (exec_init(&t->e, p, sizes, nsizes, t->sharded, copies, t->err, sizeof t->err) != 0)
+	if (exec_init(&t->e, p, bt.sizes, TRAIN_NSIZES, t->sharded, copies, t->err, sizeof t->err) != 0)
 		return -1;
 	t->e.seed = tr->seed;
 	t->e.rank = (uint32_t)t->rank; /* dropout masks differ per step and per rank */
@@ -934,11 +964,6 @@ static int setup(struct trainer *t)
 	t->ey = malloc((size_t)EB * (td->target == TGT_CLASS ? 4 : (size_t)shape_numel(&td->target_shape) * 4) + 64);
 	if (!t->xb[0] || !t->xb[1] || !t->yb[0] || !t->yb[1] || !t->ex || !t->ey) {
 		snprintf(t->err, sizeof t->err, "out of memory for batch buffers");
-		return -1;
-	}
-	if (t->s.num_batches == 0 && !tr->eval_only) {
-		snprintf(t->err, sizeof t->err, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the batch or set "
-			 "drop_last = false", t->rank, (long long)t->s.num_samples, (long long)B);
 		return -1;
 	}
 	t->epochs = tr->epochs;

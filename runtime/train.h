@@ -81,12 +81,27 @@ void train_report_eval_only(const struct plan *p, const struct train_opts *o, in
 const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum);
 /* PATH.safetensors names a weights file; any other path a checkpoint folder. */
 bool train_is_weights_file(const char *path);
-/* Whether every batch norm sees more than one value per channel at the
- * forward sizes: sizes[0] the training batch (or its micro-batch), up to
- * ntrain the sizes of the epoch's last one, the rest evaluation's (which
- * matter only without running statistics).  0, or -1 with a message
- * naming the layer's place in the .net file. */
-int train_check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain, int nsizes, char *err, size_t errlen);
+/* A rank's batches, the same arithmetic for both trainers and the launcher. */
+enum { TRAIN_NSIZES = 6 };
+struct train_batches {
+	int64_t micro;       /* samples of a rank's micro-batch (its batch, without accumulation) */
+	int accum;           /* micro-batches per optimizer step */
+	int chunks;          /* parallel.microbatches: the pipeline (or FSDP) pieces each batch runs in */
+	int64_t num_batches; /* micro-batches per rank per epoch */
+	/* every batch size a forward pass runs at, for planning: a batch's
+	 * chunk and its last one, the epoch's last batch's chunk and its last
+	 * one, then evaluation's chunk and this rank's last test chunk */
+	int64_t sizes[TRAIN_NSIZES];
+};
+/* Rank `rank` of world's batches over train_n training and test_n test
+ * samples, and whether it can run them: 0, or -1 with a message when its
+ * training samples make no batch (drop_last) or a batch norm would see
+ * one value per channel (naming the layer's place in the .net file). */
+int train_batches(const struct plan *p, int world, int rank, int64_t train_n, int64_t test_n, struct train_batches *b, char *err,
+		  size_t errlen);
+/* train_batches for every rank of world, before they start: 0, or -1
+ * with the first rank's message. */
+int train_check_batches(const struct plan *p, int world, int64_t train_n, int64_t test_n, char *err, size_t errlen);
 /* Whether the training set can feed world ranks (one sample each at least):
  * 0, or -1 with a message naming the file. */
 int train_check_samples(const struct dataset *ds, int world, char *err, size_t errlen);

@@ -398,37 +398,21 @@ static int setup(struct gt *t)
 			return -1;
 		t->test_open = true;
 	}
-	if (tr->global_batch) {
-		int64_t share = tr->global_batch / t->world;
-		t->micro = tr->micro_batch ? tr->micro_batch : share;
-		t->accum = (int)(share / t->micro);
-	} else {
-		t->micro = tr->batch;
-		t->accum = 1;
-	}
 	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
 		return -1;
+	/* every batch size convolutions will see: the micro-batch (or its
+	 * pipeline chunks), the epoch's last one (chunked alike), the test batch
+	 * and this rank's last test chunk */
+	struct train_batches bt;
+	if (train_batches(p, t->world, t->rank, t->train.n, t->has_test ? t->test.n : 0, &bt, t->err, sizeof t->err) != 0)
+		return -1;
+	t->micro = bt.micro;
+	t->accum = bt.accum;
+	t->pipe_m = bt.chunks;
 	if (sampler_init(&t->smp, t->train.n, t->world, t->rank, (int)t->micro, tr->shuffle, 0, tr->drop_last, tr->shuffle_seed, t->err,
 			 sizeof t->err) != 0)
 		return -1;
 	t->smp_ok = true;
-	if (t->smp.num_batches == 0 && !tr->eval_only)
-		return util_fail(t->err, sizeof t->err, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the "
-				 "batch or set drop_last = false", t->rank, (long long)t->smp.num_samples, (long long)t->micro);
-	int64_t B = t->micro, last = sampler_batch_len(&t->smp, t->smp.num_batches - 1);
-	/* every batch size convolutions will see: the micro-batch (or its
-	 * pipeline chunks), the epoch's last one (chunked alike), the test batch */
-	t->pipe_m = p->parallel.microbatches > 1 ? (int)p->parallel.microbatches : 1;
-	int64_t lchunk = (last + t->pipe_m - 1) / t->pipe_m, chunk = (B + t->pipe_m - 1) / t->pipe_m;
-	/* and this rank's last test chunk, at its own size: padding it would
-	 * change batch statistics (batchnorm without running statistics) */
-	int64_t tn = t->has_test ? t->test.n : 0, mine = tn > t->rank ? (tn - t->rank + t->world - 1) / t->world : 0;
-	int64_t sizes[6] = { chunk, B - chunk * ((B + chunk - 1) / chunk - 1), lchunk, last - lchunk * ((last + lchunk - 1) / lchunk - 1),
-			     p->eval_batch, mine % p->eval_batch ? mine % p->eval_batch : p->eval_batch };
-	/* train.steps = 0 runs no training batch: only the test's sizes count */
-	if (tr->eval_only ? train_check_bn_sizes(p, sizes + 4, 0, t->has_test ? 2 : 0, t->err, sizeof t->err) != 0
-			  : train_check_bn_sizes(p, sizes, 4, t->has_test ? 6 : 4, t->err, sizeof t->err) != 0)
-		return -1;
 	for (int d = 0; d < t->ngpu; d++) {
 		CK(t, cudaSetDevice(t->base + d));
 		CK(t, cudaStreamCreateWithFlags(&t->cs[d], cudaStreamNonBlocking));
@@ -437,7 +421,7 @@ static int setup(struct gt *t)
 	CK(t, cudaSetDevice(t->base));
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
 	t->exec_ok = true; /* exec_free releases a partial exec_init_on too */
-	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 6, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0) {
+	if (exec_init_on(&t->e, &backend_cuda, p, bt.sizes, TRAIN_NSIZES, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0) {
 		size_t free_b = 0, total_b = 0;
 		char what[sizeof t->err];
 		memcpy(what, t->err, sizeof what);
@@ -482,7 +466,7 @@ static int setup(struct gt *t)
 	if (!t->host_order)
 		return util_fail(t->err, sizeof t->err, "out of memory");
 	CK(t, cudaMalloc((void **)&t->order, (size_t)t->smp.num_samples * sizeof *t->order));
-	CK(t, cudaMalloc(&t->ybuf, (size_t)B * (size_t)t->dtrain.yw * 4 + 4));
+	CK(t, cudaMalloc(&t->ybuf, (size_t)t->micro * (size_t)t->dtrain.yw * 4 + 4));
 	if (t->has_test) {
 		int64_t EB = p->eval_batch, n = t->test.n;
 		t->eval_count = n > t->rank ? (n - t->rank + t->world - 1) / t->world : 0;

@@ -202,6 +202,7 @@ struct trainer {
 	struct ckpt_state at; /* where training stands: epoch, micro-batches of it, steps */
 	int64_t test_n;       /* test samples, known from the headers before the set loads */
 	double eval_busy;     /* seconds the communicator was busy during evaluation */
+	bool eval_warned;     /* a test loss that is not finite was warned of */
 	double ep_loss, ep_n; /* this rank's summed per-sample loss and samples of the epoch so far
 			       * (rank 0's include a resumed checkpoint's, of every rank) */
 	bool tty;
@@ -339,7 +340,7 @@ static int evaluate_all(struct trainer *t)
 		return -1;
 	if (t->rank != 0)
 		return 0;
-	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums);
+	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums, &t->eval_warned);
 	return 0;
 }
 
@@ -365,7 +366,7 @@ const char *train_eps0_note(const struct plan *p, bool eval, char *buf, size_t n
 	return NULL;
 }
 
-void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3])
+void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3], bool *warned)
 {
 	double avg = sums[0] / sums[2];
 	if (rd)
@@ -377,7 +378,8 @@ void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckp
 	else
 		printf("\nTest set: Average loss: %.4f\n\n", avg);
 	fflush(stdout);
-	if (!isfinite(avg)) {
+	if (!isfinite(avg) && !*warned) { /* the lines of each evaluation show it after that */
+		*warned = true;
 		char note[512];
 		const char *why = train_eps0_note(p, true, note, sizeof note);
 		fprintf(stderr, "trainc: warning: the test set's loss is %s%s%s\n", isnan(avg) ? "NaN" : "infinite", why ? "; " : "",

@@ -35,10 +35,11 @@ int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct 
 /* One terminal line, redrawn: epoch, a bar, samples, loss, speed. */
 void train_progress(int64_t epoch, int64_t seen, int64_t total, double loss, double rate);
 /* Print the test line as the seed does (and record it): sums are the
- * summed loss, the correct count and the samples, over every rank. */
+ * summed loss, the correct count and the samples, over every rank.  A
+ * loss that is not finite is warned of once a run: *warned says it was. */
 struct rundir;
 struct ckpt_state;
-void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3]);
+void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3], bool *warned);
 /* Why a norm with eps=0 may have made a loss NaN, into buf: a layernorm's
  * row whose values are all equal, or in evaluation (eval) a batch norm's
  * running_var of 0; NULL when no such norm. */

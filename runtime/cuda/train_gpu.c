@@ -324,7 +324,7 @@ static int evaluate(struct gt *t)
 		return -1;
 	if (t->rank != 0)
 		return 0;
-	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums);
+	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums, &t->eval_warned);
 	return 0;
 }
 

@@ -65,6 +65,7 @@ struct gt {
 	bool has_test, train_open, test_open;
 	bool ckpt_pending; /* a checkpoint_every save waits for the epoch's evaluation */
 	bool ckpt_own;     /* the last checkpoint step this rank's own part failed */
+	bool eval_warned;  /* a test loss that is not finite was warned of */
 	struct exec e;
 	bool exec_ok;
 	cudaStream_t s;          /* compute, on the rank's first GPU */

@@ -380,9 +380,10 @@ static int launch_job(const struct plan *p, const struct compile_opts *o, const 
 {
 	char dir[RUNDIR_PATH_MAX], err[1024];
 	bool made;
-	if (rundir_claim(run_dir, p->model_name, dir, sizeof dir, &made, err, sizeof err) != 0) {
+	int claimed = rundir_claim(run_dir, p->model_name, dir, sizeof dir, &made, err, sizeof err);
+	if (claimed != 0) {
 		fprintf(stderr, "trainc: %s\n", err);
-		return 1;
+		return claimed == -2 ? 2 : 1; /* a --run-dir that is taken: as the check before it says */
 	}
 	struct launch_opts lo = { o->world, p->parallel.timeout_s, 5.0, dir };
 	stop_notes(save);

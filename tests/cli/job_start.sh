@@ -46,6 +46,33 @@ if [ -f "$lib" ]; then
 fi
 [ $failed = 0 ] && echo "ok batches a rank cannot run are said once, before the ranks start"
 
+# a --run-dir another job has claimed but not yet written in is refused
+# by the launcher at once, as one that is not empty (before, the job
+# started, and its rank 0 stopped it after the ranks had met): here the
+# claim is held by flock(1), as a job's launcher holds it; two jobs
+# started together into one folder: one runs, the other is refused so
+taken="the run directory is not empty; pick another one or remove it"
+refused_taken() { # NAME OUT RC
+	[ "$3" -eq 2 ] && [ "$(grep -c "^trainc: $tmp/same: $taken\$" "$2")" = 1 ] && ! grep -q '^\[rank\|Train\|parameters' "$2" ||
+		{ fail "$1: exit $3:"; sed 's/^/    /' "$2"; }
+}
+mkdir "$tmp/same"
+if command -v flock > /dev/null; then
+	flock "$tmp/same" "$TRAINC" "$net" --cpus 2 --run-dir "$tmp/same" > "$tmp/out" 2>&1
+	refused_taken "a run directory another job claimed" "$tmp/out" $?
+	[ -z "$(ls -A "$tmp/same")" ] || fail "the refused job wrote in the other's run directory: $(ls -A "$tmp/same")"
+fi
+"$TRAINC" "$net" --cpus 2 --run-dir "$tmp/same" > "$tmp/a.out" 2>&1 &
+a=$!
+"$TRAINC" "$net" --cpus 2 --run-dir "$tmp/same" > "$tmp/b.out" 2>&1
+b=$?
+wait $a
+a=$?
+if [ $a -eq 0 ]; then refused_taken "the second of two jobs into one run directory" "$tmp/b.out" $b; else
+	refused_taken "the first of two jobs into one run directory" "$tmp/a.out" $a; [ $b -eq 0 ] || fail "neither job ran: exit $b"; fi
+[ -s "$tmp/same/weights.safetensors" ] || fail "no job's weights in the run directory: $(ls -A "$tmp/same")"
+[ $failed = 0 ] && echo "ok a run directory another job claimed is refused by the launcher, before any rank starts"
+
 # the default run directory, claimed by the launcher, holds the run; one
 # the job failed to write anything in is gone again (a convolution path
 # that does not exist stops both ranks before they train)

@@ -78,4 +78,15 @@ rc=$?
 bad=$(grep -cv '^{"time": .*}$' "$tmp/rm/metrics.jsonl")
 [ "$bad" = 0 ] || fail "metrics.jsonl over the limit: $bad broken lines"
 [ $failed = 0 ] && echo "ok metrics.jsonl that cannot grow: one warning, whole lines, the run ends well"
+# the final weights' temporary file, left by a run killed while writing
+# it (its PID in its name), is removed by the next write to that path; a
+# live writer's stays (before, every such file stayed for good)
+dead=$(sh -c 'echo $$')
+: > "$tmp/w.safetensors.tmp.$dead.Xy12Zw"
+: > "$tmp/w.safetensors.tmp.$$.Xy12Zw"
+"$TRAINC" models/toy.net --set train.steps=2 --save "$tmp/w.safetensors" --run-dir "$tmp/rw" > "$tmp/out" 2>&1 ||
+	fail "--save w.safetensors: $(cat "$tmp/out")"
+[ "$(cd "$tmp" && echo w.safetensors*)" = "w.safetensors w.safetensors.tmp.$$.Xy12Zw" ] ||
+	fail "the killed writer's temporary file is not removed, or the live one's is: $(cd "$tmp" && echo w.safetensors*)"
+[ $failed = 0 ] && echo "ok a temporary weights file whose writer is gone is removed by the next write"
 exit $failed

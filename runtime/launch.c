@@ -25,7 +25,9 @@
 #include "runtime/store.h"
 #include "runtime/util.h"
 
-enum { TAIL_LINES = 12, LINE_MAX_LEN = 1024 };
+/* a worker's line is passed on whole up to LINE_LIMIT bytes (longer ones
+ * in pieces of that size); its stderr tail keeps LINE_MAX_LEN of each */
+enum { TAIL_LINES = 12, LINE_MAX_LEN = 1024, LINE_LIMIT = 1 << 20 };
 /* bytes on a worker's heartbeat pipe; BEAT_NOTE starts a line of text up
  * to '\n', the worker's last word: why it ends (a file that shrank under it) */
 enum { BEAT_PROGRESS = 1, BEAT_WAIT = 2, BEAT_NOTE = 3 };
@@ -38,8 +40,8 @@ struct worker {
 	int status;
 	double last_beat;
 	bool waiting;            /* its last word: waiting for other ranks */
-	char partial[2][LINE_MAX_LEN]; /* an unfinished line of stdout, stderr */
-	int plen[2];
+	char *partial[2];        /* an unfinished line of stdout, stderr (grown as it needs) */
+	int plen[2], pcap[2];
 	char tail[TAIL_LINES][LINE_MAX_LEN]; /* last stderr lines, a ring */
 	int ntail;
 	char note[NOTE_MAX];     /* its BEAT_NOTE line, without the '\n' */
@@ -91,6 +93,21 @@ static void emit(struct worker *w, int rank, int stream, const char *line, int l
 	}
 }
 
+/* Whether w's unfinished line of stream has room for one more byte,
+ * growing it up to LINE_LIMIT (false: it is full, pass on what it holds). */
+static bool room(struct worker *w, int stream)
+{
+	if (w->plen[stream] < w->pcap[stream])
+		return true;
+	int cap = 2 * w->pcap[stream];
+	char *p = cap <= LINE_LIMIT ? realloc(w->partial[stream], (size_t)cap) : NULL;
+	if (!p)
+		return false;
+	w->partial[stream] = p;
+	w->pcap[stream] = cap;
+	return true;
+}
+
 /* Forward complete lines from fd; returns false at end of file. */
 static bool pump(struct worker *w, int rank, int stream, int fd)
 {
@@ -118,7 +135,7 @@ static bool pump(struct worker *w, int rank, int stream, int fd)
 	for (ssize_t i = 0; i < n; i++) {
 		char c = buf[i];
 		/* a progress bar's carriage returns become line breaks for the other ranks */
-		if (c == '\n' || (c == '\r' && rank != 0) || w->plen[stream] == LINE_MAX_LEN - 1) {
+		if (c == '\n' || (c == '\r' && rank != 0) || !room(w, stream)) {
 			emit(w, rank, stream, w->partial[stream], w->plen[stream]);
 			w->plen[stream] = 0;
 			if (c == '\n' || c == '\r')
@@ -271,6 +288,14 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	double start = util_now();
 	for (int r = 0; r < n; r++) {
+		for (int k = 0; k < 2; k++) {
+			ws[r].pcap[k] = LINE_MAX_LEN;
+			if (!(ws[r].partial[k] = malloc(LINE_MAX_LEN))) {
+				fprintf(stderr, "trainc: cannot start the launcher: out of memory\n");
+				signal_all(ws, r, SIGKILL);
+				return 1;
+			}
+		}
 		int sp[2], out[2], er[2], beat[2];
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0 ||
 		    pipe2(beat, O_CLOEXEC) != 0) {
@@ -410,6 +435,8 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		close_fd(&ws[r].out);
 		close_fd(&ws[r].err);
 		close_fd(&ws[r].beat);
+		free(ws[r].partial[0]);
+		free(ws[r].partial[1]);
 	}
 	store_server_free(store);
 	/* a rank that failed saying why (a note) is the root cause over one that

@@ -50,10 +50,15 @@ const char *train_eps0_note(const struct plan *p, bool eval, char *buf, size_t n
 /* A checkpoint that could not be written, on every rank alike: the run
  * goes on (checkpoint_every) or still writes its run directory (the end). */
 enum { TRAIN_CKPT_IO = -2 };
-/* After the ranks summed `failed` (1 from each rank whose part failed):
- * 0, or TRAIN_CKPT_IO with `others` as the message of a rank whose own
- * part went well (rc 0). */
-int train_ckpt_verdict(int rc, double failed, const char *others, char *err, size_t errlen);
+/* Whether every rank's part of a checkpoint was written (rc: this rank's,
+ * 0 or its message in err), agreed on through sum (over the ranks, n
+ * doubles at v; 0, or -1 with its message in err): 0; TRAIN_CKPT_IO on
+ * every rank when some part was not, *speak set on the one rank that says
+ * why for the job, the lowest whose part failed, with its own message (of
+ * its shard, where not every rank's failed, naming the ranks whose did);
+ * -1 when the ranks could not agree. */
+int train_ckpt_agree(int rc, int rank, int world, bool shards, int (*sum)(void *ctx, double *v, int n), void *ctx, bool *speak,
+		     char *err, size_t errlen);
 /* Rank 0's unsharded checkpoint of the state at `at`, said on stdout. */
 int train_ckpt_save(const char *dir, const struct plan *p, const float *params, const float *optim, int64_t trainable,
 		    const struct ckpt_state *at, bool tty, char *err, size_t errlen);

@@ -601,6 +601,7 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 			char note[512];
 			const char *why = train_eps0_note(t->p, false, note, sizeof note);
 			free(h);
+			t->stop_key = "nonfinite"; /* every rank whose loss went bad says so: the launcher says it once */
 			return util_fail(t->err, sizeof t->err,
 					 "the loss is %s at step %lld (epoch %lld); lower the learning rate, clip gradients "
 					 "(clip_grad_norm) or check the data (train with --cpus to name the first layer that overflows)%s%s",
@@ -641,7 +642,7 @@ static int close_span(struct gt *t, bool *timing, int64_t *steps)
 static int periodic_checkpoint(struct gt *t)
 {
 	int ck = tg_checkpoint(t, t->o->save);
-	if (ck == TRAIN_CKPT_IO && (t->rank == 0 || t->ckpt_own)) {
+	if (ck == TRAIN_CKPT_IO && t->ckpt_speak) {
 		train_progress_break(t->tty);
 		fprintf(stderr, "trainc: warning: the checkpoint of step %lld was not saved: %s; training goes on\n", (long long)t->at.step,
 			t->err);
@@ -799,26 +800,32 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 	int ck = o->save && !train_is_weights_file(o->save) ? tg_checkpoint(t, o->save) : 0;
 	if (ck != 0 && ck != TRAIN_CKPT_IO)
 		return -1;
-	char ck_err[sizeof t->err + 40] = "";
-	if (ck)
+	char ck_err[sizeof t->err + 40] = ""; /* said by one rank for the job */
+	if (ck && t->ckpt_speak)
 		snprintf(ck_err, sizeof ck_err, "cannot save the checkpoint: %s", t->err);
 	if (tg_full_state(t, false) != 0)
 		return -1;
+	int rc = 0;
 	if (t->rank == 0) {
 		char path[4200];
 		snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&t->rd));
-		if (weights_save(p, t->h_params, path, t->err, sizeof t->err) != 0)
-			return -1;
-		if (o->save && train_is_weights_file(o->save)) {
-			if (weights_save(p, t->h_params, o->save, t->err, sizeof t->err) != 0)
-				return -1;
+		rc = weights_save(p, t->h_params, path, t->err, sizeof t->err);
+		if (rc == 0 && o->save && train_is_weights_file(o->save) && (rc = weights_save(p, t->h_params, o->save, t->err, sizeof t->err)) == 0)
 			printf("Saved the weights to %s\n", o->save);
-		}
-		printf("Run directory: %s%s\n", rundir_path(&t->rd), ck ? " (the final weights are there)" : "");
+		if (rc == 0)
+			printf("Run directory: %s%s\n", rundir_path(&t->rd), ck ? " (the final weights are there)" : "");
 	}
-	if (ck)
-		return util_fail(t->err, sizeof t->err, "%s", ck_err);
-	return 0;
+	/* with the checkpoint failed every rank ends failed, but none before
+	 * rank 0 has written the weights: the launcher stops the ranks still
+	 * running once one has failed */
+	char turn_err[256];
+	if (ck && t->world > 1 && train_next_turn(t->comm, turn_err, sizeof turn_err) != 0) {
+		/* another rank ended meanwhile: its own failure is said */
+	}
+	if (rc != 0 || !ck)
+		return rc;
+	t->stop_key = ""; /* the job's last word: nothing from the ranks that do not say it */
+	return util_fail(t->err, sizeof t->err, "%s", ck_err);
 }
 
 static void teardown(struct gt *t)
@@ -949,8 +956,14 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 		rc = util_fail(t->err, sizeof t->err, "timing the training loop with CUDA events failed");
 	if (rc == 0)
 		rc = finish(t, loop_ms, train_time, images);
-	if (rc != 0)
-		fprintf(stderr, "trainc: %s\n", t->err);
+	if (rc != 0 && t->err[0]) {
+		char text[sizeof t->err + 16];
+		snprintf(text, sizeof text, "trainc: %s\n", t->err);
+		if (t->stop_key)
+			launch_worker_stop(t->stop_key, text);
+		else
+			fputs(text, stderr);
+	}
 	teardown(t);
 	free(t);
 	return rc != 0 ? 1 : 0;

@@ -25,11 +25,14 @@
 #include "runtime/store.h"
 #include "runtime/util.h"
 
-enum { TAIL_LINES = 12, LINE_MAX_LEN = 1024 };
-/* bytes on a worker's heartbeat pipe; BEAT_NOTE starts a line of text up
- * to '\n', the worker's last word: why it ends (a file that shrank under it) */
+/* a worker's line is passed on whole up to LINE_LIMIT bytes (longer ones
+ * in pieces of that size); its stderr tail keeps LINE_MAX_LEN of each */
+enum { TAIL_LINES = 12, LINE_MAX_LEN = 1024, LINE_LIMIT = 1 << 20 };
+/* bytes on a worker's heartbeat pipe; BEAT_NOTE starts the worker's last
+ * word, why it ends (a file that shrank under it, a non-finite loss): a
+ * key up to '\n', then lines of text up to a NUL */
 enum { BEAT_PROGRESS = 1, BEAT_WAIT = 2, BEAT_NOTE = 3 };
-enum { NOTE_MAX = 4095 }; /* with its lead byte, one pipe write (PIPE_BUF): it comes whole */
+enum { NOTE_MAX = 4095, KEY_MAX = 63 }; /* with its lead byte, one pipe write (PIPE_BUF): it comes whole */
 
 struct worker {
 	pid_t pid;
@@ -38,13 +41,15 @@ struct worker {
 	int status;
 	double last_beat;
 	bool waiting;            /* its last word: waiting for other ranks */
-	char partial[2][LINE_MAX_LEN]; /* an unfinished line of stdout, stderr */
-	int plen[2];
+	char *partial[2];        /* an unfinished line of stdout, stderr (grown as it needs) */
+	int plen[2], pcap[2];
 	char tail[TAIL_LINES][LINE_MAX_LEN]; /* last stderr lines, a ring */
 	int ntail;
-	char note[NOTE_MAX];     /* its BEAT_NOTE line, without the '\n' */
+	char note[NOTE_MAX];     /* its BEAT_NOTE text */
 	int note_len;
-	bool in_note;
+	char key[KEY_MAX + 1];   /* its key: "" for a word said as it is */
+	int key_len;
+	int in_note;             /* 1: reading its key, 2: its text */
 };
 
 static int sig_pipe[2] = { -1, -1 };
@@ -91,6 +96,21 @@ static void emit(struct worker *w, int rank, int stream, const char *line, int l
 	}
 }
 
+/* Whether w's unfinished line of stream has room for one more byte,
+ * growing it up to LINE_LIMIT (false: it is full, pass on what it holds). */
+static bool room(struct worker *w, int stream)
+{
+	if (w->plen[stream] < w->pcap[stream])
+		return true;
+	int cap = 2 * w->pcap[stream];
+	char *p = cap <= LINE_LIMIT ? realloc(w->partial[stream], (size_t)cap) : NULL;
+	if (!p)
+		return false;
+	w->partial[stream] = p;
+	w->pcap[stream] = cap;
+	return true;
+}
+
 /* Forward complete lines from fd; returns false at end of file. */
 static bool pump(struct worker *w, int rank, int stream, int fd)
 {
@@ -118,7 +138,7 @@ static bool pump(struct worker *w, int rank, int stream, int fd)
 	for (ssize_t i = 0; i < n; i++) {
 		char c = buf[i];
 		/* a progress bar's carriage returns become line breaks for the other ranks */
-		if (c == '\n' || (c == '\r' && rank != 0) || w->plen[stream] == LINE_MAX_LEN - 1) {
+		if (c == '\n' || (c == '\r' && rank != 0) || !room(w, stream)) {
 			emit(w, rank, stream, w->partial[stream], w->plen[stream]);
 			w->plen[stream] = 0;
 			if (c == '\n' || c == '\r')
@@ -138,19 +158,55 @@ static ssize_t heed(struct worker *w, double t)
 	if (k > 0)
 		w->last_beat = t;
 	for (ssize_t i = 0; i < k; i++) {
-		if (w->in_note) {
+		if (w->in_note == 1) {
 			if (b[i] == '\n')
-				w->in_note = false;
+				w->in_note = 2;
+			else if (w->key_len < KEY_MAX)
+				w->key[w->key_len++] = b[i];
+			w->key[w->key_len] = 0;
+		} else if (w->in_note == 2) {
+			if (b[i] == 0)
+				w->in_note = 0;
 			else if (w->note_len < NOTE_MAX)
 				w->note[w->note_len++] = b[i];
 		} else if (b[i] == BEAT_NOTE) {
-			w->in_note = true;
-			w->note_len = 0;
+			w->in_note = 1;
+			w->note_len = w->key_len = 0;
+			w->key[0] = 0;
 		} else {
 			w->waiting = b[i] == BEAT_WAIT;
 		}
 	}
 	return k;
+}
+
+/* The job's last word, from the failed rank's note: as it is, or for a
+ * keyed one, rank 0's when every rank gave that key (they agree), else the
+ * lowest such rank's, naming the ranks that gave it. */
+static void say_note(const struct worker *ws, int n, int failed)
+{
+	const char *key = ws[failed].key;
+	bool *in = calloc((size_t)n, sizeof *in);
+	int who = failed, count = 0;
+	for (int r = n - 1; key[0] && in && r >= 0; r--)
+		if (ws[r].note_len && !strcmp(ws[r].key, key)) {
+			in[r] = true;
+			who = r;
+			count++;
+		}
+	const char *text = ws[who].note, *lead = "trainc: ";
+	int len = ws[who].note_len;
+	while (len > 0 && text[len - 1] == '\n')
+		len--;
+	char ranks[256];
+	size_t k = strlen(lead);
+	if (!key[0] || !in || count == n)
+		fprintf(stderr, "%.*s\n", len, text);
+	else if (len >= (int)k && !strncmp(text, lead, k))
+		fprintf(stderr, "%s%s: %.*s\n", lead, util_ranks(in, n, ranks, sizeof ranks), len - (int)k, text + k);
+	else
+		fprintf(stderr, "%s: %.*s\n", util_ranks(in, n, ranks, sizeof ranks), len, text);
+	free(in);
 }
 
 static void signal_all(struct worker *ws, int n, int sig)
@@ -271,6 +327,14 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	double start = util_now();
 	for (int r = 0; r < n; r++) {
+		for (int k = 0; k < 2; k++) {
+			ws[r].pcap[k] = LINE_MAX_LEN;
+			if (!(ws[r].partial[k] = malloc(LINE_MAX_LEN))) {
+				fprintf(stderr, "trainc: cannot start the launcher: out of memory\n");
+				signal_all(ws, r, SIGKILL);
+				return 1;
+			}
+		}
 		int sp[2], out[2], er[2], beat[2];
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0 ||
 		    pipe2(beat, O_CLOEXEC) != 0) {
@@ -410,6 +474,8 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		close_fd(&ws[r].out);
 		close_fd(&ws[r].err);
 		close_fd(&ws[r].beat);
+		free(ws[r].partial[0]);
+		free(ws[r].partial[1]);
 	}
 	store_server_free(store);
 	/* a rank that failed saying why (a note) is the root cause over one that
@@ -423,7 +489,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	} else if (failed >= 0 && ws[failed].note_len) {
 		/* said once for the job, and its exit status is the job's */
 		end_raw_line();
-		fprintf(stderr, "%.*s\n", ws[failed].note_len, ws[failed].note);
+		say_note(ws, n, failed);
 		rc = WIFEXITED(ws[failed].status) ? WEXITSTATUS(ws[failed].status) : 1;
 	} else if (failed >= 0) {
 		end_raw_line();
@@ -470,18 +536,34 @@ static void beat(char what)
 		beat_fd = -1;
 }
 
-void launch_worker_note(const char *msg, size_t len)
+/* key and msg as one write to the launcher, else msg on standard error;
+ * async-signal-safe */
+static void note(int fd, const char *key, const char *msg, size_t len)
 {
 	char b[1 + NOTE_MAX];
-	if (len > NOTE_MAX)
-		len = NOTE_MAX;
+	size_t k = strlen(key);
+	k = k < KEY_MAX ? k : KEY_MAX;
+	len = len < NOTE_MAX - 2 - k ? len : NOTE_MAX - 2 - k;
 	b[0] = BEAT_NOTE;
-	memcpy(b + 1, msg, len);
-	if (beat_fd >= 0 && write(beat_fd, b, len + 1) == (ssize_t)(len + 1))
+	memcpy(b + 1, key, k);
+	b[1 + k] = '\n';
+	memcpy(b + 2 + k, msg, len);
+	b[2 + k + len] = 0;
+	if (fd >= 0 && write(fd, b, 3 + k + len) == (ssize_t)(3 + k + len))
 		return;
 	if (write(STDERR_FILENO, msg, len) < 0) {
 		/* nowhere left to say it */
 	}
+}
+
+void launch_worker_note(const char *msg, size_t len)
+{
+	note(beat_fd, "", msg, len);
+}
+
+void launch_worker_stop(const char *key, const char *text)
+{
+	note(beat_pipe(), key, text, strlen(text));
 }
 
 void launch_beat(void)

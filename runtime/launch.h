@@ -33,11 +33,18 @@ void launch_beat(void);
  * rank waiting for a hung peer is not itself taken for the hung one. */
 void launch_wait_begin(void);
 void launch_wait_end(void);
-/* In a worker: msg, one line (at most 4095 bytes, ending in '\n'), its
+/* In a worker: msg, whole lines (at most about 4 KB, ending in '\n'), its
  * last word before it exits: the launcher shows it once, as why the job
  * ended, and ends with that worker's exit status.  Without a launcher it
  * goes to standard error.  Async-signal-safe once launch_worker_rank ran. */
 void launch_worker_note(const char *msg, size_t len);
+/* In a worker: launch_worker_note of text, whose key names why this rank
+ * stops ("nonfinite"), the same on every rank that stops for that reason:
+ * the launcher says it once, rank 0's text where every rank gave the key,
+ * else the lowest such rank's after "trainc: " and the ranks that gave it
+ * ("trainc: ranks 1 and 3: ...").  Key "": the text as it is (a failure
+ * the ranks agreed on, one of them saying it). */
+void launch_worker_stop(const char *key, const char *text);
 /* In a worker: the run directory the launcher claimed for the job, or NULL. */
 const char *launch_run_dir(void);
 /* In a worker: the store connection inherited from the launcher, or -1. */

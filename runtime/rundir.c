@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -129,6 +130,11 @@ static int is_empty(const char *dir)
 	return empty;
 }
 
+static int not_empty(const char *dir, char *err, size_t errlen)
+{
+	return util_fail(err, errlen, "%s: the run directory is not empty; pick another one or remove it", dir);
+}
+
 int rundir_check(const char *dir, char *err, size_t errlen)
 {
 	struct stat st;
@@ -141,18 +147,33 @@ int rundir_check(const char *dir, char *err, size_t errlen)
 		return util_fail(err, errlen, "%s: cannot list the run directory: %s; check its permissions", dir,
 				 strerror(errno));
 	if (!empty)
-		return util_fail(err, errlen, "%s: the run directory is not empty; pick another one or remove it", dir);
+		return not_empty(dir, err, errlen);
 	return 0;
 }
 
-/* the user's directory: new, or existing and empty */
-static int claim_named(struct rundir *r, const char *dir, char *err, size_t errlen)
+/* A named directory is one job's: its launcher holds a lock on it (flock)
+ * for the rest of its life, which its ranks live within, so a second job
+ * started into it before the first wrote anything is refused as one
+ * started after.  Where locks are not to be had, the emptiness check is all. */
+static int lock_named(const char *dir, char *err, size_t errlen)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return 0; /* fd stays open: the lock lasts until this process exits */
+	int e = errno;
+	close(fd);
+	return e == EWOULDBLOCK ? not_empty(dir, err, errlen) : 0;
+}
+
+/* the user's directory: new, or existing and empty (and with lock, not
+ * another job's): 0, -1 when it cannot be made, -2 when it is taken */
+static int claim_named(struct rundir *r, const char *dir, bool lock, char *err, size_t errlen)
 {
 	if (snprintf(r->path, sizeof r->path, "%s", dir) >= (int)sizeof r->path)
 		return util_fail(err, errlen, "%.200s...: path too long; use a shorter run directory", dir);
 	if (make_dirs(dir, err, errlen) != 0)
 		return -1;
-	return rundir_check(dir, err, errlen);
+	return (lock && lock_named(dir, err, errlen) != 0) || rundir_check(dir, err, errlen) != 0 ? -2 : 0;
 }
 
 
@@ -193,8 +214,9 @@ int rundir_claim(const char *dir, const char *model, char *path, size_t pathlen,
 	struct stat st;
 	memset(&r, 0, sizeof r);
 	*made = !dir || stat(dir, &st) != 0;
-	if ((dir ? claim_named(&r, dir, err, errlen) : claim_default(&r, model, err, errlen)) != 0)
-		return -1;
+	int rc = dir ? claim_named(&r, dir, true, err, errlen) : claim_default(&r, model, err, errlen);
+	if (rc != 0)
+		return rc;
 	if (snprintf(path, pathlen, "%s", r.path) >= (int)pathlen)
 		return util_fail(err, errlen, "%.200s...: path too long; use a shorter run directory", r.path);
 	return 0;
@@ -409,7 +431,7 @@ int rundir_create(struct rundir *r, const char *dir, const struct plan *p, const
 {
 	memset(r, 0, sizeof *r);
 	r->t0 = util_now();
-	if ((dir ? claim_named(r, dir, err, errlen) : claim_default(r, p->model_name, err, errlen)) != 0)
+	if ((dir ? claim_named(r, dir, false, err, errlen) : claim_default(r, p->model_name, err, errlen)) != 0)
 		return -1;
 	if (write_model(r, p, err, errlen) != 0 || write_run(r, p, version, argc, argv, err, errlen) != 0)
 		return -1;

@@ -5,8 +5,9 @@
  * host, trainc version, the .net file and its git commit and dirtiness;
  * metrics.jsonl, one JSON object a line, flushed as written; and whatever
  * the caller puts beside them (weights.safetensors).
- * Does not: rotate, clean up or lock run directories, or record anything
- * about imported .net files beyond their text in model.net.
+ * Does not: rotate or clean up run directories, lock them other than for
+ * a job's launcher (rundir_claim), or record anything about imported .net
+ * files beyond their text in model.net.
  * Invariant: a directory rundir_create returns was empty or new, and is
  * this run's alone; every line of metrics.jsonl is a whole JSON object.
  */
@@ -67,7 +68,11 @@ int rundir_check(const char *dir, char *err, size_t errlen);
  * cannot be made is reported at once, by the launcher; its path goes to
  * path, for the job's rank 0 to create the run in, and *made says whether
  * it is new (the launcher removes it again if the job leaves it empty).
- * Returns 0, or -1 with a message in err. */
+ * A named directory is locked for the rest of this process's life, so
+ * that another job's claim of it fails as one of a directory that is not
+ * empty.  Returns 0, or with a message in err -1 when the directory
+ * cannot be made, -2 when a named one is taken (what rundir_check refuses,
+ * or another job's). */
 int rundir_claim(const char *dir, const char *model, char *path, size_t pathlen, bool *made, char *err, size_t errlen);
 
 /* The run directory, to place files such as weights.safetensors in. */

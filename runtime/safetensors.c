@@ -19,10 +19,12 @@
 #include "runtime/filemap.h"
 #include "runtime/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -860,6 +862,33 @@ int safetensors_write(const char *path, const struct safetensors_tensor *t, int 
 	return rc;
 }
 
+/* The writer's PID in a temporary name of leaf's (LEAF.tmp.PID.XXXXXX),
+ * or 0 for any other name. */
+static long temp_writer(const char *name, const char *leaf)
+{
+	size_t k = strlen(leaf);
+	if (strncmp(name, leaf, k) != 0 || strncmp(name + k, ".tmp.", 5) != 0)
+		return 0;
+	const char *s = name + k + 5;
+	size_t d = strspn(s, "0123456789");
+	bool tail = s[d] == '.' && strlen(s + d + 1) == 6;
+	return d && d < 10 && s[0] != '0' && tail ? strtol(s, NULL, 10) : 0;
+}
+
+/* Remove the temporary files of leaf in dir whose writers no longer run:
+ * a run killed while writing leaves its own, which nothing else would
+ * take away.  A live writer's file is its own. */
+static void sweep_temps(const char *dir, const char *leaf)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (util_pid_gone(temp_writer(e->d_name, leaf)))
+			unlinkat(dirfd(d), e->d_name, 0);
+	if (d)
+		closedir(d);
+}
+
 int safetensors_write_typed(const char *path, const struct safetensors_typed *t, int n,
 			    const struct safetensors_meta *meta, int nmeta, char *err, size_t errlen)
 {
@@ -892,8 +921,8 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 	for (int i = 0; i < 8; i++)
 		o.p[i] = (char)(hl >> (8 * i) & 0xff);
 
-	char tmp[PATH_MAX + 16], dir[PATH_MAX]; /* any path the kernel takes, and the temporary name's ending */
-	int w = snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+	char tmp[PATH_MAX + 32], dir[PATH_MAX]; /* any path the kernel takes, and the temporary name's ending */
+	int w = snprintf(tmp, sizeof tmp, "%s.tmp.%d.XXXXXX", path, (int)getpid());
 	if (w < 0 || (size_t)w >= sizeof tmp) {
 		free(order);
 		free(o.p);
@@ -907,6 +936,7 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 	else
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
 
+	sweep_temps(dir, slash ? slash + 1 : path);
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
 		int e = errno;

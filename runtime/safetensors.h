@@ -77,8 +77,11 @@ struct safetensors_file {
 };
 
 /* Write the tensors (in name order) and metadata to path atomically: a
- * temporary file in the same directory, fsync, rename, fsync of the
- * directory.  Returns 0, or -1 with a message in err. */
+ * temporary file in the same directory (PATH.tmp.PID.XXXXXX, its writer's
+ * PID in its name), fsync, rename, fsync of the directory.  Temporary
+ * files of path that writers which no longer run left behind (killed
+ * while writing) are removed first.  Returns 0, or -1 with a message in
+ * err. */
 int safetensors_write(const char *path, const struct safetensors_tensor *t, int n,
 		      const struct safetensors_meta *meta, int nmeta, char *err, size_t errlen);
 

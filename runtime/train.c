@@ -195,22 +195,32 @@ struct trainer {
 	bool chunked;        /* FSDP with micro-batches: the chunks in turn on this thread */
 	int64_t saved_step;  /* the step of the last checkpoint written */
 	bool ckpt_pending;   /* a checkpoint_every save waits for the epoch's evaluation */
-	bool ckpt_own;       /* the last checkpoint step this rank's own part failed */
+	bool ckpt_speak;     /* the last checkpoint failed: this rank says why for the job */
 	int64_t micro;       /* samples per micro-batch on this rank */
 	int accum;           /* micro-batches per optimizer step */
 	int64_t epochs;
 	struct ckpt_state at; /* where training stands: epoch, micro-batches of it, steps */
 	int64_t test_n;       /* test samples, known from the headers before the set loads */
 	double eval_busy;     /* seconds the communicator was busy during evaluation */
+	bool eval_warned;     /* a test loss that is not finite was warned of */
 	double ep_loss, ep_n; /* this rank's summed per-sample loss and samples of the epoch so far
 			       * (rank 0's include a resumed checkpoint's, of every rank) */
 	bool tty;
+	const char *stop_key; /* what err says ends every rank that says it: the key fail gives launch_worker_stop */
 	char err[1024];
 };
 
+/* Say what failed: on standard error, or with a stop_key set, as this
+ * rank's last word to the launcher, which says it once for the job. */
 static int fail(struct trainer *t, const char *what)
 {
-	fprintf(stderr, "trainc: %s%s%s\n", what ? what : "", what && t->err[0] ? ": " : "", t->err);
+	char text[sizeof t->err + 128];
+	snprintf(text, sizeof text, "trainc: %s%s%s\n", what ? what : "", what && t->err[0] ? ": " : "", t->err);
+	if (t->stop_key)
+		launch_worker_stop(t->stop_key, text);
+	else
+		fputs(text, stderr);
+	t->stop_key = NULL;
 	return 1;
 }
 
@@ -339,7 +349,7 @@ static int evaluate_all(struct trainer *t)
 		return -1;
 	if (t->rank != 0)
 		return 0;
-	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums);
+	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums, &t->eval_warned);
 	return 0;
 }
 
@@ -365,7 +375,7 @@ const char *train_eps0_note(const struct plan *p, bool eval, char *buf, size_t n
 	return NULL;
 }
 
-void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3])
+void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3], bool *warned)
 {
 	double avg = sums[0] / sums[2];
 	if (rd)
@@ -377,7 +387,8 @@ void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckp
 	else
 		printf("\nTest set: Average loss: %.4f\n\n", avg);
 	fflush(stdout);
-	if (!isfinite(avg)) {
+	if (!isfinite(avg) && !*warned) { /* the lines of each evaluation show it after that */
+		*warned = true;
 		char note[512];
 		const char *why = train_eps0_note(p, true, note, sizeof note);
 		fprintf(stderr, "trainc: warning: the test set's loss is %s%s%s\n", isnan(avg) ? "NaN" : "infinite", why ? "; " : "",
@@ -472,7 +483,11 @@ bool train_is_weights_file(const char *path)
 	return n > 12 && strcasecmp(path + n - 12, ".safetensors") == 0;
 }
 
-int train_check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain, int nsizes, char *err, size_t errlen)
+/* Whether every batch norm sees more than one value per channel at the
+ * forward sizes: up to ntrain training sizes (sizes[0] a training batch's),
+ * the rest evaluation's (which matter only without running statistics).
+ * 0, or -1 with a message naming the layer's place in the .net file. */
+static int check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain, int nsizes, char *err, size_t errlen)
 {
 	for (int i = 0; i < p->nnodes; i++) {
 		const struct node *nd = &p->nodes[i];
@@ -497,6 +512,52 @@ int train_check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain,
 					       : "set train.test_batch so that the last test batch holds 2 or more");
 		}
 	}
+	return 0;
+}
+
+int train_batches(const struct plan *p, int world, int rank, int64_t train_n, int64_t test_n, struct train_batches *b, char *err,
+		  size_t errlen)
+{
+	const struct plan_train *tr = &p->train;
+	if (tr->global_batch) {
+		int64_t share = tr->global_batch / world;
+		b->micro = tr->micro_batch ? tr->micro_batch : share;
+		b->accum = (int)(share / b->micro);
+	} else {
+		b->micro = tr->batch;
+		b->accum = 1;
+	}
+	b->chunks = p->parallel.microbatches > 1 ? (int)p->parallel.microbatches : 1;
+	/* in the dataset's order: the sizes are any order's, and nothing is allocated */
+	struct sampler s;
+	if (sampler_init(&s, train_n, world, rank, (int)b->micro, 0, 0, tr->drop_last, 0, err, errlen) != 0)
+		return -1;
+	b->num_batches = s.num_batches;
+	if (s.num_batches == 0 && !tr->eval_only)
+		return util_fail(err, errlen, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the batch or set "
+				 "drop_last = false", rank, (long long)s.num_samples, (long long)b->micro);
+	int64_t B = b->micro, last = sampler_batch_len(&s, s.num_batches - 1);
+	int64_t chunk = (B + b->chunks - 1) / b->chunks, lchunk = (last + b->chunks - 1) / b->chunks;
+	/* this rank's last test chunk runs at its own size: padding it would
+	 * change batch statistics (batchnorm without running statistics) */
+	int64_t mine = test_n > rank ? (test_n - rank + world - 1) / world : 0;
+	int64_t sizes[TRAIN_NSIZES] = { chunk, B - chunk * ((B + chunk - 1) / chunk - 1), lchunk,
+					last - lchunk * ((last + lchunk - 1) / lchunk - 1), p->eval_batch,
+					mine % p->eval_batch ? mine % p->eval_batch : p->eval_batch };
+	memcpy(b->sizes, sizes, sizeof sizes);
+	bool has_test = p->test_data.kind != DATA_NONE;
+	/* train.steps = 0 runs no training batch: only the test's sizes count */
+	if (tr->eval_only)
+		return check_bn_sizes(p, b->sizes + 4, 0, has_test ? 2 : 0, err, errlen);
+	return check_bn_sizes(p, b->sizes, 4, has_test ? TRAIN_NSIZES : 4, err, errlen);
+}
+
+int train_check_batches(const struct plan *p, int world, int64_t train_n, int64_t test_n, char *err, size_t errlen)
+{
+	struct train_batches b;
+	for (int r = 0; r < world; r++)
+		if (train_batches(p, world, r, train_n, test_n, &b, err, errlen) != 0)
+			return -1;
 	return 0;
 }
 
@@ -619,24 +680,17 @@ static float *buffer_at(void *ctx, int k)
 	return exec_param_ptr(ctx, k);
 }
 
-/* Whether every rank's part of a checkpoint went well: 0, -2 when some
- * rank's write failed (all ranks return -2 together, so training can go
- * on), -1 when the ranks could not even agree. */
-static int ckpt_agree(struct trainer *t, int rc, const char *others)
+static int sum_ranks(void *ctx, double *v, int n)
 {
-	t->ckpt_own = rc != 0; /* this rank's own failure: its message is the one to say */
-	double v = rc != 0;
-	if (t->world > 1) {
-		char err2[512];
-		launch_wait_begin();
-		int r = comm_wait(comm_all_reduce_f64(t->comm, &v, 1, COMM_SUM), err2, sizeof err2);
-		launch_wait_end();
-		if (r != 0) {
-			snprintf(t->err, sizeof t->err, "%s", err2);
-			return -1;
-		}
-	}
-	return train_ckpt_verdict(rc, v, others, t->err, sizeof t->err);
+	return reduce_sums(ctx, v, n);
+}
+
+/* Whether every rank's part of a checkpoint went well: 0, TRAIN_CKPT_IO
+ * when some rank's write failed (all ranks together, so training can go
+ * on; one of them says why), -1 when the ranks could not even agree. */
+static int ckpt_agree(struct trainer *t, int rc, bool shards)
+{
+	return train_ckpt_agree(rc, t->rank, t->world, shards, sum_ranks, t, &t->ckpt_speak, t->err, sizeof t->err);
 }
 
 int train_ckpt_save(const char *dir, const struct plan *p, const float *params, const float *optim, int64_t trainable,
@@ -653,13 +707,41 @@ int train_ckpt_save(const char *dir, const struct plan *p, const float *params, 
 	return rc;
 }
 
-int train_ckpt_verdict(int rc, double failed, const char *others, char *err, size_t errlen)
+int train_ckpt_agree(int rc, int rank, int world, bool shards, int (*sum)(void *ctx, double *v, int n), void *ctx, bool *speak,
+		     char *err, size_t errlen)
 {
-	if (failed == 0)
-		return 0;
-	if (rc == 0)
-		snprintf(err, errlen, "%s", others);
-	return TRAIN_CKPT_IO;
+	double *v = calloc((size_t)world, sizeof *v);
+	bool *in = calloc((size_t)world, sizeof *in);
+	int count = 0, first = -1;
+	if (!v || !in) {
+		free(v);
+		free(in);
+		return util_fail(err, errlen, "out of memory agreeing on the checkpoint");
+	}
+	v[rank] = rc != 0;
+	if (sum(ctx, v, world) != 0) {
+		free(v);
+		free(in);
+		return -1;
+	}
+	for (int r = 0; r < world; r++) {
+		in[r] = v[r] != 0;
+		count += in[r];
+		first = first < 0 && in[r] ? r : first;
+	}
+	*speak = rank == first;
+	if (*speak && shards && count < world) {
+		char mine[1024], ranks[256];
+		snprintf(mine, sizeof mine, "%s", err);
+		util_ranks(in, world, ranks, sizeof ranks);
+		if (count == 1)
+			snprintf(err, errlen, "%s could not write its shard: %s", ranks, mine);
+		else
+			snprintf(err, errlen, "%s could not write their shards; rank %d's: %s", ranks, first, mine);
+	}
+	free(v);
+	free(in);
+	return count ? TRAIN_CKPT_IO : 0;
 }
 
 /* FSDP: every rank writes its shard, rank 0 commits the folder. */
@@ -667,11 +749,11 @@ static int sharded_checkpoint(struct trainer *t, const char *dir)
 {
 	t->at.micro = t->micro;
 	int rc = t->rank == 0 ? ckpt_shard_begin(dir, t->at.step, t->err, sizeof t->err) : 0;
-	if ((rc = ckpt_agree(t, rc, "rank 0 could not begin the checkpoint")) != 0)
+	if ((rc = ckpt_agree(t, rc, false)) != 0)
 		return rc;
 	rc = ckpt_shard_write(dir, t->p, t->at.step, t->rank, t->world, t->fsdp.shard, t->fsdp.optim, t->fsdp.total, t->fsdp.at,
 			      buffer_at, &t->e, t->err, sizeof t->err);
-	if ((rc = ckpt_agree(t, rc, "another rank could not write its shard (its message says why)")) != 0) {
+	if ((rc = ckpt_agree(t, rc, true)) != 0) {
 		if (rc == TRAIN_CKPT_IO && t->rank == 0)
 			ckpt_shard_abort(dir, t->at.step);
 		return rc;
@@ -686,7 +768,7 @@ static int sharded_checkpoint(struct trainer *t, const char *dir)
 			ckpt_shard_abort(dir, t->at.step);
 		}
 	}
-	return ckpt_agree(t, rc, "rank 0 could not commit the checkpoint");
+	return ckpt_agree(t, rc, false);
 }
 
 /* Rank 0 writes, every rank waits at the barrier: the seed's protocol.
@@ -712,7 +794,7 @@ static int checkpoint(struct trainer *t, const char *dir)
 		if (rc == 0 && t->rank == 0)
 			rc = train_ckpt_save(dir, t->p, params, optim, t->e.trainable, &t->at, t->tty, t->err, sizeof t->err);
 		free_full(t, params, optim);
-		rc = ckpt_agree(t, rc, "rank 0 could not write the checkpoint");
+		rc = ckpt_agree(t, rc, false);
 	}
 	if (rc == 0)
 		t->saved_step = t->at.step;
@@ -723,7 +805,7 @@ static int checkpoint(struct trainer *t, const char *dir)
  * goes on (the run directory gets the weights at the end). */
 static void checkpoint_missed(struct trainer *t)
 {
-	if (t->rank == 0 || t->ckpt_own) {
+	if (t->ckpt_speak) {
 		train_progress_break(t->tty);
 		fprintf(stderr, "trainc: warning: the checkpoint of step %lld was not saved: %s; training goes on\n", (long long)t->at.step,
 			t->err);
@@ -845,21 +927,18 @@ static int setup(struct trainer *t)
 	}
 	t->test_thread_on = t->has_test;
 	const struct plan_train *tr = &p->train;
-	if (tr->global_batch) {
-		int64_t share = tr->global_batch / t->world;
-		t->micro = tr->micro_batch ? tr->micro_batch : share;
-		t->accum = (int)(share / t->micro);
-	} else {
-		t->micro = tr->batch;
-		t->accum = 1;
-	}
 	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
-		return -1;
-	int64_t B = t->micro;
-	if (sampler_init(&t->s, t->train.n, t->world, t->rank, (int)B, tr->shuffle, 0, tr->drop_last, tr->shuffle_seed, t->err, sizeof t->err) != 0)
 		return -1;
 	/* every batch size convolutions will see: the training batch (or its
 	 * micro-batches), the epoch's last batch (chunked alike), the test batches */
+	struct train_batches bt;
+	if (train_batches(p, t->world, t->rank, t->train.n, t->test_n, &bt, t->err, sizeof t->err) != 0)
+		return -1;
+	t->micro = bt.micro;
+	t->accum = bt.accum;
+	int64_t B = t->micro;
+	if (sampler_init(&t->s, t->train.n, t->world, t->rank, (int)B, tr->shuffle, 0, tr->drop_last, tr->shuffle_seed, t->err, sizeof t->err) != 0)
+		return -1;
 	/* FSDP's hooks run on the executor's thread: with several devices a
 	 * sharded rank runs its devices in turn, not as a threaded pipeline */
 	bool sharding = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
@@ -867,28 +946,11 @@ static int setup(struct trainer *t)
 	/* FSDP's hooks run on this thread: its micro-batches run in turn, each
 	 * chunk's reduce-scatters before the next chunk's backward */
 	t->chunked = p->parallel.microbatches > 1 && sharding;
-	t->micro_pipe = t->use_pipe || t->chunked ? (int)p->parallel.microbatches : 1;
-	int64_t last = sampler_batch_len(&t->s, t->s.num_batches - 1);
-	int64_t sizes[8];
-	int nsizes = 0;
-	int64_t lchunk = (last + t->micro_pipe - 1) / t->micro_pipe;
-	sizes[nsizes++] = B / t->micro_pipe;
-	sizes[nsizes++] = lchunk;
-	sizes[nsizes++] = last - lchunk * ((last + lchunk - 1) / lchunk - 1);
-	sizes[nsizes++] = p->eval_batch;
-	/* this rank's last test chunk runs at its own size: padding it would
-	 * change batch statistics (batchnorm without running statistics) */
-	int64_t mine = t->test_n > t->rank ? (t->test_n - t->rank + t->world - 1) / t->world : 0;
-	if (t->has_test && mine % p->eval_batch)
-		sizes[nsizes++] = mine % p->eval_batch;
-	/* train.steps = 0 runs no training batch: only the test's sizes count */
-	if (tr->eval_only ? train_check_bn_sizes(p, sizes + 3, 0, t->has_test ? nsizes - 3 : 0, t->err, sizeof t->err) != 0
-			  : train_check_bn_sizes(p, sizes, 3, t->has_test ? nsizes : 3, t->err, sizeof t->err) != 0)
-		return -1;
+	t->micro_pipe = bt.chunks;
 	int copies = t->use_pipe ? t->micro_pipe : 1;
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
 	t->exec_ok = true; /* exec_free releases a partial exec_init too */
-	if (exec_init(&t->e, p, sizes, nsizes, t->sharded, copies, t->err, sizeof t->err) != 0)
+	if (exec_init(&t->e, p, bt.sizes, TRAIN_NSIZES, t->sharded, copies, t->err, sizeof t->err) != 0)
 		return -1;
 	t->e.seed = tr->seed;
 	t->e.rank = (uint32_t)t->rank; /* dropout masks differ per step and per rank */
@@ -936,11 +998,6 @@ static int setup(struct trainer *t)
 		snprintf(t->err, sizeof t->err, "out of memory for batch buffers");
 		return -1;
 	}
-	if (t->s.num_batches == 0 && !tr->eval_only) {
-		snprintf(t->err, sizeof t->err, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the batch or set "
-			 "drop_last = false", t->rank, (long long)t->s.num_samples, (long long)B);
-		return -1;
-	}
 	t->epochs = tr->epochs;
 	int64_t steps_per_epoch = (t->s.num_batches + t->accum - 1) / t->accum;
 	if (tr->steps)
@@ -956,21 +1013,30 @@ static int setup(struct trainer *t)
 	return 0;
 }
 
-/* Report a non-finite loss, naming the first layer whose output went bad. */
-static void report_nonfinite(struct trainer *t, double loss, const float *x, int b)
+/* A non-finite loss stops the run: its report, naming the first layer
+ * whose output went bad (x, the batch of b samples, shows which), into
+ * err for fail to say; -1. */
+static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b)
 {
-	int bad = exec_find_nonfinite(&t->e, x, b);
-	fprintf(stderr, "trainc: the loss is %s at step %lld (epoch %lld)", isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity",
-		(long long)t->at.step + 1, (long long)t->at.epoch);
+	int bad = x ? exec_find_nonfinite(&t->e, x, b) : -1;
+	char note[512], where[256] = "";
 	if (bad >= 0)
-		fprintf(stderr, "; the first non-finite output is %s's", t->p->nodes[bad].what);
+		snprintf(where, sizeof where, "; the first non-finite output is %s's", t->p->nodes[bad].what);
+	else if (x)
+		snprintf(where, sizeof where, "; every layer's output is finite, so the loss itself overflowed");
+	/* a pipeline's stages keep no batch to look into: any norm of eps=0 may be why */
+	const char *why = bad >= 0 ? eps0_note(&t->p->nodes[bad], false, note, sizeof note)
+				   : x ? NULL : train_eps0_note(t->p, false, note, sizeof note);
+	const char *value = isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity";
+	long long step = (long long)t->at.step + 1, epoch = (long long)t->at.epoch;
+	if (x)
+		snprintf(t->err, sizeof t->err, "the loss is %s at step %lld (epoch %lld)%s\ntrainc: %s\ntrainc: stopped at a non-finite loss",
+			 value, step, epoch, where, why ? why : "lower the learning rate, clip gradients (clip_grad_norm) or check the data");
 	else
-		fprintf(stderr, "; every layer's output is finite, so the loss itself overflowed");
-	char note[512];
-	if (bad >= 0 && eps0_note(&t->p->nodes[bad], false, note, sizeof note))
-		fprintf(stderr, "\ntrainc: %s\n", note);
-	else
-		fprintf(stderr, "\ntrainc: lower the learning rate, clip gradients (clip_grad_norm) or check the data\n");
+		snprintf(t->err, sizeof t->err, "the loss is %s at step %lld (epoch %lld)\ntrainc: stopped at a non-finite loss; lower the "
+			 "learning rate or check the data%s%s", value, step, epoch, why ? "; or: " : "", why ? why : "");
+	t->stop_key = "nonfinite"; /* every rank whose loss went bad says so: the launcher says it once */
+	return -1;
 }
 
 static void scale_shards(void *ctx, float coef)
@@ -1021,8 +1087,7 @@ static int run_chunks(struct trainer *t, const float *x, const void *y, int b, d
 		} else if (exec_loss(&t->e, (const char *)y + (size_t)at * yrow, n, true, &l, &hits, t->err, sizeof t->err) != 0) {
 			rc = -1;
 		} else if (!isfinite(l)) {
-			report_nonfinite(t, l, xc, n);
-			rc = util_fail(t->err, sizeof t->err, "stopped at a non-finite loss");
+			rc = stop_nonfinite(t, l, xc, n);
 		} else {
 			exec_backward(&t->e, n);
 			launch_wait_begin();
@@ -1090,14 +1155,8 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 				return -1;
 			}
 			if (!isfinite(loss)) {
-				fprintf(stderr, "trainc: the loss is %s at step %lld (epoch %lld)\n",
-					isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity", (long long)t->at.step + 1, (long long)t->at.epoch);
 				loader_release(&t->l);
-				char note[512];
-				const char *why = train_eps0_note(t->p, false, note, sizeof note);
-				snprintf(t->err, sizeof t->err, "stopped at a non-finite loss; lower the learning rate or check the data%s%s",
-					 why ? "; or: " : "", why ? why : "");
-				return -1;
+				return stop_nonfinite(t, loss, NULL, b);
 			}
 		} else if (t->chunked) {
 			if (run_chunks(t, x, y, b, &loss, &correct) != 0) {
@@ -1116,10 +1175,9 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 				return -1;
 			}
 			if (!isfinite(loss)) {
-				report_nonfinite(t, loss, x, b);
+				int rc = stop_nonfinite(t, loss, x, b);
 				loader_release(&t->l);
-				snprintf(t->err, sizeof t->err, "stopped at a non-finite loss");
-				return -1;
+				return rc;
 			}
 			exec_backward(&t->e, b);
 		}
@@ -1298,10 +1356,12 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 	/* a checkpoint that cannot be written still leaves the weights in the run directory */
 	int ck = 0;
 	if (o->save && !train_is_weights_file(o->save) && (ck = checkpoint(t, o->save)) != 0) {
-		if (t->rank == 0 || ck != TRAIN_CKPT_IO || t->ckpt_own)
-			fail(t, "cannot save the checkpoint");
 		if (ck != TRAIN_CKPT_IO)
-			return 1;
+			return fail(t, "cannot save the checkpoint");
+		if (t->ckpt_speak) {
+			t->stop_key = ""; /* the job's last word, said once */
+			fail(t, "cannot save the checkpoint");
+		}
 	}
 	float *params, *optim;
 	if (full_state(t, &params, &optim, false) != 0)
@@ -1323,6 +1383,12 @@ static int finish(struct trainer *t, double t0, double train_time, int64_t image
 			printf("Run directory: %s%s\n", rundir_path(&t->rd), ck ? " (the final weights are there)" : "");
 	}
 	free_full(t, params, optim);
+	/* with the checkpoint failed every rank ends with status 1, but none
+	 * before rank 0 has written the weights: the launcher stops the ranks
+	 * still running once one has failed */
+	if (ck && t->world > 1 && train_next_turn(t->comm, t->err, sizeof t->err) != 0) {
+		/* another rank ended meanwhile: its own failure is said */
+	}
 	return rc || ck;
 }
 

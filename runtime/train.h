@@ -35,10 +35,11 @@ int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct 
 /* One terminal line, redrawn: epoch, a bar, samples, loss, speed. */
 void train_progress(int64_t epoch, int64_t seen, int64_t total, double loss, double rate);
 /* Print the test line as the seed does (and record it): sums are the
- * summed loss, the correct count and the samples, over every rank. */
+ * summed loss, the correct count and the samples, over every rank.  A
+ * loss that is not finite is warned of once a run: *warned says it was. */
 struct rundir;
 struct ckpt_state;
-void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3]);
+void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3], bool *warned);
 /* Why a norm with eps=0 may have made a loss NaN, into buf: a layernorm's
  * row whose values are all equal, or in evaluation (eval) a batch norm's
  * running_var of 0; NULL when no such norm. */
@@ -49,10 +50,15 @@ const char *train_eps0_note(const struct plan *p, bool eval, char *buf, size_t n
 /* A checkpoint that could not be written, on every rank alike: the run
  * goes on (checkpoint_every) or still writes its run directory (the end). */
 enum { TRAIN_CKPT_IO = -2 };
-/* After the ranks summed `failed` (1 from each rank whose part failed):
- * 0, or TRAIN_CKPT_IO with `others` as the message of a rank whose own
- * part went well (rc 0). */
-int train_ckpt_verdict(int rc, double failed, const char *others, char *err, size_t errlen);
+/* Whether every rank's part of a checkpoint was written (rc: this rank's,
+ * 0 or its message in err), agreed on through sum (over the ranks, n
+ * doubles at v; 0, or -1 with its message in err): 0; TRAIN_CKPT_IO on
+ * every rank when some part was not, *speak set on the one rank that says
+ * why for the job, the lowest whose part failed, with its own message (of
+ * its shard, where not every rank's failed, naming the ranks whose did);
+ * -1 when the ranks could not agree. */
+int train_ckpt_agree(int rc, int rank, int world, bool shards, int (*sum)(void *ctx, double *v, int n), void *ctx, bool *speak,
+		     char *err, size_t errlen);
 /* Rank 0's unsharded checkpoint of the state at `at`, said on stdout. */
 int train_ckpt_save(const char *dir, const struct plan *p, const float *params, const float *optim, int64_t trainable,
 		    const struct ckpt_state *at, bool tty, char *err, size_t errlen);
@@ -81,12 +87,27 @@ void train_report_eval_only(const struct plan *p, const struct train_opts *o, in
 const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum);
 /* PATH.safetensors names a weights file; any other path a checkpoint folder. */
 bool train_is_weights_file(const char *path);
-/* Whether every batch norm sees more than one value per channel at the
- * forward sizes: sizes[0] the training batch (or its micro-batch), up to
- * ntrain the sizes of the epoch's last one, the rest evaluation's (which
- * matter only without running statistics).  0, or -1 with a message
- * naming the layer's place in the .net file. */
-int train_check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain, int nsizes, char *err, size_t errlen);
+/* A rank's batches, the same arithmetic for both trainers and the launcher. */
+enum { TRAIN_NSIZES = 6 };
+struct train_batches {
+	int64_t micro;       /* samples of a rank's micro-batch (its batch, without accumulation) */
+	int accum;           /* micro-batches per optimizer step */
+	int chunks;          /* parallel.microbatches: the pipeline (or FSDP) pieces each batch runs in */
+	int64_t num_batches; /* micro-batches per rank per epoch */
+	/* every batch size a forward pass runs at, for planning: a batch's
+	 * chunk and its last one, the epoch's last batch's chunk and its last
+	 * one, then evaluation's chunk and this rank's last test chunk */
+	int64_t sizes[TRAIN_NSIZES];
+};
+/* Rank `rank` of world's batches over train_n training and test_n test
+ * samples, and whether it can run them: 0, or -1 with a message when its
+ * training samples make no batch (drop_last) or a batch norm would see
+ * one value per channel (naming the layer's place in the .net file). */
+int train_batches(const struct plan *p, int world, int rank, int64_t train_n, int64_t test_n, struct train_batches *b, char *err,
+		  size_t errlen);
+/* train_batches for every rank of world, before they start: 0, or -1
+ * with the first rank's message. */
+int train_check_batches(const struct plan *p, int world, int64_t train_n, int64_t test_n, char *err, size_t errlen);
 /* Whether the training set can feed world ranks (one sample each at least):
  * 0, or -1 with a message naming the file. */
 int train_check_samples(const struct dataset *ds, int world, char *err, size_t errlen);

@@ -342,17 +342,20 @@ static int check_init(const struct plan *p, const char *path)
 }
 
 /* Before spawning N workers: open the datasets once here, so a missing or
- * broken file is reported once, not by every rank. */
+ * broken file is reported once, not by every rank; and so is a batch that
+ * no rank, or some rank, cannot run (a batch norm over one value). */
 static int check_data(const struct plan *p, int world)
 {
 	const struct plan_dataset *sets[2] = { &p->train_data, &p->test_data };
+	int64_t n[2] = { sets[0]->samples, sets[1]->kind == DATA_NONE ? 0 : sets[1]->samples };
+	char err[5000];
 	for (int i = 0; i < 2; i++) {
 		if (sets[i]->kind != DATA_MNIST)
 			continue;
 		struct dataset ds;
-		char err[5000];
 		int rc = train_open_data(p, sets[i], &ds, err, sizeof err);
 		if (rc == 0) {
+			n[i] = ds.n;
 			rc = i == 0 ? train_check_samples(&ds, world, err, sizeof err) : 0;
 			dataset_close(&ds);
 		}
@@ -360,6 +363,10 @@ static int check_data(const struct plan *p, int world)
 			fprintf(stderr, "trainc: %s\n", err);
 			return -1;
 		}
+	}
+	if (train_check_batches(p, world, n[0], n[1], err, sizeof err) != 0) {
+		fprintf(stderr, "trainc: %s\n", err);
+		return -1;
 	}
 	return 0;
 }
@@ -373,9 +380,10 @@ static int launch_job(const struct plan *p, const struct compile_opts *o, const 
 {
 	char dir[RUNDIR_PATH_MAX], err[1024];
 	bool made;
-	if (rundir_claim(run_dir, p->model_name, dir, sizeof dir, &made, err, sizeof err) != 0) {
+	int claimed = rundir_claim(run_dir, p->model_name, dir, sizeof dir, &made, err, sizeof err);
+	if (claimed != 0) {
 		fprintf(stderr, "trainc: %s\n", err);
-		return 1;
+		return claimed == -2 ? 2 : 1; /* a --run-dir that is taken: as the check before it says */
 	}
 	struct launch_opts lo = { o->world, p->parallel.timeout_s, 5.0, dir };
 	stop_notes(save);

@@ -136,3 +136,35 @@ uint64_t util_fnv1a(uint64_t h, const void *data, size_t n)
 	}
 	return h;
 }
+
+/* The end of the run of ranks in `in` that starts at r, or r itself for
+ * a run of two, said as two ranks rather than a range. */
+static int run_end(const bool *in, int world, int r)
+{
+	int end = r;
+	while (end + 1 < world && in[end + 1])
+		end++;
+	return end - r >= 2 ? end : r;
+}
+
+const char *util_ranks(const bool *in, int world, char *buf, size_t n)
+{
+	int items = 0, count = 0;
+	for (int r = 0; r < world; r++)
+		count += in[r];
+	for (int r = 0; r < world; r = in[r] ? run_end(in, world, r) + 1 : r + 1)
+		items += in[r];
+	size_t k = (size_t)snprintf(buf, n, "rank%s", count == 1 ? "" : "s");
+	for (int r = 0, item = 0, end; r < world && k < n; r = end + 1) {
+		end = in[r] ? run_end(in, world, r) : r;
+		if (!in[r])
+			continue;
+		item++;
+		const char *sep = item == 1 ? " " : item == items ? " and " : ", ";
+		if (end == r)
+			k += (size_t)snprintf(buf + k, n - k, "%s%d", sep, r);
+		else
+			k += (size_t)snprintf(buf + k, n - k, "%s%d-%d", sep, r, end);
+	}
+	return buf;
+}

@@ -1,8 +1,9 @@
 /* util.h: the small helpers every runtime module needs alike: an error
  * message into a caller's buffer, a monotonic clock, the length of a
  * UTF-8 sequence, opening an input file that must be a regular file,
- * whether a process is gone, and a path as a shell word for the commands
- * messages suggest.  Nothing else belongs here.
+ * whether a process is gone, a path as a shell word for the commands
+ * messages suggest, and which ranks of a job a message is about.  Nothing
+ * else belongs here.
  */
 #ifndef UTIL_H
 #define UTIL_H
@@ -32,6 +33,9 @@ bool util_pid_gone(long pid);
  * else s in single quotes (a ' as '\''), written to buf; s also when that
  * does not fit in n bytes. */
 const char *util_shell_word(const char *s, char *buf, size_t n);
+/* The ranks r < world with in[r] set, as a message names them ("rank 1",
+ * "ranks 1 and 3", "ranks 0-2 and 5"), written to buf. */
+const char *util_ranks(const bool *in, int world, char *buf, size_t n);
 /* 64-bit FNV-1a of n bytes, continuing from h (start with UTIL_FNV_BASIS). */
 #define UTIL_FNV_BASIS 0xcbf29ce484222325ull
 uint64_t util_fnv1a(uint64_t h, const void *data, size_t n);

@@ -4,8 +4,9 @@
  * TCP), runs its part and exits non-zero if one of its checks failed.
  * Values are small integers in floats, so every sum is exact and compared
  * with ==.  A job is killed after a limit, so a hang is a failure, not a
- * stuck CI.  Built with -DNCCL_LINK_CHECK this file is instead a program that
- * only references comm_open_nccl, to prove the NCCL engine links.
+ * stuck CI.  Also how a job's messages name a set of its ranks.  Built
+ * with -DNCCL_LINK_CHECK this file is instead a program that only
+ * references comm_open_nccl, to prove the NCCL engine links.
  */
 #include "runtime/comm.h"
 #include "runtime/store.h"
@@ -20,6 +21,7 @@ int main(void)
 	return open == NULL;
 }
 #else
+#include "runtime/util.h"
 #include "tests/check.h"
 
 #include <errno.h>
@@ -636,9 +638,31 @@ static void test_gloo_open_timeout(void)
 	CHECK(run_job(&j) == 0);
 }
 
+/* which ranks a job's message names (util_ranks), from a string of 0s and 1s */
+static const char *ranks_of(const char *bits)
+{
+	static char buf[128];
+	bool in[MAX_WORLD * 2];
+	int n = (int)strlen(bits);
+	for (int r = 0; r < n; r++)
+		in[r] = bits[r] == '1';
+	return util_ranks(in, n, buf, sizeof buf);
+}
+
+static void test_rank_names(void)
+{
+	CHECK_STR(ranks_of("01"), "rank 1");
+	CHECK_STR(ranks_of("11"), "ranks 0 and 1");
+	CHECK_STR(ranks_of("0101"), "ranks 1 and 3");
+	CHECK_STR(ranks_of("1110"), "ranks 0-2");
+	CHECK_STR(ranks_of("1101011"), "ranks 0, 1, 3, 5 and 6");
+	CHECK_STR(ranks_of("0111110111"), "ranks 1-5 and 7-9");
+}
+
 int main(void)
 {
 	double t0 = now_s();
+	RUN(test_rank_names);
 	RUN(test_store_across_processes);
 	RUN(test_store_tcp);
 	RUN(test_store_timeout);

@@ -232,6 +232,39 @@ static void test_write_errors(void)
 	CHECK(access(at("x.safetensors"), F_OK) != 0);
 }
 
+/* touch dir/name, an empty file */
+static void touch(const char *name)
+{
+	int fd = open(at(name), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* A writer killed while it wrote left its temporary file: the next write
+ * to the same path removes it, and only it (before, such files stayed for
+ * good).  A live writer's, another path's and a name without a PID stay. */
+static void test_write_sweeps_leftovers(void)
+{
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	CHECK(child > 0 && waitpid(child, NULL, 0) == child); /* a PID that no longer runs */
+	char dead[64], live[64], other[64];
+	snprintf(dead, sizeof dead, "sw.safetensors.tmp.%d.Ab12Cd", (int)child);
+	snprintf(live, sizeof live, "sw.safetensors.tmp.%d.Ab12Cd", (int)getppid());
+	snprintf(other, sizeof other, "sw2.safetensors.tmp.%d.Ab12Cd", (int)child);
+	const char *names[] = { dead, live, other, "sw.safetensors.tmp.Ab12Cd" };
+	for (int i = 0; i < 4; i++)
+		touch(names[i]);
+	float v = 1;
+	struct safetensors_tensor t[] = { { "w", 1, { 1 }, &v } };
+	CHECK(safetensors_write(at("sw.safetensors"), t, 1, NULL, 0, err, sizeof err) == 0);
+	CHECK(access(at(dead), F_OK) != 0);
+	for (int i = 1; i < 4; i++)
+		CHECK(access(at(names[i]), F_OK) == 0);
+}
+
 /* parse a file made of an 8-byte length, header, then data_len bytes */
 static int parse(const char *header, size_t data_len)
 {
@@ -452,6 +485,7 @@ int main(void)
 	RUN(test_reference_file);
 	RUN(test_round_trip);
 	RUN(test_write_errors);
+	RUN(test_write_sweeps_leftovers);
 	RUN(test_hostile_headers);
 	RUN(test_open_errors);
 	RUN(test_truncated_while_mapped);

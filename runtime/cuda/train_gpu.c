@@ -324,7 +324,7 @@ static int evaluate(struct gt *t)
 		return -1;
 	if (t->rank != 0)
 		return 0;
-	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums);
+	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums, &t->eval_warned);
 	return 0;
 }
 
@@ -398,37 +398,21 @@ static int setup(struct gt *t)
 			return -1;
 		t->test_open = true;
 	}
-	if (tr->global_batch) {
-		int64_t share = tr->global_batch / t->world;
-		t->micro = tr->micro_batch ? tr->micro_batch : share;
-		t->accum = (int)(share / t->micro);
-	} else {
-		t->micro = tr->batch;
-		t->accum = 1;
-	}
 	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
 		return -1;
+	/* every batch size convolutions will see: the micro-batch (or its
+	 * pipeline chunks), the epoch's last one (chunked alike), the test batch
+	 * and this rank's last test chunk */
+	struct train_batches bt;
+	if (train_batches(p, t->world, t->rank, t->train.n, t->has_test ? t->test.n : 0, &bt, t->err, sizeof t->err) != 0)
+		return -1;
+	t->micro = bt.micro;
+	t->accum = bt.accum;
+	t->pipe_m = bt.chunks;
 	if (sampler_init(&t->smp, t->train.n, t->world, t->rank, (int)t->micro, tr->shuffle, 0, tr->drop_last, tr->shuffle_seed, t->err,
 			 sizeof t->err) != 0)
 		return -1;
 	t->smp_ok = true;
-	if (t->smp.num_batches == 0 && !tr->eval_only)
-		return util_fail(t->err, sizeof t->err, "rank %d's %lld training samples make no batch of %lld with drop_last; lower the "
-				 "batch or set drop_last = false", t->rank, (long long)t->smp.num_samples, (long long)t->micro);
-	int64_t B = t->micro, last = sampler_batch_len(&t->smp, t->smp.num_batches - 1);
-	/* every batch size convolutions will see: the micro-batch (or its
-	 * pipeline chunks), the epoch's last one (chunked alike), the test batch */
-	t->pipe_m = p->parallel.microbatches > 1 ? (int)p->parallel.microbatches : 1;
-	int64_t lchunk = (last + t->pipe_m - 1) / t->pipe_m, chunk = (B + t->pipe_m - 1) / t->pipe_m;
-	/* and this rank's last test chunk, at its own size: padding it would
-	 * change batch statistics (batchnorm without running statistics) */
-	int64_t tn = t->has_test ? t->test.n : 0, mine = tn > t->rank ? (tn - t->rank + t->world - 1) / t->world : 0;
-	int64_t sizes[6] = { chunk, B - chunk * ((B + chunk - 1) / chunk - 1), lchunk, last - lchunk * ((last + lchunk - 1) / lchunk - 1),
-			     p->eval_batch, mine % p->eval_batch ? mine % p->eval_batch : p->eval_batch };
-	/* train.steps = 0 runs no training batch: only the test's sizes count */
-	if (tr->eval_only ? train_check_bn_sizes(p, sizes + 4, 0, t->has_test ? 2 : 0, t->err, sizeof t->err) != 0
-			  : train_check_bn_sizes(p, sizes, 4, t->has_test ? 6 : 4, t->err, sizeof t->err) != 0)
-		return -1;
 	for (int d = 0; d < t->ngpu; d++) {
 		CK(t, cudaSetDevice(t->base + d));
 		CK(t, cudaStreamCreateWithFlags(&t->cs[d], cudaStreamNonBlocking));
@@ -437,7 +421,7 @@ static int setup(struct gt *t)
 	CK(t, cudaSetDevice(t->base));
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
 	t->exec_ok = true; /* exec_free releases a partial exec_init_on too */
-	if (exec_init_on(&t->e, &backend_cuda, p, sizes, 6, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0) {
+	if (exec_init_on(&t->e, &backend_cuda, p, bt.sizes, TRAIN_NSIZES, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0) {
 		size_t free_b = 0, total_b = 0;
 		char what[sizeof t->err];
 		memcpy(what, t->err, sizeof what);
@@ -482,7 +466,7 @@ static int setup(struct gt *t)
 	if (!t->host_order)
 		return util_fail(t->err, sizeof t->err, "out of memory");
 	CK(t, cudaMalloc((void **)&t->order, (size_t)t->smp.num_samples * sizeof *t->order));
-	CK(t, cudaMalloc(&t->ybuf, (size_t)B * (size_t)t->dtrain.yw * 4 + 4));
+	CK(t, cudaMalloc(&t->ybuf, (size_t)t->micro * (size_t)t->dtrain.yw * 4 + 4));
 	if (t->has_test) {
 		int64_t EB = p->eval_batch, n = t->test.n;
 		t->eval_count = n > t->rank ? (n - t->rank + t->world - 1) / t->world : 0;
@@ -617,6 +601,7 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 			char note[512];
 			const char *why = train_eps0_note(t->p, false, note, sizeof note);
 			free(h);
+			t->stop_key = "nonfinite"; /* every rank whose loss went bad says so: the launcher says it once */
 			return util_fail(t->err, sizeof t->err,
 					 "the loss is %s at step %lld (epoch %lld); lower the learning rate, clip gradients "
 					 "(clip_grad_norm) or check the data (train with --cpus to name the first layer that overflows)%s%s",
@@ -657,7 +642,7 @@ static int close_span(struct gt *t, bool *timing, int64_t *steps)
 static int periodic_checkpoint(struct gt *t)
 {
 	int ck = tg_checkpoint(t, t->o->save);
-	if (ck == TRAIN_CKPT_IO && (t->rank == 0 || t->ckpt_own)) {
+	if (ck == TRAIN_CKPT_IO && t->ckpt_speak) {
 		train_progress_break(t->tty);
 		fprintf(stderr, "trainc: warning: the checkpoint of step %lld was not saved: %s; training goes on\n", (long long)t->at.step,
 			t->err);
@@ -815,26 +800,32 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 	int ck = o->save && !train_is_weights_file(o->save) ? tg_checkpoint(t, o->save) : 0;
 	if (ck != 0 && ck != TRAIN_CKPT_IO)
 		return -1;
-	char ck_err[sizeof t->err + 40] = "";
-	if (ck)
+	char ck_err[sizeof t->err + 40] = ""; /* said by one rank for the job */
+	if (ck && t->ckpt_speak)
 		snprintf(ck_err, sizeof ck_err, "cannot save the checkpoint: %s", t->err);
 	if (tg_full_state(t, false) != 0)
 		return -1;
+	int rc = 0;
 	if (t->rank == 0) {
 		char path[4200];
 		snprintf(path, sizeof path, "%s/weights.safetensors", rundir_path(&t->rd));
-		if (weights_save(p, t->h_params, path, t->err, sizeof t->err) != 0)
-			return -1;
-		if (o->save && train_is_weights_file(o->save)) {
-			if (weights_save(p, t->h_params, o->save, t->err, sizeof t->err) != 0)
-				return -1;
+		rc = weights_save(p, t->h_params, path, t->err, sizeof t->err);
+		if (rc == 0 && o->save && train_is_weights_file(o->save) && (rc = weights_save(p, t->h_params, o->save, t->err, sizeof t->err)) == 0)
 			printf("Saved the weights to %s\n", o->save);
-		}
-		printf("Run directory: %s%s\n", rundir_path(&t->rd), ck ? " (the final weights are there)" : "");
+		if (rc == 0)
+			printf("Run directory: %s%s\n", rundir_path(&t->rd), ck ? " (the final weights are there)" : "");
 	}
-	if (ck)
-		return util_fail(t->err, sizeof t->err, "%s", ck_err);
-	return 0;
+	/* with the checkpoint failed every rank ends failed, but none before
+	 * rank 0 has written the weights: the launcher stops the ranks still
+	 * running once one has failed */
+	char turn_err[256];
+	if (ck && t->world > 1 && train_next_turn(t->comm, turn_err, sizeof turn_err) != 0) {
+		/* another rank ended meanwhile: its own failure is said */
+	}
+	if (rc != 0 || !ck)
+		return rc;
+	t->stop_key = ""; /* the job's last word: nothing from the ranks that do not say it */
+	return util_fail(t->err, sizeof t->err, "%s", ck_err);
 }
 
 static void teardown(struct gt *t)
@@ -965,8 +956,14 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 		rc = util_fail(t->err, sizeof t->err, "timing the training loop with CUDA events failed");
 	if (rc == 0)
 		rc = finish(t, loop_ms, train_time, images);
-	if (rc != 0)
-		fprintf(stderr, "trainc: %s\n", t->err);
+	if (rc != 0 && t->err[0]) {
+		char text[sizeof t->err + 16];
+		snprintf(text, sizeof text, "trainc: %s\n", t->err);
+		if (t->stop_key)
+			launch_worker_stop(t->stop_key, text);
+		else
+			fputs(text, stderr);
+	}
 	teardown(t);
 	free(t);
 	return rc != 0 ? 1 : 0;

@@ -64,7 +64,9 @@ struct gt {
 	struct dataset train, test;
 	bool has_test, train_open, test_open;
 	bool ckpt_pending; /* a checkpoint_every save waits for the epoch's evaluation */
-	bool ckpt_own;     /* the last checkpoint step this rank's own part failed */
+	bool ckpt_speak;   /* the last checkpoint failed: this rank says why for the job */
+	bool eval_warned;  /* a test loss that is not finite was warned of */
+	const char *stop_key; /* what err says ends every rank that says it: the key for launch_worker_stop */
 	struct exec e;
 	bool exec_ok;
 	cudaStream_t s;          /* compute, on the rank's first GPU */

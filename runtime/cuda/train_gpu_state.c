@@ -122,18 +122,26 @@ static float *host_buffer_at(void *ctx, int k)
 	return t->h_buffers + (t->p->params[k].offset - t->e.buffer_start);
 }
 
-/* FSDP: every rank writes its shard (copied to the host), rank 0 commits. */
-/* Whether every rank's part of a checkpoint was written: 0, TRAIN_CKPT_IO
- * on every rank when some rank's was not, -1 when the ranks failed. */
-static int ckpt_agree(struct gt *t, int rc, const char *others)
+/* tg_reduce_host of n doubles, in turns of what its device buffer holds */
+static int sum_ranks(void *ctx, double *v, int n)
 {
-	t->ckpt_own = rc != 0; /* this rank's own failure: its message is the one to say */
-	double v = rc != 0;
-	if (tg_reduce_host(t, &v, 1) != 0)
-		return -1;
-	return train_ckpt_verdict(rc, v, others, t->err, sizeof t->err);
+	struct gt *t = ctx;
+	enum { TURN = sizeof t->w->sums / sizeof t->w->sums[0] };
+	for (int i = 0; i < n; i += TURN)
+		if (tg_reduce_host(t, v + i, n - i < TURN ? n - i : TURN) != 0)
+			return -1;
+	return 0;
 }
 
+/* Whether every rank's part of a checkpoint was written: 0, TRAIN_CKPT_IO
+ * on every rank when some rank's was not (one of them says why), -1 when
+ * the ranks failed. */
+static int ckpt_agree(struct gt *t, int rc, bool shards)
+{
+	return train_ckpt_agree(rc, t->rank, t->world, shards, sum_ranks, t, &t->ckpt_speak, t->err, sizeof t->err);
+}
+
+/* FSDP: every rank writes its shard (copied to the host), rank 0 commits. */
 static int sharded_checkpoint(struct gt *t, const char *dir)
 {
 	const struct plan *p = t->p;
@@ -152,11 +160,11 @@ static int sharded_checkpoint(struct gt *t, const char *dir)
 		return rc != 0 ? -1 : util_fail(t->err, sizeof t->err, "another rank could not prepare its shard");
 	}
 	rc = t->rank == 0 ? ckpt_shard_begin(dir, t->at.step, t->err, sizeof t->err) : 0;
-	if ((rc = ckpt_agree(t, rc, "rank 0 could not begin the checkpoint")) == 0)
+	if ((rc = ckpt_agree(t, rc, false)) == 0)
 		rc = ckpt_agree(t,
 				ckpt_shard_write(dir, p, t->at.step, t->rank, t->world, shard, optim, total, t->fsdp.at, host_buffer_at, t,
 						 t->err, sizeof t->err),
-				"another rank could not write its shard (its message says why)");
+				true);
 	free(shard), free(optim);
 	if (rc == 0 && t->rank == 0) {
 		rc = ckpt_shard_commit(dir, p, &t->at, t->err, sizeof t->err);
@@ -165,9 +173,9 @@ static int sharded_checkpoint(struct gt *t, const char *dir)
 			printf("Checkpoint: step %lld saved to %s (%d shards)\n", (long long)t->at.step, dir, t->world);
 			fflush(stdout);
 		}
-		rc = ckpt_agree(t, rc, "");
+		rc = ckpt_agree(t, rc, false);
 	} else if (rc == 0) {
-		rc = ckpt_agree(t, 0, "rank 0 could not commit the checkpoint");
+		rc = ckpt_agree(t, 0, false);
 	}
 	if (rc == TRAIN_CKPT_IO && t->rank == 0)
 		ckpt_shard_abort(dir, t->at.step);
@@ -207,7 +215,7 @@ int tg_checkpoint(struct gt *t, const char *dir)
 		t->at.micro = t->micro;
 		rc = t->rank == 0 ? train_ckpt_save(dir, t->p, t->h_params, t->h_optim, t->e.trainable, &t->at, t->tty, t->err, sizeof t->err)
 				  : 0;
-		rc = ckpt_agree(t, rc, "rank 0 could not write the checkpoint");
+		rc = ckpt_agree(t, rc, false);
 	}
 	if (rc == 0)
 		t->saved_step = t->at.step;

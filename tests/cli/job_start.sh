@@ -27,16 +27,62 @@ mkdir "$tmp/gone"
 	exit $failed) || failed=1
 [ $failed = 0 ] && echo "ok --init and the run directory are checked once, before the ranks start"
 
+# batches a rank cannot run, found by the launcher for every rank (before,
+# each rank refused on its own, and the launcher named one of them again):
+# a batch of 1 under a batch norm, an epoch's last batch of 1 (40 samples
+# over 3 ranks, batch 13), and no batch at all under drop_last
+at="bn1d_mlp.net:9:10: batchnorm1d would normalise over one value per channel"
+once "a batch norm's batch of 1" "$at" $bn --cpus 2 --set train.batch=1 --run-dir "$tmp/b1"
+once "a batch norm's last batch of 1" "$at: its input is (12,), one value a channel, and the epoch's last" $bn --cpus 3 \
+	--set train.batch=13 --run-dir "$tmp/b2"
+once "no batch with drop_last" "rank 0's 20 training samples make no batch of 32 with drop_last" $bn --cpus 2 --set train.batch=32 \
+	--set train.drop_last=true --run-dir "$tmp/b3"
+# the GPU path, over the host stand-in where CUDA was configured
+lib=$PWD/build/tests/trainc-fakecuda.so
+if [ -f "$lib" ]; then
+	(export TRAINC_CUDA_LIB="$lib" TRAINC_FAKE_GPUS=2
+		once "a batch norm's batch of 1 on GPUs" "$at" $bn --gpus 2 --set train.batch=1 --run-dir "$tmp/g1"
+		exit $failed) || failed=1
+fi
+[ $failed = 0 ] && echo "ok batches a rank cannot run are said once, before the ranks start"
+
+# a --run-dir another job has claimed but not yet written in is refused
+# by the launcher at once, as one that is not empty (before, the job
+# started, and its rank 0 stopped it after the ranks had met): here the
+# claim is held by flock(1), as a job's launcher holds it; two jobs
+# started together into one folder: one runs, the other is refused so
+taken="the run directory is not empty; pick another one or remove it"
+refused_taken() { # NAME OUT RC
+	[ "$3" -eq 2 ] && [ "$(grep -c "^trainc: $tmp/same: $taken\$" "$2")" = 1 ] && ! grep -q '^\[rank\|Train\|parameters' "$2" ||
+		{ fail "$1: exit $3:"; sed 's/^/    /' "$2"; }
+}
+mkdir "$tmp/same"
+if command -v flock > /dev/null; then
+	flock "$tmp/same" "$TRAINC" "$net" --cpus 2 --run-dir "$tmp/same" > "$tmp/out" 2>&1
+	refused_taken "a run directory another job claimed" "$tmp/out" $?
+	[ -z "$(ls -A "$tmp/same")" ] || fail "the refused job wrote in the other's run directory: $(ls -A "$tmp/same")"
+fi
+"$TRAINC" "$net" --cpus 2 --run-dir "$tmp/same" > "$tmp/a.out" 2>&1 &
+a=$!
+"$TRAINC" "$net" --cpus 2 --run-dir "$tmp/same" > "$tmp/b.out" 2>&1
+b=$?
+wait $a
+a=$?
+if [ $a -eq 0 ]; then refused_taken "the second of two jobs into one run directory" "$tmp/b.out" $b; else
+	refused_taken "the first of two jobs into one run directory" "$tmp/a.out" $a; [ $b -eq 0 ] || fail "neither job ran: exit $b"; fi
+[ -s "$tmp/same/weights.safetensors" ] || fail "no job's weights in the run directory: $(ls -A "$tmp/same")"
+[ $failed = 0 ] && echo "ok a run directory another job claimed is refused by the launcher, before any rank starts"
+
 # the default run directory, claimed by the launcher, holds the run; one
-# the job failed to write anything in is gone again (batch 1 under a batch
-# norm stops both ranks before they train)
+# the job failed to write anything in is gone again (a convolution path
+# that does not exist stops both ranks before they train)
 mkdir "$tmp/cwd"
 (cd "$tmp/cwd" && "$TRAINC" "$net" --cpus 2 > "$tmp/out" 2>&1) || fail "a run into runs/: $(cat "$tmp/out")"
 run=$(sed -n 's/^Run directory: //p' "$tmp/out")
 case $run in runs/MLP-*) ;; *) fail "run directory '$run'" ;; esac
 [ -s "$tmp/cwd/$run/weights.safetensors" ] && [ -s "$tmp/cwd/$run/model.net" ] || fail "$run lacks the run's files: $(ls "$tmp/cwd/$run")"
 rm -r "$tmp/cwd/runs"
-(cd "$tmp/cwd" && "$TRAINC" "$bn" --cpus 2 --set train.batch=1 > "$tmp/out" 2>&1)
+(cd "$tmp/cwd" && TRAINC_CONV_PATH=none "$TRAINC" "$bn" --cpus 2 > "$tmp/out" 2>&1)
 rc=$?
 [ $rc -eq 1 ] || fail "a job that stops before training: exit $rc"
 [ -z "$(ls "$tmp/cwd/runs")" ] || fail "a job that stopped before training left $(ls "$tmp/cwd/runs")"

@@ -1,18 +1,54 @@
 # A loss that goes non-finite stops the run with exit 1, naming the step
-# and the first layer whose output went bad, in one process and at 2 ranks
-# (where the launcher names the failing rank and nothing is left running).
-set -e
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-sed 's/optimizer = sgd(lr=0.05, momentum=0.9)/optimizer = sgd(lr=1e30)/' tests/cli/nets/mlp_mse.net > "$dir/nan.net"
-set +e
-"$TRAINC" "$dir/nan.net" --run-dir "$dir/r1" > "$dir/out" 2> "$dir/err"; rc=$?
-set -e
-[ $rc -eq 1 ] || { echo "exit $rc, expected 1"; cat "$dir/err"; exit 1; }
-grep -q 'the loss is NaN at step 3 (epoch 1); the first non-finite output is fc1' "$dir/err" || { cat "$dir/err"; exit 1; }
-set +e
-"$TRAINC" "$dir/nan.net" --cpus 2 --run-dir "$dir/r2" > "$dir/out" 2> "$dir/err"; rc=$?
-set -e
-[ $rc -eq 1 ] || { echo "2 ranks: exit $rc, expected 1"; cat "$dir/err"; exit 1; }
-grep -q 'the loss is .* at step' "$dir/err" && grep -q 'failed with exit code 1' "$dir/err" || { cat "$dir/err"; exit 1; }
-echo "ok a non-finite loss stops the run and names the step and layer"
+# and the first layer whose output went bad, in one process and at 2
+# ranks, where the job says it once: rank 0 for both when both ranks' loss
+# went bad (here at step 3: the weights diverged on every rank), and the
+# rank whose loss did, named, when only one rank's did (a layer norm with
+# eps=0 over rank 1's sample, whose pixels are all alike).  Before, each
+# rank said it, and the launcher named one again with its stderr.  The
+# GPU trainer's too, over the host stand-in where CUDA was configured.
+. "$(dirname "$0")/preamble.inc"
+sed 's/optimizer = sgd(lr=0.05, momentum=0.9)/optimizer = sgd(lr=1e30)/' tests/cli/nets/mlp_mse.net > "$tmp/nan.net"
+said="the loss is NaN at step 3 (epoch 1); the first non-finite output is fc1's
+trainc: lower the learning rate, clip gradients (clip_grad_norm) or check the data
+trainc: stopped at a non-finite loss"
+# stops NAME WANT ARGS...: trainc ARGS exits 1 and its stderr is WANT
+stops() {
+	name=$1 want=$2
+	shift 2
+	"$TRAINC" "$@" > "$tmp/out" 2> "$tmp/err"
+	rc=$?
+	[ $rc -eq 1 ] && [ "$(cat "$tmp/err")" = "$want" ] || { fail "$name: exit $rc, stderr:"; sed 's/^/    /' "$tmp/err"; }
+}
+stops "one rank" "trainc: $said" "$tmp/nan.net" --run-dir "$tmp/r1"
+stops "two ranks" "trainc: $said" "$tmp/nan.net" --cpus 2 --run-dir "$tmp/r2"
+[ $failed = 0 ] && echo "ok a non-finite loss stops the run and names the step and layer, once for a job"
+
+# two samples of 28 x 28: rank 0's of varied pixels, rank 1's all alike
+mkdir "$tmp/d"
+{
+	printf '\000\000\010\003\000\000\000\002\000\000\000\034\000\000\000\034'
+	awk 'BEGIN { for (p = 0; p < 784; p++) printf "%c", p % 200 + 1; for (p = 0; p < 784; p++) printf "%c", 7 }'
+} > "$tmp/d/train-images-idx3-ubyte"
+printf '\000\000\010\001\000\000\000\002\003\005' > "$tmp/d/train-labels-idx1-ubyte"
+printf 'model M {\n    input(1, 28, 28)\n    flatten\n    ln = layernorm(784, eps=0)\n    linear(10)\n}\n' > "$tmp/ln.net"
+printf 'data { train = mnist("%s") }\n' "$tmp/d" >> "$tmp/ln.net"
+printf 'train { loss = cross_entropy; optimizer = sgd(lr=0.1); batch = 1; shuffle = false }\n' >> "$tmp/ln.net"
+"$TRAINC" "$tmp/ln.net" --cpus 2 --run-dir "$tmp/r3" > "$tmp/out" 2> "$tmp/err"
+rc=$?
+one="trainc: rank 1: the loss is NaN at step 1 (epoch 1); the first non-finite output is ln's
+trainc: ln has eps=0, so a row whose values are all equal normalises to NaN, as in PyTorch; give it an eps above 0
+trainc: stopped at a non-finite loss"
+# rank 0's own end (its collective with rank 1 broke) is not blamed
+[ $rc -eq 1 ] && [ "$(grep -v '^trainc: comm ' "$tmp/err")" = "$one" ] ||
+	{ fail "one rank's loss: exit $rc, stderr:"; sed 's/^/    /' "$tmp/err"; }
+[ $failed = 0 ] && echo "ok a non-finite loss on one rank of two is said once, naming that rank"
+
+lib=$PWD/build/tests/trainc-fakecuda.so
+if [ -f "$lib" ]; then
+	export TRAINC_CUDA_LIB="$lib" TRAINC_FAKE_GPUS=2
+	gpu="trainc: the loss is NaN at step 3 (epoch 1); lower the learning rate, clip gradients (clip_grad_norm) or check the data (train with --cpus to name the first layer that overflows)"
+	stops "one GPU" "$gpu" "$tmp/nan.net" --gpus 1 --run-dir "$tmp/g1"
+	stops "two GPUs" "$gpu" "$tmp/nan.net" --gpus 2 --run-dir "$tmp/g2"
+	[ $failed = 0 ] && echo "ok on GPUs: a non-finite loss stops the run, once for a job"
+fi
+exit $failed

@@ -371,6 +371,19 @@ static int check_data(const struct plan *p, int world)
 	return 0;
 }
 
+/* The run directory claimed (made if new, locked if named: rundir_claim)
+ * into dir: 0, or the exit status after saying why. */
+static int claim_run_dir(const char *run_dir, const char *model, char *dir, size_t n, bool *made)
+{
+	char err[1024];
+	int claimed = rundir_claim(run_dir, model, dir, n, made, err, sizeof err);
+	if (claimed == 0)
+		return 0;
+	*made = false;
+	fprintf(stderr, "trainc: %s\n", err);
+	return claimed == -2 ? 2 : 1; /* a --run-dir that is taken: as the check before it says */
+}
+
 /* A job of several ranks: its run directory is claimed here, before any
  * rank starts, so that one that cannot be made (a read-only or deleted
  * current directory) is said once rather than found by rank 0 after the
@@ -378,13 +391,11 @@ static int check_data(const struct plan *p, int world)
  * empty is removed again. */
 static int launch_job(const struct plan *p, const struct compile_opts *o, const char *run_dir, const char *save, int argc, char **argv)
 {
-	char dir[RUNDIR_PATH_MAX], err[1024];
+	char dir[RUNDIR_PATH_MAX];
 	bool made;
-	int claimed = rundir_claim(run_dir, p->model_name, dir, sizeof dir, &made, err, sizeof err);
-	if (claimed != 0) {
-		fprintf(stderr, "trainc: %s\n", err);
-		return claimed == -2 ? 2 : 1; /* a --run-dir that is taken: as the check before it says */
-	}
+	int claimed = claim_run_dir(run_dir, p->model_name, dir, sizeof dir, &made);
+	if (claimed != 0)
+		return claimed;
 	struct launch_opts lo = { o->world, p->parallel.timeout_s, 5.0, dir };
 	stop_notes(save);
 	int rc = launch_run(&lo, argc, argv);
@@ -571,7 +582,8 @@ int main(int argc, char **argv)
 		struct train_opts to = { save, init, resume, run_dir, TRAINC_VERSION, threads, 0, o.world, argc, argv };
 		if (wrank == 0 && launch_run_dir())
 			to.run_dir = launch_run_dir();
-		char gerr[1024];
+		char gerr[1024], own_dir[RUNDIR_PATH_MAX];
+		bool own_made = false;
 		int ngpu = 0;
 		if (p->train_data.kind == DATA_NONE) {
 			fprintf(stderr, "trainc: error: %s has no data section with a training set; add data { train = ... }\n", p->path);
@@ -587,6 +599,11 @@ int main(int argc, char **argv)
 		} else if (run_dir && wrank < 0 && rundir_check(run_dir, gerr, sizeof gerr) != 0) {
 			fprintf(stderr, "trainc: %s\n", gerr);
 			rc = 2;
+		} else if (run_dir && wrank < 0 && o.world == 1 &&
+			   (rc = claim_run_dir(run_dir, p->model_name, own_dir, sizeof own_dir, &own_made)) != 0) {
+			/* one rank alone locks a named run directory as a job's
+			 * launcher does: two runs started into it at once cannot
+			 * both find it empty */
 		} else if (gpus > 0 && gpu_open(&ngpu, gerr, sizeof gerr) != 0) {
 			fprintf(stderr, "trainc: --gpus %d: %s\n", gpus, gerr);
 			rc = 2;
@@ -625,6 +642,8 @@ int main(int argc, char **argv)
 			single_rank_signals(save);
 			rc = train_run(p, &to);
 		}
+		if (own_made)
+			rmdir(own_dir); /* fails, as it should, once the run wrote in it */
 	}
 	arena_release(&arena);
 	return rc;

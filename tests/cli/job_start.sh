@@ -71,6 +71,19 @@ a=$?
 if [ $a -eq 0 ]; then refused_taken "the second of two jobs into one run directory" "$tmp/b.out" $b; else
 	refused_taken "the first of two jobs into one run directory" "$tmp/a.out" $a; [ $b -eq 0 ] || fail "neither job ran: exit $b"; fi
 [ -s "$tmp/same/weights.safetensors" ] || fail "no job's weights in the run directory: $(ls -A "$tmp/same")"
+# one rank alone claims a named run directory as a launcher does (before,
+# it only checked that it was empty, and two runs started together could
+# both find it so); one that stops before writing anything leaves no folder
+rm -r "$tmp/same"
+mkdir "$tmp/same"
+if command -v flock > /dev/null; then
+	flock "$tmp/same" "$TRAINC" "$net" --run-dir "$tmp/same" > "$tmp/out" 2>&1
+	refused_taken "a run directory another run claimed, at one rank" "$tmp/out" $?
+fi
+TRAINC_CONV_PATH=none "$TRAINC" "$bn" --run-dir "$tmp/new1" > "$tmp/out" 2>&1
+[ ! -e "$tmp/new1" ] || fail "a run that stopped before training left its run directory: $(ls -A "$tmp/new1")"
+"$TRAINC" "$net" --run-dir "$tmp/new2" > "$tmp/out" 2>&1 && [ -s "$tmp/new2/weights.safetensors" ] ||
+	fail "a run into a new named directory: $(cat "$tmp/out")"
 [ $failed = 0 ] && echo "ok a run directory another job claimed is refused by the launcher, before any rank starts"
 
 # the default run directory, claimed by the launcher, holds the run; one

@@ -208,13 +208,13 @@ static int claim_default(struct rundir *r, const char *model, char *err, size_t 
 		    name);
 }
 
-int rundir_claim(const char *dir, const char *model, char *path, size_t pathlen, bool *made, char *err, size_t errlen)
+int rundir_claim(const char *dir, const char *model, bool lock, char *path, size_t pathlen, bool *made, char *err, size_t errlen)
 {
 	struct rundir r;
 	struct stat st;
 	memset(&r, 0, sizeof r);
 	*made = !dir || stat(dir, &st) != 0;
-	int rc = dir ? claim_named(&r, dir, true, err, errlen) : claim_default(&r, model, err, errlen);
+	int rc = dir ? claim_named(&r, dir, lock, err, errlen) : claim_default(&r, model, err, errlen);
 	if (rc != 0)
 		return rc;
 	if (snprintf(path, pathlen, "%s", r.path) >= (int)pathlen)

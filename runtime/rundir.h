@@ -68,12 +68,13 @@ int rundir_check(const char *dir, char *err, size_t errlen);
  * cannot be made is reported at once, by the launcher; its path goes to
  * path, for the job's rank 0 to create the run in, and *made says whether
  * it is new (the launcher removes it again if the job leaves it empty).
- * A named directory is locked for the rest of this process's life, so
- * that another job's claim of it fails as one of a directory that is not
- * empty.  Returns 0, or with a message in err -1 when the directory
+ * A named directory is locked (with lock: false where this process holds
+ * it locked already, as the --save folder) for the rest of this process's
+ * life, so that another job's claim of it fails as one of a directory that
+ * is not empty.  Returns 0, or with a message in err -1 when the directory
  * cannot be made, -2 when a named one is taken (what rundir_check refuses,
  * or another job's). */
-int rundir_claim(const char *dir, const char *model, char *path, size_t pathlen, bool *made, char *err, size_t errlen);
+int rundir_claim(const char *dir, const char *model, bool lock, char *path, size_t pathlen, bool *made, char *err, size_t errlen);
 
 /* The run directory, to place files such as weights.safetensors in. */
 const char *rundir_path(const struct rundir *r);

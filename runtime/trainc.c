@@ -373,10 +373,15 @@ static int check_data(const struct plan *p, int world)
 
 /* The run directory claimed (made if new, locked if named: rundir_claim)
  * into dir: 0, or the exit status after saying why. */
-static int claim_run_dir(const char *run_dir, const char *model, char *dir, size_t n, bool *made)
+static int claim_run_dir(const char *run_dir, const char *model, const char *save, char *dir, size_t n, bool *made)
 {
+	/* a run directory that is also the --save folder is locked as that
+	 * already (lock_save): a second lock of it would be refused */
+	struct stat a, b;
+	bool saved_in = run_dir && save && stat(run_dir, &a) == 0 && stat(save, &b) == 0 && a.st_dev == b.st_dev &&
+			a.st_ino == b.st_ino;
 	char err[1024];
-	int claimed = rundir_claim(run_dir, model, dir, n, made, err, sizeof err);
+	int claimed = rundir_claim(run_dir, model, !saved_in, dir, n, made, err, sizeof err);
 	if (claimed == 0)
 		return 0;
 	*made = false;
@@ -393,7 +398,7 @@ static int launch_job(const struct plan *p, const struct compile_opts *o, const 
 {
 	char dir[RUNDIR_PATH_MAX];
 	bool made;
-	int claimed = claim_run_dir(run_dir, p->model_name, dir, sizeof dir, &made);
+	int claimed = claim_run_dir(run_dir, p->model_name, save, dir, sizeof dir, &made);
 	if (claimed != 0)
 		return claimed;
 	struct launch_opts lo = { o->world, p->parallel.timeout_s, 5.0, dir };
@@ -600,7 +605,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "trainc: %s\n", gerr);
 			rc = 2;
 		} else if (run_dir && wrank < 0 && o.world == 1 &&
-			   (rc = claim_run_dir(run_dir, p->model_name, own_dir, sizeof own_dir, &own_made)) != 0) {
+			   (rc = claim_run_dir(run_dir, p->model_name, save, own_dir, sizeof own_dir, &own_made)) != 0) {
 			/* one rank alone locks a named run directory as a job's
 			 * launcher does: two runs started into it at once cannot
 			 * both find it empty */

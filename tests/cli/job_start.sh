@@ -84,6 +84,12 @@ TRAINC_CONV_PATH=none "$TRAINC" "$bn" --run-dir "$tmp/new1" > "$tmp/out" 2>&1
 [ ! -e "$tmp/new1" ] || fail "a run that stopped before training left its run directory: $(ls -A "$tmp/new1")"
 "$TRAINC" "$net" --run-dir "$tmp/new2" > "$tmp/out" 2>&1 && [ -s "$tmp/new2/weights.safetensors" ] ||
 	fail "a run into a new named directory: $(cat "$tmp/out")"
+# the --save folder may be the run directory too, at one rank and at two
+for ranks in 1 2; do
+	"$TRAINC" "$net" --cpus $ranks --save "$tmp/both$ranks" --run-dir "$tmp/both$ranks" > "$tmp/out" 2>&1 &&
+		[ -s "$tmp/both$ranks/weights.safetensors" ] && [ -s "$tmp/both$ranks/latest" ] ||
+		fail "--save and --run-dir one folder at $ranks rank(s): $(cat "$tmp/out")"
+done
 [ $failed = 0 ] && echo "ok a run directory another job claimed is refused by the launcher, before any rank starts"
 
 # the default run directory, claimed by the launcher, holds the run; one

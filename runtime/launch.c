@@ -244,16 +244,93 @@ static const char *describe_status(int status, char *buf, size_t n)
 	return buf;
 }
 
+/* A worker's environment: the launcher's, less the variables it sets,
+ * then those (rank, world, the store and beat descriptors, the run
+ * directory), built before fork: a child of a process with threads may
+ * call only async-signal-safe functions until it execs, and setenv
+ * allocates (a child forked while another thread held the allocator's
+ * lock waited for it forever).  NULL if out of memory; free with
+ * worker_env_free. */
+static char **worker_env(int rank, int world, int store_fd, int beat_fd, const char *run_dir)
+{
+	static const char *const ours[] = { "TRAINC_TTY",     "RANK",	       "LOCAL_RANK",     "WORLD_SIZE",	  "LOCAL_WORLD_SIZE",
+					    "TRAINC_STORE_FD", "TRAINC_BEAT_FD", "TRAINC_WORKER", "TRAINC_RUN_DIR" };
+	enum { NOURS = sizeof ours / sizeof ours[0] };
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	char **env = calloc(n + NOURS + 1, sizeof *env);
+	if (!env)
+		return NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		bool set_here = false;
+		for (size_t j = 0; j < NOURS && !set_here; j++) {
+			size_t len = strlen(ours[j]);
+			set_here = strncmp(environ[i], ours[j], len) == 0 && environ[i][len] == '=';
+		}
+		if (!set_here)
+			env[k++] = environ[i];
+	}
+	char *mine[NOURS] = { 0 };
+	int m = 0;
+	bool ok = true;
+	/* rank 0's stdout reaches the terminal as written */
+	if (rank == 0 && relay_raw)
+		ok = ok && asprintf(&mine[m++], "TRAINC_TTY=1") >= 0;
+	ok = ok && asprintf(&mine[m++], "RANK=%d", rank) >= 0 && asprintf(&mine[m++], "LOCAL_RANK=%d", rank) >= 0 &&
+	     asprintf(&mine[m++], "WORLD_SIZE=%d", world) >= 0 && asprintf(&mine[m++], "LOCAL_WORLD_SIZE=%d", world) >= 0 &&
+	     asprintf(&mine[m++], "TRAINC_STORE_FD=%d", store_fd) >= 0 && asprintf(&mine[m++], "TRAINC_BEAT_FD=%d", beat_fd) >= 0 &&
+	     asprintf(&mine[m++], "TRAINC_WORKER=1") >= 0;
+	if (ok && run_dir)
+		ok = asprintf(&mine[m++], "TRAINC_RUN_DIR=%s", run_dir) >= 0;
+	if (!ok) { /* asprintf leaves its pointer undefined on failure */
+		mine[m - 1] = NULL;
+		for (int j = 0; j < m; j++)
+			free(mine[j]);
+		free(env);
+		return NULL;
+	}
+	for (int j = 0; j < m; j++)
+		env[k++] = mine[j];
+	env[k] = NULL;
+	return env;
+}
+
+/* The strings worker_env made (the launcher's own are not freed). */
+static void worker_env_free(char **env)
+{
+	if (!env)
+		return;
+	size_t n = 0;
+	while (env[n])
+		n++;
+	for (size_t i = 0; i < n; i++) {
+		bool launchers = false;
+		for (size_t j = 0; environ[j] && !launchers; j++)
+			launchers = env[i] == environ[j];
+		if (!launchers)
+			free(env[i]);
+	}
+	free(env);
+}
+
 static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], int beat[2], const char *run_dir, char **argv)
 {
+	char **env = worker_env(rank, world, store_fd, beat[1], run_dir);
+	if (!env) {
+		errno = ENOMEM;
+		return -1;
+	}
+	char fail[96];
+	int nfail = snprintf(fail, sizeof fail, "trainc: cannot start worker %d: /proc/self/exe could not be run\n", rank);
 	pid_t parent = getpid();
 	pid_t pid = fork();
-	if (pid != 0)
+	if (pid != 0) {
+		worker_env_free(env);
 		return pid;
-	if (rank == 0 && relay_raw) /* its stdout reaches the terminal as written */
-		setenv("TRAINC_TTY", "1", 1);
-	else
-		unsetenv("TRAINC_TTY");
+	}
+	/* from here to exec, async-signal-safe calls only */
 	/* the worker dies with the launcher, even if the launcher is killed */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
@@ -263,22 +340,6 @@ static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], in
 	close(out[0]);
 	close(err[0]);
 	close(beat[0]);
-	char v[32];
-	snprintf(v, sizeof v, "%d", rank);
-	setenv("RANK", v, 1);
-	setenv("LOCAL_RANK", v, 1);
-	snprintf(v, sizeof v, "%d", world);
-	setenv("WORLD_SIZE", v, 1);
-	setenv("LOCAL_WORLD_SIZE", v, 1);
-	snprintf(v, sizeof v, "%d", store_fd);
-	setenv("TRAINC_STORE_FD", v, 1);
-	snprintf(v, sizeof v, "%d", beat[1]);
-	setenv("TRAINC_BEAT_FD", v, 1);
-	setenv("TRAINC_WORKER", "1", 1);
-	if (run_dir)
-		setenv("TRAINC_RUN_DIR", run_dir, 1);
-	else
-		unsetenv("TRAINC_RUN_DIR");
 	/* the launcher's handlers end with exec; a signal the job was started
 	 * ignoring (nohup, a background job) stays ignored in the workers */
 	if (!int_ignored)
@@ -286,8 +347,9 @@ static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], in
 	if (!term_ignored)
 		signal(SIGTERM, SIG_DFL);
 	signal(SIGPIPE, SIG_DFL);
-	execv("/proc/self/exe", argv);
-	fprintf(stderr, "trainc: cannot start worker %d: %s\n", rank, strerror(errno));
+	execve("/proc/self/exe", argv, env);
+	ssize_t w = write(STDERR_FILENO, fail, (size_t)nfail < sizeof fail ? (size_t)nfail : sizeof fail - 1);
+	(void)w;
 	_exit(127);
 }
 

@@ -372,7 +372,8 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 	}
 	if (sc->kind == LRS_MULTISTEP) {
 		if (!s[2] || (s[2]->kind != V_LIST && s[2]->kind != V_TUPLE) || s[2]->n < 1 || s[2]->n > PLAN_MAX_MILESTONES) {
-			diag_error(r->d, s[2] ? s[2]->loc : v->loc, "multistep_lr needs milestones=[...], a list of 1 to %d epochs (or steps)",
+			diag_error(r->d, s[2] ? s[2]->loc : v->loc,
+				   "multistep_lr needs milestones, a list or tuple of 1 to %d epochs (or steps): milestones=[30, 80]",
 				   PLAN_MAX_MILESTONES);
 			return false;
 		}

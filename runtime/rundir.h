@@ -5,9 +5,10 @@
  * host, trainc version, the .net file and its git commit and dirtiness;
  * metrics.jsonl, one JSON object a line, flushed as written; and whatever
  * the caller puts beside them (weights.safetensors).
- * Does not: rotate or clean up run directories, lock them other than for
- * a job's launcher (rundir_claim), or record anything about imported .net
- * files beyond their text in model.net.
+ * Does not: rotate or clean up run directories, lock them other than by
+ * rundir_claim (a job's launcher, or a run of one rank given a named
+ * one), or record anything about imported .net files beyond their text
+ * in model.net.
  * Invariant: a directory rundir_create returns was empty or new, and is
  * this run's alone; every line of metrics.jsonl is a whole JSON object.
  */
@@ -64,10 +65,11 @@ int rundir_metric_epoch(struct rundir *r, int64_t step, int64_t epoch, double lo
 int rundir_check(const char *dir, char *err, size_t errlen);
 
 /* Claim the directory rundir_create would (dir NULL: a new
- * runs/<model>-<time>[-N]) before a job starts its ranks, so that one that
- * cannot be made is reported at once, by the launcher; its path goes to
- * path, for the job's rank 0 to create the run in, and *made says whether
- * it is new (the launcher removes it again if the job leaves it empty).
+ * runs/<model>-<time>[-N]) before a job starts its ranks (or a run of one
+ * rank trains in a named one), so that one that cannot be made is
+ * reported at once, by the launcher; its path goes to path, for the job's
+ * rank 0 to create the run in, and *made says whether it is new (the
+ * launcher removes it again if the job leaves it empty).
  * A named directory is locked (with lock: false where this process holds
  * it locked already, as the --save folder) for the rest of this process's
  * life, so that another job's claim of it fails as one of a directory that

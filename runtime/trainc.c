@@ -239,12 +239,13 @@ static void stop_notes(const char *save)
 	if (save && !train_is_weights_file(save)) {
 		snprintf(stop_latest, sizeof stop_latest, "%s/latest", save);
 		char w[4200];
+		const char *word = util_shell_word(save, w, sizeof w); /* for the commands the notes suggest */
 		snprintf(stop_note, sizeof stop_note, "\ntrainc: stopped by a signal; --resume %s continues from its latest checkpoint\n",
-			 util_shell_word(save, w, sizeof w));
+			 word);
 		snprintf(stop_note_none, sizeof stop_note_none,
 			 "\ntrainc: stopped by a signal before a checkpoint was saved in %s (train.checkpoint_every saves as it goes)\n", save);
 		snprintf(fault_note, sizeof fault_note, "trainc: the checkpoints in %s are intact: --resume %s continues from the latest\n",
-			 save, save);
+			 save, word);
 		snprintf(fault_note_none, sizeof fault_note_none,
 			 "trainc: no checkpoint had been saved in %s yet (train.checkpoint_every saves as it goes)\n", save);
 	} else {

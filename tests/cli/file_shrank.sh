@@ -64,12 +64,15 @@ check one "trainc: nothing was saved (--save DIR keeps checkpoints)"
 
 # two ranks saving checkpoints: truncated once one is saved; the job says
 # it once (a peer's lost all-reduce, said as it comes, is not blamed), the
-# checkpoint resumes, and the run makes the copy anew
+# checkpoint resumes, and the run makes the copy anew; the --resume the
+# note suggests quotes a folder whose name has a space, as a shell needs
+# (before, "--resume /tmp/.../c k" was written bare)
 cp "$tmp/copy" "$copy"
-shrunk job "$tmp/ck/latest" --cpus 2 --save "$tmp/ck" --set train.checkpoint_every=20
-check job "trainc: the checkpoints in $tmp/ck are intact: --resume $tmp/ck continues from the latest"
-step=$(sed -n 's/^step-0*\([0-9][0-9]*\)$/\1/p' "$tmp/ck/latest")
-"$TRAINC" "$tmp/d.net" --cpus 2 --resume "$tmp/ck" --set train.steps=$((step + 5)) --run-dir "$tmp/again" > "$tmp/again.out" 2>&1 ||
+ck="$tmp/c k"
+shrunk job "$ck/latest" --cpus 2 --save "$ck" --set train.checkpoint_every=20
+check job "trainc: the checkpoints in $ck are intact: --resume '$ck' continues from the latest"
+step=$(sed -n 's/^step-0*\([0-9][0-9]*\)$/\1/p' "$ck/latest")
+"$TRAINC" "$tmp/d.net" --cpus 2 --resume "$ck" --set train.steps=$((step + 5)) --run-dir "$tmp/again" > "$tmp/again.out" 2>&1 ||
 	{ fail "--resume after the job stopped: exit $?"; sed 's/^/    /' "$tmp/again.out"; }
 cmp -s "$copy" "$tmp/copy" || fail "the copy was not made anew"
 [ $failed = 0 ] && echo "ok two ranks: said once, exit 3, and the checkpoint resumes (step $step)"

@@ -66,7 +66,7 @@ check one "trainc: nothing was saved (--save DIR keeps checkpoints)"
 # it once (a peer's lost all-reduce, said as it comes, is not blamed), the
 # checkpoint resumes, and the run makes the copy anew; the --resume the
 # note suggests quotes a folder whose name has a space, as a shell needs
-# (before, "--resume /tmp/.../c k" was written bare)
+# (before, "--resume DIR/c k" was written bare)
 cp "$tmp/copy" "$copy"
 ck="$tmp/c k"
 shrunk job "$ck/latest" --cpus 2 --save "$ck" --set train.checkpoint_every=20

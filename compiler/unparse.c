@@ -57,7 +57,7 @@ static void expr(struct out *o, const struct ast *e)
 	case AST_INT: snprintf(b, sizeof b, "%" PRId64, e->u.i); put(o, b); return;
 	case AST_FLOAT:
 		if (o->shortest) {
-			val_float_text(e->u.f, b, sizeof b);
+			val_float_repr(e->u.f, b, sizeof b); /* reads back as the same double */
 		} else {
 			snprintf(b, sizeof b, "%.17g", e->u.f);
 			if (!strpbrk(b, ".en"))

@@ -105,7 +105,7 @@ static struct val *arith(struct evalctx *c, const struct ast *e, struct val *l, 
 			if (r->kind == V_INT)
 				snprintf(num, sizeof num, "%lld", (long long)r->i);
 			else
-				val_float_text(r->f, num, sizeof num);
+				val_float_repr(r->f, num, sizeof num);
 			diag_error(c->d, bad->loc, "'%s -%s' reads as a subtraction; a negative argument goes in parentheses: %s(-%s)", l->s,
 				   num, l->s, num);
 		} else if (!suggest_param(c->d, bad)) {
@@ -442,18 +442,6 @@ static int put(char *buf, int n, int at, const char *fmt, ...)
 	return k < 0 ? at : at + k;
 }
 
-void val_float_text(double f, char *buf, size_t n)
-{
-	/* 17 significant digits always read back exactly */
-	for (int p = 1; p <= 17; p++) {
-		snprintf(buf, n, "%.*g", p, f);
-		if (p == 17 || strtod(buf, NULL) == f)
-			break;
-	}
-	if (!strpbrk(buf, ".en"))
-		strcat(buf, ".0");
-}
-
 /* The fewest significant digits that read back as a (finite, >= 0), as
  * Python's repr finds them: a = d.ddd * 10^x; returns how many. */
 static int shortest_digits(double a, char dig[24], int *x)
@@ -487,6 +475,10 @@ static int shortest_digits(double a, char dig[24], int *x)
 void val_float_repr(double f, char *buf, size_t n)
 {
 	static const char zeros[] = "0000000000000000";
+	if (!isfinite(f)) {
+		snprintf(buf, n, "%s", isnan(f) ? "nan" : f > 0 ? "inf" : "-inf");
+		return;
+	}
 	char dig[24];
 	int x, nd = shortest_digits(fabs(f), dig, &x);
 	int at = snprintf(buf, n, "%s", signbit(f) ? "-" : "");
@@ -506,7 +498,7 @@ const char *val_number_text(double f, char *buf, size_t n)
 	if (f == floor(f) && fabs(f) < 0x1p53)
 		snprintf(buf, n, "%.0f", f);
 	else
-		val_float_text(f, buf, n);
+		val_float_repr(f, buf, n);
 	return buf;
 }
 
@@ -516,7 +508,7 @@ static int print(const struct val *v, char *buf, int n, int at)
 	case V_INT: return put(buf, n, at, "%" PRId64, v->i);
 	case V_FLOAT: {
 		char tmp[40];
-		val_float_text(v->f, tmp, sizeof tmp);
+		val_float_repr(v->f, tmp, sizeof tmp);
 		return put(buf, n, at, "%s", tmp);
 	}
 	case V_STRING: return put(buf, n, at, "\"%s\"", v->s);

@@ -81,10 +81,6 @@ const char *val_callee(const struct val *v);
 
 /* Write v as .net source text. */
 void val_print(const struct val *v, char *buf, int n);
-/* f as .net source in the fewest digits that read back as f (0.1, not
- * 0.10000000000000001), always with a '.', 'e' or the name of a
- * non-finite value so that it reads back as a float; buf holds >= 32. */
-void val_float_text(double f, char *buf, size_t n);
 /* f as Python's repr writes a float, the form PyTorch's module reprs show:
  * the fewest digits that read back, positional from 0.0001 to below 1e16
  * (0.0001, 100.0, 123456789012345.0), else with an exponent of at least

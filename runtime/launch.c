@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -244,14 +245,28 @@ static const char *describe_status(int status, char *buf, size_t n)
 	return buf;
 }
 
+/* Append NAME=VALUE (fmt) to env as a string in own's free room. */
+static void setting(char **env, size_t *k, char *own, size_t cap, size_t *at, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+
+static void setting(char **env, size_t *k, char *own, size_t cap, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int w = vsnprintf(own + *at, cap - *at, fmt, ap);
+	va_end(ap);
+	env[(*k)++] = own + *at;
+	*at += (size_t)w + 1;
+}
+
 /* A worker's environment: the launcher's, less the variables it sets,
  * then those (rank, world, the store and beat descriptors, the run
  * directory), built before fork: a child of a process with threads may
  * call only async-signal-safe functions until it execs, and setenv
  * allocates (a child forked while another thread held the allocator's
- * lock waited for it forever).  NULL if out of memory; free with
- * worker_env_free. */
-static char **worker_env(int rank, int world, int store_fd, int beat_fd, const char *run_dir)
+ * lock waited for it forever).  The strings set here live in *own, one
+ * block.  NULL if out of memory; else free the array and *own. */
+static char **worker_env(int rank, int world, int store_fd, int beat_fd, const char *run_dir, char **own)
 {
 	static const char *const ours[] = { "TRAINC_TTY",     "RANK",	       "LOCAL_RANK",     "WORLD_SIZE",	  "LOCAL_WORLD_SIZE",
 					    "TRAINC_STORE_FD", "TRAINC_BEAT_FD", "TRAINC_WORKER", "TRAINC_RUN_DIR" };
@@ -259,10 +274,15 @@ static char **worker_env(int rank, int world, int store_fd, int beat_fd, const c
 	size_t n = 0;
 	while (environ[n])
 		n++;
+	/* room for every NAME=VALUE below: 40 bytes each, and the path */
+	size_t cap = NOURS * 40 + (run_dir ? strlen(run_dir) : 0), at = 0, k = 0;
 	char **env = calloc(n + NOURS + 1, sizeof *env);
-	if (!env)
+	*own = malloc(cap);
+	if (!env || !*own) {
+		free(env);
+		free(*own);
 		return NULL;
-	size_t k = 0;
+	}
 	for (size_t i = 0; i < n; i++) {
 		bool set_here = false;
 		for (size_t j = 0; j < NOURS && !set_here; j++) {
@@ -272,52 +292,25 @@ static char **worker_env(int rank, int world, int store_fd, int beat_fd, const c
 		if (!set_here)
 			env[k++] = environ[i];
 	}
-	char *mine[NOURS] = { 0 };
-	int m = 0;
-	bool ok = true;
-	/* rank 0's stdout reaches the terminal as written */
-	if (rank == 0 && relay_raw)
-		ok = ok && asprintf(&mine[m++], "TRAINC_TTY=1") >= 0;
-	ok = ok && asprintf(&mine[m++], "RANK=%d", rank) >= 0 && asprintf(&mine[m++], "LOCAL_RANK=%d", rank) >= 0 &&
-	     asprintf(&mine[m++], "WORLD_SIZE=%d", world) >= 0 && asprintf(&mine[m++], "LOCAL_WORLD_SIZE=%d", world) >= 0 &&
-	     asprintf(&mine[m++], "TRAINC_STORE_FD=%d", store_fd) >= 0 && asprintf(&mine[m++], "TRAINC_BEAT_FD=%d", beat_fd) >= 0 &&
-	     asprintf(&mine[m++], "TRAINC_WORKER=1") >= 0;
-	if (ok && run_dir)
-		ok = asprintf(&mine[m++], "TRAINC_RUN_DIR=%s", run_dir) >= 0;
-	if (!ok) { /* asprintf leaves its pointer undefined on failure */
-		mine[m - 1] = NULL;
-		for (int j = 0; j < m; j++)
-			free(mine[j]);
-		free(env);
-		return NULL;
-	}
-	for (int j = 0; j < m; j++)
-		env[k++] = mine[j];
+	if (rank == 0 && relay_raw) /* its stdout reaches the terminal as written */
+		setting(env, &k, *own, cap, &at, "TRAINC_TTY=1");
+	setting(env, &k, *own, cap, &at, "RANK=%d", rank);
+	setting(env, &k, *own, cap, &at, "LOCAL_RANK=%d", rank);
+	setting(env, &k, *own, cap, &at, "WORLD_SIZE=%d", world);
+	setting(env, &k, *own, cap, &at, "LOCAL_WORLD_SIZE=%d", world);
+	setting(env, &k, *own, cap, &at, "TRAINC_STORE_FD=%d", store_fd);
+	setting(env, &k, *own, cap, &at, "TRAINC_BEAT_FD=%d", beat_fd);
+	setting(env, &k, *own, cap, &at, "TRAINC_WORKER=1");
+	if (run_dir)
+		setting(env, &k, *own, cap, &at, "TRAINC_RUN_DIR=%s", run_dir);
 	env[k] = NULL;
 	return env;
 }
 
-/* The strings worker_env made (the launcher's own are not freed). */
-static void worker_env_free(char **env)
-{
-	if (!env)
-		return;
-	size_t n = 0;
-	while (env[n])
-		n++;
-	for (size_t i = 0; i < n; i++) {
-		bool launchers = false;
-		for (size_t j = 0; environ[j] && !launchers; j++)
-			launchers = env[i] == environ[j];
-		if (!launchers)
-			free(env[i]);
-	}
-	free(env);
-}
-
 static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], int beat[2], const char *run_dir, char **argv)
 {
-	char **env = worker_env(rank, world, store_fd, beat[1], run_dir);
+	char *own;
+	char **env = worker_env(rank, world, store_fd, beat[1], run_dir, &own);
 	if (!env) {
 		errno = ENOMEM;
 		return -1;
@@ -327,7 +320,8 @@ static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], in
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid != 0) {
-		worker_env_free(env);
+		free(env);
+		free(own);
 		return pid;
 	}
 	/* from here to exec, async-signal-safe calls only */

@@ -310,11 +310,11 @@ static int lock_save(const char *path)
 	return 0;
 }
 
-/* Before spawning N workers: a checkpoint that cannot resume here is
- * reported once, not by every rank. */
-/* Whether --resume dir can go on at world ranks: 0; 1 where the checkpoint
- * cannot be used; 2 where the command asks for a rank count it cannot
- * resume at (a mistake in the command line, as other exit-2 errors). */
+/* Whether --resume dir can go on at world ranks (before spawning N
+ * workers, so that a checkpoint that cannot resume here is reported once,
+ * not by every rank): 0; 1 where the checkpoint cannot be used; 2 where the
+ * command asks for a rank count it cannot resume at (a mistake in the
+ * command line, as other exit-2 errors). */
 static int check_resume(const struct plan *p, const char *dir, int world, const char *flag)
 {
 	struct ckpt_state st;

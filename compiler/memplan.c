@@ -198,10 +198,10 @@ static struct convwork conv_work(const struct plan *p, const struct node *n, int
 	return best;
 }
 
-/* REG_WORK of one device: its largest convolution at the training and at
- * the evaluation batch.  Other batch sizes (an epoch's last batch) run in
+/* REG_WORK of one device: its largest convolution at the training batch
+ * and at an evaluation chunk of at most that.  Other batch sizes (an epoch's last batch) run in
  * it with fewer chunks at once where they would need more. */
-static void plan_work(struct plan *p, int dev)
+static void plan_work(struct plan *p, int dev, int64_t batch, int64_t eval)
 {
 	struct devplan *dp = &p->dev[dev];
 	dp->work_node = -1;
@@ -211,7 +211,7 @@ static void plan_work(struct plan *p, int dev)
 	dp->bytes[REG_WORK] = 0;
 	if (p->gpu) /* cuDNN chooses its workspace at run time */
 		return;
-	int64_t batches[2] = { p->act_batch, p->eval_batch };
+	int64_t batches[2] = { batch, eval };
 	for (int i = 0; i < p->nnodes; i++) {
 		const struct node *n = &p->nodes[i];
 		if (n->op != OP_CONV2D || n->device != dev)
@@ -354,6 +354,84 @@ static int64_t slots(const struct param *pr)
 	return pr->dtype == DT_I64 ? 2 * (pr->numel ? pr->numel : 1) : pr->numel;
 }
 
+/* Activations, scratch and convolution workspace of one device, training
+ * at batch and evaluating at eval, the workspace sized at batch and small
+ * (the evaluation chunk when it is no larger): REG_ACTS holds one copy of
+ * the activations per micro-batch a pipeline keeps in flight. */
+static void plan_dev_acts(struct arena *a, struct plan *p, int dev, int64_t batch, int64_t eval, int64_t small)
+{
+	struct devplan *dp = &p->dev[dev];
+	plan_acts(a, p, dev, batch, eval);
+	plan_work(p, dev, batch, small);
+	dp->act_copy = dp->bytes[REG_ACTS];
+	if (p->parallel.microbatches > 1 || p->ndevices > 1)
+		dp->bytes[REG_ACTS] *= p->parallel.microbatches;
+}
+
+/* Whether evaluation at eval fits every device's activations and scratch
+ * as planned (acts[dev] bytes) and leaves each convolution room for one
+ * chunk of images in its workspace: the kernels run as many chunks at once
+ * as it holds (runtime/kern_conv2d.c). */
+static bool eval_fits(struct arena *a, struct plan *p, int64_t batch, int64_t eval, const int64_t *acts)
+{
+	for (int dev = 0; dev < p->ndevices; dev++) {
+		plan_acts(a, p, dev, batch, eval);
+		if (p->dev[dev].bytes[REG_ACTS] > acts[dev])
+			return false;
+		for (int i = 0; i < p->nnodes && !p->gpu; i++) {
+			const struct node *n = &p->nodes[i];
+			if (n->op != OP_CONV2D || n->device != dev)
+				continue;
+			struct convwork w = conv_work(p, n, eval);
+			if (w.shared + w.slot > p->dev[dev].bytes[REG_WORK])
+				return false;
+		}
+	}
+	return true;
+}
+
+/* Evaluation's chunk: test_batch where the memory planned for training
+ * at the per-rank batch holds it, else the largest chunk that fits, and
+ * at least the smaller of the two batches.  Evaluation keeps nothing for a
+ * backward, so its chunk is often several times the training batch: fewer,
+ * larger forwards, and under FSDP fewer gathers of each unit.  Every
+ * region stays as large as with chunks of at most the training batch. */
+static void plan_eval_batch(struct arena *a, struct plan *p, int64_t batch)
+{
+	int64_t lo = p->train.test_batch < batch ? p->train.test_batch : batch, hi = p->train.test_batch;
+	int64_t acts[PLAN_MAX_DEVICES];
+	p->act_batch = batch;
+	p->eval_batch = lo;
+	for (int dev = 0; dev < p->ndevices; dev++) {
+		plan_dev_acts(a, p, dev, batch, lo, lo);
+		acts[dev] = p->dev[dev].act_copy;
+		/* each sample takes 4 bytes at least: no chunk beyond that fits */
+		if (hi > acts[dev] / 4)
+			hi = acts[dev] / 4;
+	}
+	if (hi <= lo)
+		return;
+	/* the activations grow with the chunk: the largest that fits them,
+	 * then down past any whose convolution chunks the workspace cannot take */
+	int64_t ok = lo;
+	while (ok < hi) {
+		int64_t mid = ok + (hi - ok + 1) / 2;
+		if (eval_fits(a, p, batch, mid, acts))
+			ok = mid;
+		else
+			hi = mid - 1;
+	}
+	/* a multiple of 16 where the chunk is larger: the convolutions cut it
+	 * into pieces of up to 16 images, as large as divide it */
+	if (ok < p->train.test_batch && ok >= 32)
+		ok -= ok % 16;
+	while (ok > lo && !eval_fits(a, p, batch, ok, acts))
+		ok--;
+	p->eval_batch = ok;
+	for (int dev = 0; dev < p->ndevices; dev++)
+		plan_dev_acts(a, p, dev, batch, ok, lo);
+}
+
 bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 {
 	(void)d;
@@ -462,20 +540,8 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 			int64_t slots = p->parallel.shard == SHARD_GRAD_OP ? p->nunits : most + 1;
 			dp->bytes[REG_COMM] = (2 * root + 2 * slots * biggest + shards) * 4;
 		}
-		/* evaluation runs in chunks of at most the training batch: results do
-		 * not depend on it, and memory stays that of training */
-		p->act_batch = batch;
-		p->eval_batch = p->train.test_batch < batch ? p->train.test_batch : batch;
-		plan_acts(a, p, dev, batch, p->eval_batch);
-		plan_work(p, dev);
-		/* a pipeline keeps one copy of the activations per micro-batch in flight */
-		if (p->parallel.microbatches > 1 || p->ndevices > 1) {
-			dp->act_copy = dp->bytes[REG_ACTS];
-			dp->bytes[REG_ACTS] *= p->parallel.microbatches;
-		} else {
-			dp->act_copy = dp->bytes[REG_ACTS];
-		}
 	}
+	plan_eval_batch(a, p, batch);
 	/* DDP buckets over each device's gradient region, in backward order */
 	if (p->parallel.mode == PAR_DDP || (p->parallel.mode == PAR_FSDP && p->parallel.shard == SHARD_NONE)) {
 		int64_t cap = (int64_t)(p->parallel.bucket_mb * 1024 * 1024 / 4);

@@ -238,8 +238,8 @@ static void memory(FILE *out, const struct plan *p)
 		fprintf(out, " %10.2f\n", mib(total));
 	}
 	if (p->test_data.kind != DATA_NONE)
-		fprintf(out, "  activations: training peak %.2f MiB, evaluation peak %.2f MiB (device 0)\n", mib(p->dev[0].act_train),
-			mib(p->dev[0].act_eval));
+		fprintf(out, "  activations: training peak %.2f MiB, evaluation peak %.2f MiB in chunks of %lld test sample%s (device 0)\n",
+			mib(p->dev[0].act_train), mib(p->dev[0].act_eval), (long long)p->eval_batch, p->eval_batch == 1 ? "" : "s");
 	else
 		fprintf(out, "  activations: training peak %.2f MiB (device 0)\n", mib(p->dev[0].act_train));
 	for (int d = 0; d < p->ndevices; d++)

@@ -499,6 +499,18 @@ static int check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain
 			snprintf(each, sizeof each, "%s, one value a channel,", shape_str(&nd->out, shape, sizeof shape));
 		else
 			snprintf(each, sizeof each, "1 x 1 a channel");
+		/* evaluation runs in chunks of test_batch, or of what the
+		 * memory planned for training holds where that is less */
+		char test[160], fix[160];
+		if (p->eval_batch < p->train.test_batch) {
+			snprintf(test, sizeof test, "the last evaluation chunk (of %lld test samples each: the memory planned for training holds no more)",
+				 (long long)p->eval_batch);
+			snprintf(fix, sizeof fix, "set train.test_batch to %lld or less, so that the last test batch holds 2 or more",
+				 (long long)p->eval_batch);
+		} else {
+			snprintf(test, sizeof test, "the last test batch");
+			snprintf(fix, sizeof fix, "set train.test_batch so that the last test batch holds 2 or more");
+		}
 		for (int k = 0; k < nsizes; k++) {
 			bool train = k < ntrain;
 			if (sizes[k] != 1 || (!train && nd->a.bn.track))
@@ -507,9 +519,9 @@ static int check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain
 					 "%s:%d:%d: %s would normalise over one value per channel: its input is %s "
 					 "and %s holds 1 sample (PyTorch refuses this too: more than 1 value per channel is needed); %s",
 					 nd->loc.src ? nd->loc.src->path : "the .net file", nd->loc.line, nd->loc.col, op_info[nd->op].name, each,
-					 train ? (k == 0 ? "a training batch (or pipeline micro-batch)" : "the epoch's last training batch (or one of its pipeline micro-batches)") : "the last test batch",
+					 train ? (k == 0 ? "a training batch (or pipeline micro-batch)" : "the epoch's last training batch (or one of its pipeline micro-batches)") : test,
 					 train ? (k == 0 ? "use a batch of at least 2" : "set train.drop_last = true, or a batch that leaves 2 or more")
-					       : "set train.test_batch so that the last test batch holds 2 or more");
+					       : fix);
 		}
 	}
 	return 0;

@@ -248,6 +248,31 @@ static void test_memplan_workspace(void)
 	CHECK(toy->dev[0].bytes[REG_WORK] == 0 && toy->dev[0].work_node == -1);
 }
 
+/* Evaluation's chunk: test_batch where training's memory holds it, else
+ * the largest chunk that fits; every region as large as with chunks of at
+ * most the training batch. */
+static void test_memplan_eval_chunk(void)
+{
+	struct plan *small = compile_path("models/mnist_cnn.net", 1, "train.test_batch=64");
+	struct plan *p = compile_path("models/mnist_cnn.net", 1, NULL);
+	struct plan *piped = compile_path("models/mnist_cnn.net", 1, "parallel.microbatches=4");
+	const char *mlp = "model M {\n input(256)\n layers = repeat 4 { linear(256)\n relu }\n linear(10)\n}\n"
+			  "train { loss = cross_entropy; optimizer = sgd(lr=0.1); batch = 64; test_batch = 100 }\n";
+	struct plan *fits = compile_text(mlp, 1);
+	CHECK(small && p && piped && fits);
+	if (!small || !p || !piped || !fits)
+		return;
+	CHECK(small->eval_batch == 64 && p->act_batch == 64);
+	CHECK(p->eval_batch > 64 && p->eval_batch < 1000 && p->eval_batch % 16 == 0);
+	for (int r = 0; r < REG__COUNT; r++)
+		CHECK(p->dev[0].bytes[r] == small->dev[0].bytes[r]);
+	CHECK(p->dev[0].act_eval <= p->dev[0].scratch_off && small->dev[0].act_eval < p->dev[0].act_eval);
+	CHECK(p->dev[0].work_batch == 64);
+	/* a pipeline's chunks of 16 leave room for evaluation's in each copy */
+	CHECK(piped->act_batch == 16 && piped->eval_batch > 16 && piped->dev[0].bytes[REG_ACTS] == 4 * piped->dev[0].act_copy);
+	CHECK(fits->eval_batch == 100);
+}
+
 static void test_hash(void)
 {
 	struct plan *a = compile_path("models/toy.net", 1, NULL), *b = compile_path("models/toy.net", 1, NULL);
@@ -485,6 +510,7 @@ int main(void)
 	RUN(test_memplan_layout);
 	RUN(test_memplan_sizes);
 	RUN(test_memplan_workspace);
+	RUN(test_memplan_eval_chunk);
 	RUN(test_hash);
 	RUN(test_model_hash);
 	RUN(test_adam_betas);

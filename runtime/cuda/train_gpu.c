@@ -381,6 +381,31 @@ static int join_job(struct gt *t)
 	return 0;
 }
 
+/* The streamed set's host batches: page-locked ones only once no copy
+ * still reads them (after a failure the GPU may never get there: they
+ * are left to the process's exit). */
+static void free_batches(struct gt *t)
+{
+	bool idle = !t->fed_pending || cudaEventQuery(t->ev_fed) == cudaSuccess;
+	for (int k = 0; k < 2; k++) {
+		if (!t->pinned) {
+			free(t->hx[k]);
+			free(t->hy[k]);
+		} else if (idle) {
+			if (t->hx[k])
+				cudaFreeHost(t->hx[k]);
+			if (t->hy[k])
+				cudaFreeHost(t->hy[k]);
+		}
+		t->hx[k] = NULL;
+		t->hy[k] = NULL;
+	}
+	if (t->ev_fed && idle)
+		cudaEventDestroy(t->ev_fed);
+	t->ev_fed = NULL;
+	t->pinned = t->fed_pending = false;
+}
+
 static int setup(struct gt *t)
 {
 	const struct plan *p = t->p;
@@ -511,11 +536,25 @@ static int setup(struct gt *t)
 	}
 	if (t->dtrain.streamed) { /* a loader thread fills host batches; no graph, no one-block step */
 		size_t xbytes = (size_t)(t->micro * t->dtrain.xw) * 4 + 4, ybytes = (size_t)(t->micro * t->dtrain.yw) * 4 + 4;
-		for (int slot = 0; slot < 2; slot++) {
-			t->hx[slot] = malloc(xbytes);
-			t->hy[slot] = malloc(ybytes);
-			if (!t->hx[slot] || !t->hy[slot])
-				return util_fail(t->err, sizeof t->err, "out of memory for batch buffers");
+		/* page-locked, as PyTorch's pin_memory: the copies run as DMA
+		 * behind the compute, with no staging through a driver buffer;
+		 * pageable memory where the system will not lock that much */
+		bool locked = true;
+		t->pinned = true;
+		for (int slot = 0; slot < 2 && locked; slot++)
+			locked = cudaHostAlloc((void **)&t->hx[slot], xbytes, cudaHostAllocDefault) == cudaSuccess &&
+				 cudaHostAlloc(&t->hy[slot], ybytes, cudaHostAllocDefault) == cudaSuccess;
+		if (locked) {
+			CK(t, cudaEventCreateWithFlags(&t->ev_fed, cudaEventDisableTiming));
+		} else {
+			(void)cudaGetLastError(); /* the failed lock is not the run's error */
+			free_batches(t);
+			for (int slot = 0; slot < 2; slot++) {
+				t->hx[slot] = malloc(xbytes);
+				t->hy[slot] = malloc(ybytes);
+				if (!t->hx[slot] || !t->hy[slot])
+					return util_fail(t->err, sizeof t->err, "out of memory for batch buffers");
+			}
 		}
 		struct sampler_pos start = { t->at.epoch - 1, t->at.batch };
 		double wait_ms = p->parallel.timeout_s * 1000 < 2e9 ? p->parallel.timeout_s * 1000 : 2e9;
@@ -739,6 +778,8 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 		float *x;
 		void *y;
 		int got;
+		if (tg_return_batch(t) != 0)
+			return -1;
 		if (loader_next(&t->l, &x, &y, &got) != 0)
 			return util_fail(t->err, sizeof t->err, "internal: the loader did not end the epoch with the sampler");
 	}
@@ -834,10 +875,7 @@ static void teardown(struct gt *t)
 		cudaGraphExecDestroy(t->graph);
 	if (t->loader_ok)
 		loader_stop(&t->l);
-	for (int k = 0; k < 2; k++) {
-		free(t->hx[k]);
-		free(t->hy[k]);
-	}
+	free_batches(t);
 	free(t->hconv);
 	free(t->hidx);
 	free(t->htx);
@@ -913,7 +951,9 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 		if (cudaGetDeviceProperties(&prop, t->base) != cudaSuccess)
 			snprintf(prop.name, sizeof prop.name, "?");
 		printf("GPU: %s, %d per rank; data %s; steps %s%s%s\n", prop.name, t->ngpu,
-		       t->dtrain.streamed ? "copied in per batch" : "in device memory", t->use_graph ? "replayed as a CUDA graph" : "one by one",
+		       !t->dtrain.streamed ? "in device memory"
+		       : t->pinned	   ? "copied in per batch from page-locked memory"
+					   : "copied in per batch from pageable memory (the system would not page-lock it)", t->use_graph ? "replayed as a CUDA graph" : "one by one",
 		       t->tiny ? ", one kernel each" : "", t->pipe_m > 1 ? ", pipelined" : "");
 		fflush(stdout);
 	}

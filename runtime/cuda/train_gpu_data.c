@@ -81,14 +81,15 @@ static int poll_comms(struct gt *t, const char *what)
 	return 0;
 }
 
-/* Wait for the compute stream, watching NCCL; bounded by the job timeout. */
-int tg_wait(struct gt *t, const char *what)
+/* Wait for ev (NULL: the whole compute stream), watching NCCL, polling at
+ * most every `most` seconds; bounded by the job timeout. */
+static int wait_for(struct gt *t, cudaEvent_t ev, double most, const char *what)
 {
 	double deadline = util_now() + 2 * t->p->parallel.timeout_s;
 	launch_wait_begin();
 	int rc = 0;
-	for (double pause = 1e-5;; pause = pause < 1e-3 ? 2 * pause : 1e-3) {
-		cudaError_t q = cudaStreamQuery(t->s);
+	for (double pause = 1e-5;; pause = pause < most ? 2 * pause : most) {
+		cudaError_t q = ev ? cudaEventQuery(ev) : cudaStreamQuery(t->s);
 		if (q == cudaSuccess)
 			break;
 		if (q != cudaErrorNotReady) {
@@ -116,6 +117,25 @@ int tg_wait(struct gt *t, const char *what)
 	if (rc == 0 && ce)
 		rc = util_fail(t->err, sizeof t->err, "%s", ce);
 	return rc;
+}
+
+int tg_wait(struct gt *t, const char *what)
+{
+	return wait_for(t, NULL, 1e-3, what);
+}
+
+/* The copies of the next batch wait in the stream behind this one's
+ * compute: the trainer waits here when it runs a step ahead of the GPU,
+ * and polls often, so the GPU does not idle for the wait's pauses. */
+int tg_return_batch(struct gt *t)
+{
+	if (!t->fed_pending)
+		return 0;
+	if (wait_for(t, t->ev_fed, 5e-5, "copying a streamed batch in") != 0)
+		return -1;
+	t->fed_pending = false;
+	loader_release(&t->l);
+	return 0;
 }
 
 /* Sums over ranks of host values, through NCCL in device memory. */
@@ -255,8 +275,9 @@ int tg_set_epoch(struct gt *t, int64_t epoch)
 }
 
 /* A host batch of b samples to the input and target buffers, on the
- * compute stream; the host buffers may be reused on return (pageable
- * copies are staged before the call returns). */
+ * compute stream.  From pageable memory the copies are staged before the
+ * call returns; from the page-locked batches of a streamed set they read
+ * the host buffers when the stream reaches them (tg_return_batch). */
 int tg_host_batch_in(struct gt *t, const float *x, const void *y, int64_t b, int64_t xw, int64_t yw, float *in, void *ybuf)
 {
 	const float *src = x;
@@ -290,6 +311,8 @@ int tg_feed_streamed(struct gt *t, int64_t b, const int64_t *first, const int64_
 	float *x;
 	void *y;
 	int got = 0;
+	if (tg_return_batch(t) != 0)
+		return -1;
 	launch_wait_begin();
 	int r = loader_next(&t->l, &x, &y, &got);
 	launch_wait_end();
@@ -306,6 +329,11 @@ int tg_feed_streamed(struct gt *t, int64_t b, const int64_t *first, const int64_
 				   exec_output(&t->e, 0, true), ybuf + (size_t)(first[j] * yw) * 4);
 	}
 	exec_set_micro(0);
+	if (rc == 0 && t->pinned) { /* the copies read the batch later: it goes back once they have */
+		CK(t, cudaEventRecord(t->ev_fed, t->s));
+		t->fed_pending = true;
+		return 0;
+	}
 	loader_release(&t->l);
 	return rc;
 }

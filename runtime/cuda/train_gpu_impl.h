@@ -110,6 +110,9 @@ struct gt {
 	bool loader_ok;
 	float *hx[2], *hconv;    /* host batches; ids converted for the embedding */
 	void *hy[2];
+	bool pinned;             /* hx and hy are page-locked (cudaHostAlloc): copies read them after returning */
+	cudaEvent_t ev_fed;      /* recorded after the copies of the batch the trainer holds */
+	bool fed_pending;        /* that batch goes back to the loader once ev_fed has passed */
 	int64_t *hidx;           /* a streamed test set: one chunk's indices and values */
 	float *htx;
 	void *hty;
@@ -146,6 +149,9 @@ int tg_put_on(struct gt *t, int d, void *dev, const void *host, size_t bytes);
 int tg_get_on(struct gt *t, int d, void *host, const void *dev, size_t bytes);
 /* Wait for the compute stream, watching NCCL; bounded by the job timeout. */
 int tg_wait(struct gt *t, const char *what);
+/* Hand the streamed batch the trainer holds back to the loader, once the
+ * copies from it have run; 0 or -1 with t->err. */
+int tg_return_batch(struct gt *t);
 /* Sums over ranks of n host values. */
 int tg_reduce_host(struct gt *t, double *v, int n);
 /* The whole dataset to the GPU, or d->streamed when it does not fit. */

@@ -56,7 +56,11 @@ TRAINC_CUDA_TINY=0 run toy-layers models/toy.net --gpus 1 --set train.steps=30
 TRAINC_CUDA_TINY=0 TRAINC_GPU_STREAM=1 run toy-stream models/toy.net --gpus 1 --set train.steps=30
 run toy-cpu models/toy.net --cpus 1 --threads 1 --set train.steps=30
 grep -q 'one kernel each' "$tmp/toy-tiny.log" || fail "the ToyModel did not take the one-kernel step: $(grep '^GPU' "$tmp/toy-tiny.log")"
-grep -q 'copied in per batch' "$tmp/toy-stream.log" || fail "TRAINC_GPU_STREAM=1 did not stream"
+# where the system will not page-lock the batches, pageable ones serve
+TRAINC_CUDA_TINY=0 TRAINC_GPU_STREAM=1 TRAINC_FAKE_HOST_LOCK=0 run toy-pageable models/toy.net --gpus 1 --set train.steps=30
+grep -q 'copied in per batch from page-locked memory' "$tmp/toy-stream.log" || fail "TRAINC_GPU_STREAM=1 did not stream from page-locked memory"
+grep -q 'copied in per batch from pageable memory' "$tmp/toy-pageable.log" || fail "no pageable batches where page-locking fails"
+same toy-pageable toy-layers 0 "toy: streamed from pageable memory = device data"
 same toy-tiny toy-cpu 1e-5 "toy: one-kernel GPU step = CPU"
 same toy-layers toy-cpu 1e-5 "toy: layer-by-layer GPU step = CPU"
 same toy-stream toy-layers 0 "toy: streamed data = device data"

@@ -9,7 +9,8 @@
  * Every operation runs at once on the host; "device" memory is host
  * memory; streams and events only keep times.  Devices: TRAINC_FAKE_GPUS
  * (default 1); free memory: TRAINC_FAKE_GPU_MIB (default 16384); compute
- * capability: TRAINC_FAKE_CC (default 9.0).
+ * capability: TRAINC_FAKE_CC (default 9.0); TRAINC_FAKE_HOST_LOCK=0 refuses
+ * page-locked host memory.
  * NCCL's collectives run over trainc's own Gloo communicator (rank 0's
  * unique id carries the port of a store it serves), so DDP and FSDP run
  * across worker processes too.
@@ -17,7 +18,9 @@
  * replays them, so the trainer's CUDA-graph path runs too.  With
  * TRAINC_FAKE_ASYNC=forward or reverse, streams run asynchronously (work
  * queued per stream, run in an adversarial order when the host waits), so
- * a missing event between streams shows (tests/cli/gpu_host_async.sh).
+ * a missing event between streams shows (tests/cli/gpu_host_async.sh);
+ * a queued copy from page-locked host memory (cudaHostAlloc) reads it when
+ * it runs, so a buffer reused before its copy ran shows too.
  * Device memory is one reserved range that the host cannot touch except
  * while the stand-in itself runs device work (a copy, a kernel, a GEMM, a
  * collective): host code that reads or writes device memory directly,
@@ -631,6 +634,57 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 	return cudaSuccess;
 }
 
+/* Page-locked host memory (cudaHostAlloc): a queued copy from it reads it
+ * when the copy runs, as a DMA does on a GPU, where a copy from pageable
+ * memory is staged when it is queued. */
+enum { MAX_LOCKED = 64 };
+static struct { char *p; size_t n; } locked[MAX_LOCKED];
+
+cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
+{
+	(void)flags;
+	*p = NULL;
+	const char *lock = getenv("TRAINC_FAKE_HOST_LOCK"); /* 0: a system that locks no more memory */
+	if (lock && !strcmp(lock, "0"))
+		return fail(cudaErrorMemoryAllocation);
+	pthread_mutex_lock(&dev_lock);
+	int slot = 0;
+	while (slot < MAX_LOCKED && locked[slot].p)
+		slot++;
+	if (slot < MAX_LOCKED && (*p = malloc(size ? size : 1)) != NULL)
+		locked[slot].p = *p, locked[slot].n = size;
+	pthread_mutex_unlock(&dev_lock);
+	return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+	drain_all(); /* CUDA's waits for the device */
+	pthread_mutex_lock(&dev_lock);
+	int slot = 0;
+	while (slot < MAX_LOCKED && locked[slot].p != p)
+		slot++;
+	if (slot < MAX_LOCKED)
+		locked[slot].p = NULL;
+	pthread_mutex_unlock(&dev_lock);
+	if (slot == MAX_LOCKED) {
+		fprintf(stderr, "fake CUDA: cudaFreeHost of %p, which cudaHostAlloc did not return\n", p);
+		abort();
+	}
+	free(p);
+	return cudaSuccess;
+}
+
+static bool is_locked(const void *p, size_t n)
+{
+	bool in = false;
+	pthread_mutex_lock(&dev_lock);
+	for (int i = 0; i < MAX_LOCKED && !in; i++)
+		in = locked[i].p && (const char *)p >= locked[i].p && (const char *)p + n <= locked[i].p + locked[i].n;
+	pthread_mutex_unlock(&dev_lock);
+	return in;
+}
+
 /* A copy's ends must be where its kind says (a wrong kind is an error on a
  * GPU, or a fault); a whole range, not only its first byte. */
 static bool ends_agree(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
@@ -705,7 +759,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 		return fail(cudaErrorInvalidValue);
 	if (kind == cudaMemcpyHostToDevice && capturing) /* host memory may change before a launch */
 		return fail(cudaErrorStreamCaptureUnsupported);
-	if (kind == cudaMemcpyHostToDevice && async_on()) {
+	if (kind == cudaMemcpyHostToDevice && async_on() && !is_locked(src, count)) {
 		/* CUDA stages pageable host memory before it returns: the caller
 		 * may reuse the buffer at once */
 		a.owned = malloc(count ? count : 1);

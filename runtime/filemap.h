@@ -17,7 +17,7 @@
 
 enum {
 	FILEMAP_EXIT_SHRANK = 3, /* the exit status of a run whose mapped input shrank */
-	FILEMAP_SLOTS = 32,
+	FILEMAP_SLOTS = 1024, /* a sharded checkpoint of 1,000 ranks resumed, with the datasets */
 };
 
 /* mmap(NULL, len, prot, MAP_PRIVATE, fd, 0), recorded so that a fault in it

@@ -76,7 +76,7 @@ static FILE *open_text(const char *path, const char *what_to_do, char *err, size
 	int fd = util_open_file(path, &st, what_to_do, err, errlen);
 	FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
 	if (fd >= 0 && !f) {
-		int e = errno;
+		int e = util_os_error(errno);
 		close(fd);
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
 		errno = e;
@@ -99,7 +99,7 @@ static int file_crc(const char *path, int64_t *size, uint32_t *crc, const char *
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0) {
-			int e = errno;
+			int e = util_os_error(errno);
 			close(fd);
 			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
 			return -1;
@@ -531,6 +531,7 @@ static int load_shards(const char *folder, const struct plan *p, int world, int 
 	if (!full || !sf) {
 		free(full);
 		free(sf);
+		util_os_error(ENOMEM);
 		snprintf(err, errlen, "out of memory reading %s", folder);
 		return -1;
 	}
@@ -735,7 +736,7 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 		else if (access(dir, F_OK) != 0)
 			snprintf(err, errlen, "%s: no such folder; --resume takes the folder a run's --save wrote", dir);
 		else
-			snprintf(err, errlen, "%s: no checkpoint here (no 'latest' file: %s)", dir, strerror(e));
+			snprintf(err, errlen, "%s: no checkpoint here (no 'latest' file: %s)", dir, strerror(util_os_error(e)));
 		return -1;
 	}
 	if (fscanf(f, "%127s", name) != 1 || !is_step_name(name)) {

@@ -297,6 +297,7 @@ static int load_idx(struct dataset *ds, const char *images_path, const char *lab
 	if (!block)
 		block = malloc(total ? (size_t)total : 1);
 	if (!block) {
+		util_os_error(ENOMEM);
 		util_fail(err, errlen, "%s: out of memory allocating %lld bytes for %lld images and labels",
 		     images_path, (long long)total, (long long)n);
 		goto bad;

@@ -75,7 +75,7 @@ static int gz_fill(struct gz_in *g)
 		k = read(g->fd, g->buf + g->z.avail_in, sizeof g->buf - g->z.avail_in);
 	while (k < 0 && errno == EINTR);
 	if (k < 0)
-		return gz_fault(g, errno, "read failed: %s", strerror(errno));
+		return gz_fault(g, util_os_error(errno), "read failed: %s", strerror(errno));
 	g->eof = k == 0;
 	g->z.avail_in += (uInt)k;
 	g->taken += k;
@@ -152,7 +152,7 @@ static int read_failed(struct idx_file *f, int64_t at, char *err, size_t errlen)
 		return util_fail(err, errlen, "%s: compressed byte %lld: %s; check the disk and the file",
 			    f->path, (long long)g->fail_at, g->msg);
 	return util_fail(err, errlen, "%s: byte %lld: read failed: %s; check the disk and the file",
-		    f->path, (long long)at, strerror(errno));
+		    f->path, (long long)at, strerror(util_os_error(errno)));
 }
 
 static void format_dims(const struct idx_file *f, char *buf, size_t len)
@@ -185,6 +185,7 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 		if (!g || inflateInit2(&g->z, 16 + MAX_WBITS) != Z_OK) { /* 16: gzip framing only */
 			free(g);
 			close(fd);
+			util_os_error(ENOMEM);
 			return util_fail(err, errlen, "%s: out of memory opening the gzip file", path);
 		}
 		g->fd = fd;
@@ -192,7 +193,7 @@ int idx_open(struct idx_file *f, const char *path, int want_ndim, char *err, siz
 		f->gz = g;
 		f->gzip = 1;
 	} else if (!(f->raw = fdopen(fd, "rb"))) {
-		int e = errno;
+		int e = util_os_error(errno);
 		close(fd);
 		return util_fail(err, errlen, "%s: cannot open: %s", path, strerror(e));
 	}

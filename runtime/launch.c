@@ -557,7 +557,9 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 			for (int i = w->ntail - k; i < w->ntail; i++)
 				fprintf(stderr, "    %s\n", w->tail[i % TAIL_LINES]);
 		}
-		rc = 1;
+		/* a rank that refused what the user gave (2) refuses the job; any
+		 * other end (a crash, a signal, a failure) fails it */
+		rc = WIFEXITED(w->status) && WEXITSTATUS(w->status) == 2 ? 2 : 1;
 	}
 	free(pfd);
 	free(ws);

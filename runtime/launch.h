@@ -21,7 +21,11 @@ struct launch_opts {
 	const char *run_dir; /* the run directory claimed for the job, which rank 0 creates the run in */
 };
 
-/* Run argv as `world` workers; returns the launcher's exit status. */
+/* Run argv as `world` workers; returns the launcher's exit status: 0 when
+ * every worker ended 0; 128 + the signal that stopped the job; else that
+ * of the rank taken for the root cause (the first to fail, or one that
+ * said why it ended, launch_worker_stop): its own where it said why or
+ * refused what the user gave (2), else 1. */
 int launch_run(const struct launch_opts *o, int argc, char **argv);
 
 /* In a worker: its rank and world from the environment, or -1 when this

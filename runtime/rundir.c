@@ -90,7 +90,7 @@ static const char *mkdir_why(const char *path, int e, const char *hint, char *bu
 	char cwd[PATH_MAX];
 	if (e == ENOENT && path[0] != '/' && !getcwd(cwd, sizeof cwd) && errno == ENOENT)
 		return "the current directory no longer exists (it was deleted or moved); cd into an existing one";
-	snprintf(buf, n, "%s; %s", strerror(e), hint);
+	snprintf(buf, n, "%s; %s", strerror(util_os_error(e)), hint);
 	return buf;
 }
 
@@ -145,7 +145,7 @@ int rundir_check(const char *dir, char *err, size_t errlen)
 	int empty = is_empty(dir);
 	if (empty < 0)
 		return util_fail(err, errlen, "%s: cannot list the run directory: %s; check its permissions", dir,
-				 strerror(errno));
+				 strerror(util_os_error(errno)));
 	if (!empty)
 		return not_empty(dir, err, errlen);
 	return 0;
@@ -351,7 +351,7 @@ static int finish(FILE *f, const char *file, char *err, size_t errlen)
 	if (fclose(f) != 0 && !bad)
 		bad = 1, e = errno;
 	if (bad)
-		return util_fail(err, errlen, "%s: write failed: %s; check free disk space", file, strerror(e));
+		return util_fail(err, errlen, "%s: write failed: %s; check free disk space", file, strerror(util_os_error(e)));
 	return 0;
 }
 
@@ -360,7 +360,7 @@ static int write_model(struct rundir *r, const struct plan *p, char *err, size_t
 	char file[RUNDIR_PATH_MAX + 32];
 	FILE *f = open_in(r, "model.net", "w", file, sizeof file);
 	if (!f)
-		return util_fail(err, errlen, "%s: cannot create: %s", file, strerror(errno));
+		return util_fail(err, errlen, "%s: cannot create: %s", file, strerror(util_os_error(errno)));
 	if (p->source)
 		fputs(p->source, f);
 	return finish(f, file, err, errlen);
@@ -393,7 +393,7 @@ static int write_run(struct rundir *r, const struct plan *p, const char *version
 
 	FILE *f = open_in(r, "run.json", "w", file, sizeof file);
 	if (!f)
-		return util_fail(err, errlen, "%s: cannot create: %s", file, strerror(errno));
+		return util_fail(err, errlen, "%s: cannot create: %s", file, strerror(util_os_error(errno)));
 	fputs("{\n  \"trainc_version\": ", f);
 	put_string(f, version ? version : "");
 	fputs(",\n  \"model\": ", f);
@@ -438,7 +438,7 @@ int rundir_create(struct rundir *r, const char *dir, const struct plan *p, const
 	char file[RUNDIR_PATH_MAX + 32];
 	r->metrics = open_in(r, "metrics.jsonl", "a", file, sizeof file);
 	if (!r->metrics)
-		return util_fail(err, errlen, "%s: cannot create: %s", file, strerror(errno));
+		return util_fail(err, errlen, "%s: cannot create: %s", file, strerror(util_os_error(errno)));
 	return 0;
 }
 

@@ -400,8 +400,10 @@ static int parse_meta(struct parse *p, struct safetensors_file *f)
 		/* a pair takes at least 6 header bytes, so the count is bounded by the header */
 		if ((f->nmeta & (f->nmeta - 1)) == 0) {
 			void *m = realloc(f->meta, (size_t)(f->nmeta ? 2 * f->nmeta : 1) * sizeof *f->meta);
-			if (!m)
+			if (!m) {
+				util_os_error(ENOMEM);
 				return perr(p, at, "out of memory reading __metadata__");
+			}
 			f->meta = m;
 		}
 		f->meta[f->nmeta].key = k;
@@ -444,8 +446,10 @@ static int parse_header(struct parse *p, struct safetensors_file *f)
 			} else {
 				if ((f->n & (f->n - 1)) == 0) {
 					void *t = realloc(f->tensors, (size_t)(f->n ? 2 * f->n : 1) * sizeof *f->tensors);
-					if (!t)
+					if (!t) {
+						util_os_error(ENOMEM);
 						return perr(p, at, "out of memory reading the tensor table");
+					}
 					f->tensors = t;
 				}
 				struct safetensors_entry *e = &f->tensors[f->n];
@@ -503,8 +507,10 @@ static int check_layout(struct safetensors_file *f, uint64_t header_len, uint64_
 				    (long long)a->header_offset);
 		}
 	const struct safetensors_entry **order = malloc((size_t)(f->n ? f->n : 1) * sizeof *order);
-	if (!order)
+	if (!order) {
+		util_os_error(ENOMEM);
 		return util_fail(err, errlen, "%s: out of memory checking %d tensors", f->path, f->n);
+	}
 	for (int i = 0; i < f->n; i++)
 		order[i] = &f->tensors[i];
 	qsort(order, (size_t)f->n, sizeof *order, by_offset);
@@ -551,8 +557,10 @@ int safetensors_parse(struct safetensors_file *f, const void *bytes, size_t size
 		return util_fail(err, errlen, "%s: byte 0: header length %llu runs past the end of the %zu-byte file; "
 			    "the file is truncated or not safetensors", f->path, (unsigned long long)n, size);
 	f->strings = malloc((size_t)n + 1);
-	if (!f->strings)
+	if (!f->strings) {
+		util_os_error(ENOMEM);
 		return util_fail(err, errlen, "%s: out of memory for a %llu-byte header", f->path, (unsigned long long)n);
+	}
 	struct parse p = { .h = b + 8, .len = (size_t)n, .data_len = size - 8 - n, .arena = f->strings,
 			   .label = f->path, .err = err, .errlen = errlen };
 	if (parse_header(&p, f) != 0 || check_layout(f, n, p.data_len, err, errlen) != 0) {
@@ -585,7 +593,7 @@ int safetensors_open(struct safetensors_file *f, const char *path, char *err, si
 	/* trainc replaces files by rename, never in place, so the mapping stays
 	 * valid; another program truncating the file is said by filemap's handler */
 	void *m = filemap_map(fd, size, PROT_READ, path, "let whatever rewrites it finish (or put it back as it was), then run again");
-	int e = errno;
+	int e = m == MAP_FAILED ? util_os_error(errno) : 0;
 	close(fd);
 	if (m == MAP_FAILED)
 		return util_fail(err, errlen, "%s: cannot map %zu bytes: %s", path, size, strerror(e));

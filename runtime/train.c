@@ -652,6 +652,33 @@ int train_resume_at(const struct plan *p, const char *resume, const char *flag, 
 	return 0;
 }
 
+int train_setup_failed(int rc, int world, const char **stop_key)
+{
+	if (rc != TRAIN_REFUSED)
+		return 1;
+	if (world > 1)
+		*stop_key = "refused"; /* every rank that refuses says so: the launcher says it once */
+	return util_refusal();
+}
+
+int train_load_given(const struct plan *p, const struct train_opts *o, const char *flag, int world, int64_t micro, struct sampler *s,
+		     float *params, float *optim, int64_t trainable, struct ckpt_state *at, char *err, size_t errlen)
+{
+	int rc = 0;
+	if (o->resume) {
+		rc = ckpt_load(o->resume, p, o->rank, params, optim, trainable, p->train.optim.state_per_param, at, err, errlen);
+		if (at->philox_order)
+			sampler_keep_philox(s, p->train.seed);
+		if (rc == 0)
+			rc = train_resume_at(p, o->resume, flag, at, world, micro, s->num_batches, o->rank, err, errlen);
+	} else if (o->init) {
+		rc = weights_load(p, params, o->init, true, err, errlen);
+		if (rc == 0 && o->rank == 0)
+			printf("Initialised from %s\n", o->init);
+	}
+	return rc == 0 ? 0 : TRAIN_REFUSED;
+}
+
 /* The unsharded parameters (and optimizer state) on rank 0: the executor's
  * own regions, or with FSDP gathered into buffers the caller frees with
  * free_full.  Every rank calls it; only rank 0's pointers are valid. */
@@ -861,7 +888,8 @@ static int join_job(struct trainer *t)
 }
 
 /* Initial parameters and optimizer state: PyTorch's initialisation, a
- * weights file (--init) or a checkpoint (--resume), unsharded or sharded. */
+ * weights file (--init) or a checkpoint (--resume), unsharded or sharded:
+ * 0, -1, or TRAIN_REFUSED for a file that does not fit. */
 static int load_state(struct trainer *t)
 {
 	const struct plan *p = t->p;
@@ -878,7 +906,6 @@ static int load_state(struct trainer *t)
 			return -1;
 		}
 	}
-	int rc = 0;
 	if (t->sharded) {
 		if (fsdp_init_params(&t->fsdp, p->train.seed) != 0) {
 			snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
@@ -891,19 +918,10 @@ static int load_state(struct trainer *t)
 		t->sv = (struct optim_state_view){ t->e.optim, t->e.trainable };
 		optim_state_init(&t->oc, t->sv, t->e.trainable);
 	}
-	if (o->resume) {
-		rc = ckpt_load(o->resume, p, t->rank, params, optim, t->e.trainable, k, &t->at, t->err, sizeof t->err);
-		if (t->at.philox_order)
-			sampler_keep_philox(&t->s, p->train.seed);
-		if (rc == 0)
-			rc = train_resume_at(p, o->resume, "--cpus", &t->at, t->world, t->micro, t->s.num_batches, t->rank, t->err, sizeof t->err);
-		/* the epoch's sums so far, of every rank, count once: on rank 0 */
+	int rc = train_load_given(p, o, "--cpus", t->world, t->micro, &t->s, params, optim, t->e.trainable, &t->at, t->err, sizeof t->err);
+	if (o->resume) { /* the epoch's sums so far, of every rank, count once: on rank 0 */
 		t->ep_loss = t->rank == 0 ? t->at.loss_sum : 0;
 		t->ep_n = t->rank == 0 ? t->at.loss_n : 0;
-	} else if (o->init) {
-		rc = weights_load(p, params, o->init, true, t->err, sizeof t->err);
-		if (rc == 0 && t->rank == 0)
-			printf("Initialised from %s\n", o->init);
 	}
 	if (rc == 0 && t->sharded && (o->resume || o->init) && fsdp_load_full(&t->fsdp, params, o->resume ? optim : NULL) != 0) {
 		snprintf(t->err, sizeof t->err, "%s", t->fsdp.err);
@@ -916,6 +934,9 @@ static int load_state(struct trainer *t)
 	return rc;
 }
 
+/* Everything before the first step: 0, -1, or TRAIN_REFUSED where what the
+ * user gave does not fit (the data, the checkpoint or weights, the run
+ * directory), with the message in t->err. */
 static int setup(struct trainer *t)
 {
 	const struct plan *p = t->p;
@@ -927,12 +948,12 @@ static int setup(struct trainer *t)
 	if (t->world == 1 && p->ndevices == 1 && p->parallel.microbatches <= 1)
 		kern_pin_threads(threads);
 	if (train_open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
-		return -1;
+		return TRAIN_REFUSED;
 	t->has_test = p->test_data.kind != DATA_NONE;
 	/* the test set loads in the background: the first step need not wait
 	 * for it, but wrong or missing files stop the run before it trains */
 	if (t->has_test && peek_data(&p->test_data, &t->test_n, t->err, sizeof t->err) != 0)
-		return -1;
+		return TRAIN_REFUSED;
 	if (t->has_test && pthread_create(&t->test_thread, NULL, load_test, t) != 0) {
 		snprintf(t->err, sizeof t->err, "cannot start the thread that loads the test set");
 		return -1;
@@ -940,12 +961,12 @@ static int setup(struct trainer *t)
 	t->test_thread_on = t->has_test;
 	const struct plan_train *tr = &p->train;
 	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
-		return -1;
+		return TRAIN_REFUSED;
 	/* every batch size convolutions will see: the training batch (or its
 	 * micro-batches), the epoch's last batch (chunked alike), the test batches */
 	struct train_batches bt;
 	if (train_batches(p, t->world, t->rank, t->train.n, t->test_n, &bt, t->err, sizeof t->err) != 0)
-		return -1;
+		return TRAIN_REFUSED;
 	t->micro = bt.micro;
 	t->accum = bt.accum;
 	int64_t B = t->micro;
@@ -976,8 +997,9 @@ static int setup(struct trainer *t)
 		if (joined != 0)
 			return -1;
 	}
-	if (load_state(t) != 0)
-		return -1;
+	int loaded = load_state(t);
+	if (loaded != 0)
+		return loaded;
 	if (t->ddp_ok) { /* rank 0's parameters and buffers everywhere, as DDP's constructor does */
 		launch_wait_begin();
 		int sent = ddp_broadcast(&t->ddp, t->e.params, p->unsharded_elems, t->err, sizeof t->err);
@@ -993,7 +1015,7 @@ static int setup(struct trainer *t)
 	}
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, o->run_dir, p, o->version, o->argc, o->argv, t->err, sizeof t->err) != 0)
-			return -1;
+			return TRAIN_REFUSED; /* one that cannot be made where it is, or written (a full disk: 1) */
 		t->rd_ok = true;
 	}
 	int64_t xmax = B * t->train.sample_numel;
@@ -1415,9 +1437,10 @@ int train_run(const struct plan *p, const struct train_opts *o)
 	t->o = o;
 	t->rank = o->rank;
 	t->world = o->world > 0 ? o->world : 1;
-	int rc = 0;
-	if (setup(t) != 0) {
-		rc = fail(t, NULL);
+	int rc = setup(t);
+	if (rc != 0) {
+		rc = train_setup_failed(rc, t->world, &t->stop_key);
+		fail(t, NULL);
 		teardown(t);
 		free(t);
 		return rc;

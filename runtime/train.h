@@ -22,8 +22,9 @@ struct train_opts {
 	char **argv;
 };
 
-/* Train p to the end; returns the process exit status (0, or 1 after
- * printing what failed). */
+/* Train p to the end; returns the process exit status after saying what
+ * failed: 0; 2 where the run was refused before training for what the
+ * user gave (train_setup_failed); 1 for any other failure. */
 int train_run(const struct plan *p, const struct train_opts *o);
 
 /* ---- shared with the GPU trainer (runtime/cuda/train_gpu.c) ---- */
@@ -122,6 +123,24 @@ int train_resume_world(const struct plan *p, const char *resume, const char *fla
  * --cpus or --gpus, for the message); prints the position on rank 0. */
 int train_resume_at(const struct plan *p, const char *resume, const char *flag, struct ckpt_state *at, int world, int64_t micro,
 		    int64_t num_batches, int rank, char *err, size_t errlen);
+/* What a trainer's setup returns where it refuses what the user gave (the
+ * data, the --resume checkpoint, the --init weights, the run directory);
+ * -1 is any other failure. */
+enum { TRAIN_REFUSED = -3 };
+/* The exit status of a run whose setup failed with rc: for TRAIN_REFUSED
+ * util_refusal's (2; 1 where the system failed), else 1.  In a job (world
+ * above one) a refusal is the rank's last word to the launcher, under the
+ * key set in *stop_key, which says it once for the job (rank 0's words
+ * where every rank refused) and ends it with this status. */
+int train_setup_failed(int rc, int world, const char **stop_key);
+/* The state --resume or --init gives, for rank o->rank of world ranks
+ * with micro-batches of micro over sampler s (flag: --cpus or --gpus, for
+ * messages): a checkpoint's parameters, optimizer state (k planes of
+ * trainable floats) and position in *at, resumed here; or the weights
+ * alone.  0 (nothing read without either), or TRAIN_REFUSED with err. */
+struct sampler;
+int train_load_given(const struct plan *p, const struct train_opts *o, const char *flag, int world, int64_t micro, struct sampler *s,
+		     float *params, float *optim, int64_t trainable, struct ckpt_state *at, char *err, size_t errlen);
 /* The process's peak resident set in MiB, from /proc (0 when unavailable). */
 double train_peak_rss_mib(void);
 #endif

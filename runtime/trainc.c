@@ -3,10 +3,14 @@
  *   trainc check FILE.net                                  compile only
  *   trainc print FILE.net [--gpus N | --cpus N]            module tree and memory plan
  *   trainc graph FILE.net                                  Graphviz dot
- * Exit status: 0 success, 2 for mistakes in the command or the .net file,
- * 1 for failures while running, 3 when another program truncated a file
- * the run had mapped (filemap.h).  Every command compiles first, so every
- * error in a file is reported before anything else happens.
+ * Exit status: 0 success; 2 where the run is refused before training for
+ * what the user gave (the .net file, the command line, a file or folder
+ * the command names: running it again fails the same way); 1 for failures
+ * while running and failures of the system (out of memory, an I/O error,
+ * a full disk: util_refusal tells a refusal that was one); 3 when another
+ * program truncated a file the run had mapped (filemap.h).  Every command
+ * compiles first, so every error in a file is reported before anything
+ * else happens.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -187,7 +191,8 @@ static int check_save(const char *path, const char *resume)
 			fprintf(stderr, "trainc: --save %s: the folder %s does not exist; create it first (mkdir -p %s)\n", path, dir,
 				util_shell_word(dir, probe, sizeof probe));
 		else
-			fprintf(stderr, "trainc: --save %s: cannot write in %s: %s; choose another place\n", path, dir, strerror(e));
+			fprintf(stderr, "trainc: --save %s: cannot write in %s: %s; choose another place\n", path, dir,
+				strerror(util_os_error(e)));
 		return -1;
 	}
 	close(fd);
@@ -290,7 +295,7 @@ static int lock_save(const char *path)
 		snprintf(made_save, sizeof made_save, "%s", path);
 		atexit(remove_made_save);
 	} else if (errno != EEXIST) {
-		fprintf(stderr, "trainc: --save %s: cannot create the folder: %s\n", path, strerror(errno));
+		fprintf(stderr, "trainc: --save %s: cannot create the folder: %s\n", path, strerror(util_os_error(errno)));
 		return -1;
 	}
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -312,22 +317,18 @@ static int lock_save(const char *path)
 
 /* Whether --resume dir can go on at world ranks (before spawning N
  * workers, so that a checkpoint that cannot resume here is reported once,
- * not by every rank): 0; 1 where the checkpoint cannot be used; 2 where the
- * command asks for a rank count it cannot resume at (a mistake in the
- * command line, as other exit-2 errors). */
+ * not by every rank): 0, or the exit status after saying why (2: a
+ * checkpoint that is damaged, another model's or settings', or made at a
+ * rank count this one cannot go on at; 1 where the system failed reading
+ * it). */
 static int check_resume(const struct plan *p, const char *dir, int world, const char *flag)
 {
 	struct ckpt_state st;
 	char err[1024];
-	if (ckpt_check(dir, p, &st, err, sizeof err) != 0) {
-		fprintf(stderr, "trainc: %s\n", err);
-		return 1;
-	}
-	if (train_resume_world(p, dir, flag, &st, world, 0, err, sizeof err) != 0) {
-		fprintf(stderr, "trainc: %s\n", err);
-		return 2;
-	}
-	return 0;
+	if (ckpt_check(dir, p, &st, err, sizeof err) == 0 && train_resume_world(p, dir, flag, &st, world, 0, err, sizeof err) == 0)
+		return 0;
+	fprintf(stderr, "trainc: %s\n", err);
+	return util_refusal();
 }
 
 /* Before spawning N workers: --init weights that do not fit the model are
@@ -387,7 +388,7 @@ static int claim_run_dir(const char *run_dir, const char *model, const char *sav
 		return 0;
 	*made = false;
 	fprintf(stderr, "trainc: %s\n", err);
-	return claimed == -2 ? 2 : 1; /* a --run-dir that is taken: as the check before it says */
+	return util_refusal(); /* taken, or cannot be made where it is named (1 where the system failed: a full disk) */
 }
 
 /* A job of several ranks: its run directory is claimed here, before any
@@ -601,10 +602,10 @@ int main(int argc, char **argv)
 				"give --save FILE.safetensors for the weights, or train.steps >= 1\n", save);
 			rc = 2;
 		} else if (save && wrank < 0 && (check_save(save, resume) != 0 || lock_save(save) != 0)) {
-			rc = 2;
+			rc = util_refusal();
 		} else if (run_dir && wrank < 0 && rundir_check(run_dir, gerr, sizeof gerr) != 0) {
 			fprintf(stderr, "trainc: %s\n", gerr);
-			rc = 2;
+			rc = util_refusal();
 		} else if (run_dir && wrank < 0 && o.world == 1 &&
 			   (rc = claim_run_dir(run_dir, p->model_name, save, own_dir, sizeof own_dir, &own_made)) != 0) {
 			/* one rank alone locks a named run directory as a job's
@@ -638,7 +639,7 @@ int main(int argc, char **argv)
 			}
 		} else if (o.world > 1) {
 			if (check_data(p, o.world) != 0 || (init && check_init(p, init) != 0)) {
-				rc = 1;
+				rc = util_refusal();
 			} else if (resume && (rc = check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus")) != 0) {
 				/* rc says which */
 			} else {

@@ -22,6 +22,37 @@ int util_fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
+static _Thread_local int os_error; /* the last util_os_error noted, 0 for none */
+
+int util_os_error(int e)
+{
+	switch (e) {
+	case ENOMEM:
+	case EIO:
+	case ENOSPC:
+	case EDQUOT:
+	case EFBIG:
+	case EMFILE:
+	case ENFILE:
+	case ENOBUFS:
+	case EAGAIN:
+	case ESTALE:
+	case ETIMEDOUT:
+		os_error = e;
+		break;
+	default:
+		break;
+	}
+	return e;
+}
+
+int util_refusal(void)
+{
+	int status = os_error ? 1 : 2;
+	os_error = 0;
+	return status;
+}
+
 double util_now(void)
 {
 	struct timespec t;
@@ -74,7 +105,7 @@ int util_open_file(const char *path, struct stat *st, const char *what_to_do, ch
 	/* O_NONBLOCK: open() returns at once even for a FIFO with no writer */
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, st) != 0) {
-		int e = errno;
+		int e = util_os_error(errno);
 		if (fd >= 0)
 			close(fd);
 		util_fail(err, errlen, "%s: cannot open: %s%s%s", path, strerror(e), sep, todo);

@@ -12,6 +12,7 @@
  */
 #include "runtime/weights.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,8 +48,10 @@ static int check_region(const struct plan *p, const char *path, char *err, size_
 {
 	int64_t total = p->unsharded_elems;
 	struct span *order = malloc((size_t)(p->nparams ? p->nparams : 1) * sizeof *order);
-	if (!order)
+	if (!order) {
+		util_os_error(ENOMEM);
 		return util_fail(err, errlen, "%s: out of memory", path);
+	}
 	for (int k = 0; k < p->nparams; k++) {
 		const struct param *pr = &p->params[k];
 		order[k] = (struct span){ pr->offset, slots(pr), k };
@@ -137,8 +140,10 @@ static int missing(const struct safetensors_file *f, const struct plan *p, const
 		   char *err, size_t errlen)
 {
 	const char **names = malloc((size_t)(f->n ? f->n : 1) * sizeof *names);
-	if (!names)
+	if (!names) {
+		util_os_error(ENOMEM);
 		return util_fail(err, errlen, "%s: out of memory", f->path);
+	}
 	for (int i = 0; i < f->n; i++)
 		names[i] = f->tensors[i].name;
 	char have[512], also[512] = "", hint[512] = "";
@@ -288,8 +293,10 @@ int weights_load(const struct plan *p, float *params, const char *path, bool str
 	const char **miss = calloc((size_t)(p->nparams ? p->nparams : 1), sizeof *miss);
 	bool *used = calloc((size_t)(f.n ? f.n : 1), sizeof *used);
 	int rc = 0, nmiss = 0;
-	if (!found || !miss || !used)
+	if (!found || !miss || !used) {
+		util_os_error(ENOMEM);
 		rc = util_fail(err, errlen, "%s: out of memory", path);
+	}
 	for (int k = 0; rc == 0 && k < p->nparams; k++) {
 		found[k] = safetensors_find(&f, p->params[k].name);
 		if (found[k])

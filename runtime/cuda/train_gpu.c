@@ -406,6 +406,9 @@ static void free_batches(struct gt *t)
 	t->pinned = t->fed_pending = false;
 }
 
+/* Everything before the first step: 0, -1, or TRAIN_REFUSED where what the
+ * user gave does not fit (the data, the checkpoint or weights, the run
+ * directory), with the message in t->err. */
 static int setup(struct gt *t)
 {
 	const struct plan *p = t->p;
@@ -415,22 +418,22 @@ static int setup(struct gt *t)
 	cuda_set_device_base(t->base);
 	CK(t, cudaSetDevice(t->base));
 	if (train_open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
-		return -1;
+		return TRAIN_REFUSED;
 	t->train_open = true;
 	t->has_test = p->test_data.kind != DATA_NONE;
 	if (t->has_test) {
 		if (train_open_data(p, &p->test_data, &t->test, t->err, sizeof t->err) != 0)
-			return -1;
+			return TRAIN_REFUSED;
 		t->test_open = true;
 	}
 	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
-		return -1;
+		return TRAIN_REFUSED;
 	/* every batch size convolutions will see: the micro-batch (or its
 	 * pipeline chunks), the epoch's last one (chunked alike), the test batch
 	 * and this rank's last test chunk */
 	struct train_batches bt;
 	if (train_batches(p, t->world, t->rank, t->train.n, t->has_test ? t->test.n : 0, &bt, t->err, sizeof t->err) != 0)
-		return -1;
+		return TRAIN_REFUSED;
 	t->micro = bt.micro;
 	t->accum = bt.accum;
 	t->pipe_m = bt.chunks;
@@ -527,11 +530,12 @@ static int setup(struct gt *t)
 	t->h_optim = calloc((size_t)(t->e.trainable * k) + 1, 4);
 	if (!t->h_params || !t->h_optim)
 		return util_fail(t->err, sizeof t->err, "out of memory for the host copy of the parameters");
-	if (tg_load_state(t) != 0)
-		return -1;
+	int loaded = tg_load_state(t);
+	if (loaded != 0)
+		return loaded;
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, t->o->run_dir, p, t->o->version, t->o->argc, t->o->argv, t->err, sizeof t->err) != 0)
-			return -1;
+			return TRAIN_REFUSED; /* one that cannot be made where it is, or written (a full disk: 1) */
 		t->rd_ok = true;
 	}
 	if (t->dtrain.streamed) { /* a loader thread fills host batches; no graph, no one-block step */
@@ -937,7 +941,7 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 	t->rank = o->rank;
 	t->world = o->world > 0 ? o->world : 1;
 	t->device = device;
-	int rc = setup(t);
+	int rc = setup(t), status = rc != 0 ? train_setup_failed(rc, t->world, &t->stop_key) : 1;
 	if (rc == 0 && t->rank == 0 && p->train.eval_only) {
 		train_report_eval_only(p, o, t->world, t->has_test);
 	} else if (rc == 0 && t->rank == 0) {
@@ -967,9 +971,9 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 	if (p->train.eval_only) {
 		if (rc == 0 && t->has_test && evaluate(t) != 0)
 			rc = -1;
-	} else if (spent && t->rank == 0) {
+	} else if (rc == 0 && spent && t->rank == 0) {
 		train_report_spent(p);
-	} else if (!spent) {
+	} else if (rc == 0 && !spent) {
 		spent = train_epochs_done(p, &t->at, t->epochs_total, t->rank);
 	}
 	while (!spent && rc == 0 && t->at.epoch <= t->epochs_total) {
@@ -1006,5 +1010,5 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 	}
 	teardown(t);
 	free(t);
-	return rc != 0 ? 1 : 0;
+	return rc != 0 ? status : 0;
 }

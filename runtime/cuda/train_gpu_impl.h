@@ -169,7 +169,8 @@ struct fsdp_dev tg_fsdp_dev(struct gt *t);
 
 /* train_gpu_state.c */
 /* Initial parameters and optimizer state (PyTorch's initialisation,
- * --init or --resume), to the GPUs; DDP broadcasts rank 0's. */
+ * --init or --resume), to the GPUs; DDP broadcasts rank 0's.  0, -1, or
+ * TRAIN_REFUSED for a checkpoint or weights that do not fit. */
 int tg_load_state(struct gt *t);
 int tg_broadcast_buffers(struct gt *t);
 /* The unsharded parameters (and optimizer state) in the host copies on

@@ -64,24 +64,14 @@ int tg_load_state(struct gt *t)
 		if (r != 0)
 			return -1;
 	}
-	int rc = 0;
-	if (o->resume) {
-		rc = ckpt_load(o->resume, p, t->rank, t->h_params, t->h_optim, e->trainable, k, &t->at, t->err, sizeof t->err);
-		if (t->at.philox_order)
-			sampler_keep_philox(&t->smp, p->train.seed);
-		if (rc == 0)
-			rc = train_resume_at(p, o->resume, "--gpus", &t->at, t->world, t->micro, t->smp.num_batches, t->rank, t->err,
-					     sizeof t->err);
-		/* the epoch's sums so far, of every rank, count once: on rank 0 */
+	int rc = train_load_given(p, o, "--gpus", t->world, t->micro, &t->smp, t->h_params, t->h_optim, e->trainable, &t->at, t->err,
+				  sizeof t->err);
+	if (o->resume) { /* the epoch's sums so far, of every rank, count once: on rank 0 */
 		t->ep_loss = t->rank == 0 ? t->at.loss_sum : 0;
 		t->ep_n = t->rank == 0 ? t->at.loss_n : 0;
-	} else if (o->init) {
-		rc = weights_load(p, t->h_params, o->init, true, t->err, sizeof t->err);
-		if (rc == 0 && t->rank == 0)
-			printf("Initialised from %s\n", o->init);
 	}
 	if (rc != 0)
-		return -1;
+		return rc;
 	if (t->sharded) { /* shards of the loaded state; the step counter */
 		if (fsdp_load_full(&t->fsdp, t->h_params, o->resume ? t->h_optim : NULL) != 0)
 			return util_fail(t->err, sizeof t->err, "%s", t->fsdp.err);

@@ -44,7 +44,7 @@ prints tests/cli/nets/bn1d_seq.net '(bn): BatchNorm1d(7, eps=0.001, momentum=0.2
 # when training" in PyTorch, refused before any step here
 "$TRAINC" tests/cli/nets/bn1d_mlp.net --set train.batch=1 --set train.steps=1 --run-dir "$tmp/one" > "$tmp/out" 2>&1
 rc=$?
-[ $rc -eq 1 ] || fail "batch 1: exit $rc, expected 1"
+[ $rc -eq 2 ] || fail "batch 1: exit $rc, expected 2"
 grep -qF "trainc: tests/cli/nets/bn1d_mlp.net:9:10: batchnorm1d would normalise over one value per channel: its input is (12,), one value a channel, and a training batch (or pipeline micro-batch) holds 1 sample" "$tmp/out" ||
 	{ fail "batch 1 is not refused with the layer's place:"; sed 's/^/    /' "$tmp/out"; }
 # over (C, L) a sample has L values a channel: a batch of 1 trains, as in PyTorch

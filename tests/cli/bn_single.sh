@@ -9,13 +9,13 @@ printf 'model M {\n    input(3, 4, 4)\n    conv2d(3, 3, kernel=3)\n    adaptive_
 printf 'data {\n    train = synthetic(input=randn(3, 4, 4), target=classes(10), samples=9)\n}\n' >> "$net"
 printf 'train { loss = cross_entropy; optimizer = sgd(lr=0.01); batch = 8; epochs = 1 }\n' >> "$net"
 
-# refused NAME WANT ARGS...: exit 1 before any step, saying WANT
+# refused NAME WANT ARGS...: exit 2 (a mistake in the file) before any step, saying WANT
 refused() {
 	name=$1 want=$2
 	shift 2
 	"$TRAINC" "$@" --run-dir "$tmp/$name" > "$tmp/out" 2>&1
 	rc=$?
-	[ $rc -eq 1 ] || fail "$name: exit $rc, expected 1"
+	[ $rc -eq 2 ] || fail "$name: exit $rc, expected 2"
 	grep -qF "trainc: $want" "$tmp/out" || { fail "$name: no '$want':"; sed 's/^/    /' "$tmp/out"; }
 	grep -q "Loss" "$tmp/out" && fail "$name: trained"
 }

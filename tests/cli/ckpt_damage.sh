@@ -12,11 +12,11 @@
 net=tests/cli/nets/mlp_mse.net
 "$TRAINC" $net --set train.checkpoint_every=2 --save "$tmp/ck" --run-dir "$tmp/r0" > /dev/null 2>&1 || fail "the checkpointing run failed"
 n=0
-refused() { # FOLDER MESSAGE: --resume FOLDER exits 1 saying MESSAGE
+refused() { # FOLDER MESSAGE: --resume FOLDER exits 2 saying MESSAGE
 	n=$((n + 1))
 	"$TRAINC" $net --resume "$1" --run-dir "$tmp/r$n" > "$tmp/out" 2>&1
 	rc=$?
-	[ $rc -eq 1 ] && grep -qF -- "$2" "$tmp/out" || { fail "--resume $1: exit $rc, no '$2':"; sed 's/^/    /' "$tmp/out"; }
+	[ $rc -eq 2 ] && grep -qF -- "$2" "$tmp/out" || { fail "--resume $1: exit $rc, no '$2':"; sed 's/^/    /' "$tmp/out"; }
 }
 copy() { rm -rf "$tmp/$1"; cp -r "$tmp/ck" "$tmp/$1"; }
 restate() { # FOLDER SED-EXPRESSION: edit FOLDER/state.json, and its manifest line to match
@@ -72,6 +72,6 @@ for s in 0 1; do
 done
 "$TRAINC" tests/cli/nets/mlp_fsdp.net --cpus 1 --resume "$tmp/sh" --run-dir "$tmp/rsw" > "$tmp/out" 2>&1
 rc=$?
-[ $rc -eq 1 ] && grep -qF "shard-00000-of-00002.safetensors holds rank 1's part, not rank 0's; the shard files were renamed" "$tmp/out" ||
+[ $rc -eq 2 ] && grep -qF "shard-00000-of-00002.safetensors holds rank 1's part, not rank 0's; the shard files were renamed" "$tmp/out" ||
 	{ fail "swapped shard files: exit $rc:"; sed 's/^/    /' "$tmp/out"; }
 exit $failed

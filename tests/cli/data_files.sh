@@ -22,13 +22,13 @@ for d in big small ok; do
 		"$tmp/$d" "$tmp/ok" > "$tmp/$d.net"
 done
 
-# expect NET SIDE FILE ARGS...: exit 1 and the message about FILE's SIDE x SIDE images
+# expect NET SIDE FILE ARGS...: exit 2 and the message about FILE's SIDE x SIDE images
 expect() {
 	net=$1 side=$2 file=$3
 	shift 3
 	"$TRAINC" "$net" --run-dir "$tmp/run" "$@" > "$tmp/out" 2>&1
 	rc=$?
-	[ "$rc" -eq 1 ] || fail "$net $*: exit $rc, expected 1"
+	[ "$rc" -eq 2 ] || fail "$net $*: exit $rc, expected 2"
 	pat="$file: byte 8: the images are $side x $side pixels, but the model is planned for mnist\(\)'s \(1, 28, 28\) samples \($net:[0-9]+:[0-9]+\); resize the images to 28 x 28"
 	grep -Eq -- "$pat" "$tmp/out" || { fail "$net $*: no /$pat/:"; sed 's/^/    /' "$tmp/out"; }
 	[ -e "$tmp/run" ] && fail "$net $*: a run record was started for a run that cannot begin"
@@ -55,7 +55,7 @@ short() { # NET MESSAGE ARGS...
 	shift 2
 	"$TRAINC" "$net" --run-dir "$tmp/run-short" "$@" > "$tmp/out" 2>&1
 	rc=$?
-	[ "$rc" -eq 1 ] && grep -Fq -- "$msg" "$tmp/out" || { fail "$net $*: exit $rc, no '$msg':"; sed 's/^/    /' "$tmp/out"; }
+	[ "$rc" -eq 2 ] && grep -Fq -- "$msg" "$tmp/out" || { fail "$net $*: exit $rc, no '$msg':"; sed 's/^/    /' "$tmp/out"; }
 	grep -q '^\[rank' "$tmp/out" && fail "$net $*: workers were started"
 }
 short "$tmp/one.net" "$tmp/one/train-images-idx3-ubyte: 1 training samples cannot feed 2 ranks; lower --cpus or --gpus" --cpus 2

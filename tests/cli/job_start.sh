@@ -7,14 +7,14 @@
 # 0 trains in it, and one the job left empty is removed.
 . "$(dirname "$0")/preamble.inc"
 net=$PWD/tests/cli/nets/mlp_mse.net bn=$PWD/tests/cli/nets/bn1d_mlp.net
-# once NAME WANT ARGS...: trainc ARGS exits 1 saying WANT once, no rank started
+# once NAME WANT ARGS...: trainc ARGS exits 2 saying WANT once, no rank started
 once() {
 	name=$1 want=$2
 	shift 2
 	"$TRAINC" "$@" > "$tmp/out" 2>&1
 	rc=$?
 	n=$(grep -cF -- "$want" "$tmp/out")
-	[ $rc -eq 1 ] && [ "$n" = 1 ] || { fail "$name: exit $rc, '$want' said $n times:"; sed 's/^/    /' "$tmp/out"; }
+	[ $rc -eq 2 ] && [ "$n" = 1 ] || { fail "$name: exit $rc, '$want' said $n times:"; sed 's/^/    /' "$tmp/out"; }
 	grep -q '^\[rank\|Train\|parameters' "$tmp/out" && { fail "$name: ranks started:"; sed 's/^/    /' "$tmp/out"; }
 }
 "$TRAINC" models/toy.net --save "$tmp/toy.safetensors" --run-dir "$tmp/toy" > /dev/null 2>&1 || fail "the toy run failed"

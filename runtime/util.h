@@ -1,7 +1,7 @@
 /* util.h: the small helpers every runtime module needs alike: an error
  * message into a caller's buffer, whether the system rather than the
- * user's input caused it (the exit status of a refusal), a monotonic clock, the length of a
- * UTF-8 sequence, opening an input file that must be a regular file,
+ * user's input caused it (the exit status of a refusal), a monotonic
+ * clock, the length of a UTF-8 sequence, opening an input file that must be a regular file,
  * whether a process is gone, a path as a shell word for the commands
  * messages suggest, and which ranks of a job a message is about.  Nothing
  * else belongs here.
@@ -19,12 +19,12 @@ int util_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((for
  * fit (the .net file, the command line, a file or folder the command
  * names: running it again fails the same way), but 1 where the system
  * failed (out of memory, an I/O error, a full disk, a quota or file size
- * limit, too many open files: it may not happen again).  util_os_error notes errno e, where a
- * failure is said, when it is such a failure of the system (not ENOENT,
- * EACCES, EROFS, ENOTDIR and the like: the path's), and returns e;
- * util_refusal is the exit status of the refusal said since its last call,
- * 2, or 1 where a failure of the system was noted in this thread, which it
- * forgets. */
+ * limit, too many open files: it may not happen again).  util_os_error
+ * notes errno e, where a failure is said, when it is such a failure of
+ * the system (not ENOENT, EACCES, EROFS, ENOTDIR and the like: the
+ * path's), and returns e; util_refusal is the exit status of the refusal
+ * said since its last call, 2, or 1 where a failure of the system was
+ * noted in this thread, which it forgets. */
 int util_os_error(int e);
 int util_refusal(void);
 /* Seconds of CLOCK_MONOTONIC. */

@@ -1,10 +1,10 @@
 /* util.h: the small helpers every runtime module needs alike: an error
  * message into a caller's buffer, whether the system rather than the
  * user's input caused it (the exit status of a refusal), a monotonic
- * clock, the length of a UTF-8 sequence, opening an input file that must be a regular file,
- * whether a process is gone, a path as a shell word for the commands
- * messages suggest, and which ranks of a job a message is about.  Nothing
- * else belongs here.
+ * clock, the length of a UTF-8 sequence, opening an input file that must
+ * be a regular file, whether a process is gone, a path as a shell word
+ * for the commands messages suggest, and which ranks of a job a message
+ * is about.  Nothing else belongs here.
  */
 #ifndef UTIL_H
 #define UTIL_H

@@ -28,7 +28,7 @@ struct shape {
 
 /* OP_ table: keep in step with ops.c's op_info[] (tag: OP_TABLE). */
 enum op {
-	OP_INPUT, OP_LINEAR, OP_CONV2D, OP_MAXPOOL2D, OP_AVGPOOL2D, OP_ADAPTIVE_AVGPOOL2D,
+	OP_INPUT, OP_LINEAR, OP_CONV2D, OP_MAXPOOL2D, OP_AVGPOOL2D, OP_ADAPTIVE_AVGPOOL2D, OP_ZEROPAD2D,
 	OP_BATCHNORM1D, OP_BATCHNORM2D, OP_LAYERNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
 	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID, OP_SOFTMAX, OP_LOG_SOFTMAX,
 	OP_ADD,      /* residual join: out = in + in2 */
@@ -61,6 +61,10 @@ struct node {
 	int unit;          /* FSDP unit, -1 without FSDP */
 	int scope;         /* the module that holds it */
 	bool frozen;
+	/* made by the compiler for another layer, not written: the zero pad
+	 * before a conv2d(padding="same") that pads one side more (it shares
+	 * the conv's scope, path and placement, and is no module of its own) */
+	bool hidden;
 	int param0, nparams; /* plan.params[param0 .. param0+nparams) */
 	int alias;         /* node whose buffer this output reuses (flatten), or -1 */
 	/* compile time only: the in-size as written (linear's in, conv2d's in,
@@ -70,13 +74,17 @@ struct node {
 	const struct val *in_arg, *blame;
 	union {
 		struct { int64_t in, out; bool bias; } linear;
-		struct { int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups; bool bias, valid, same; } conv; /* valid, same: padding="valid" or "same", as PyTorch's repr shows it */
+		/* valid, same: padding="valid" or "same", as PyTorch's repr shows
+		 * it; a "same" that pads one side more has ph = pw = 0, a hidden
+		 * zero pad before it doing the padding */
+		struct { int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups; bool bias, valid, same; } conv;
 		struct {
 			int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 			bool ceil_mode, count_include_pad;
 			enum size_form kform, sform, pform, dform; /* for the repr */
 		} pool;
 		struct { int64_t oh, ow; enum size_form form; } apool;
+		struct { int64_t left, right, top, bottom; } pad; /* zeropad2d; a negative side crops */
 		/* *_form: for the repr */
 		struct { int64_t c; double eps, momentum; bool affine, track; struct int_form eps_form, momentum_form; } bn; /* batchnorm1d and batchnorm2d */
 		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine; struct int_form eps_form; } ln;

@@ -5,6 +5,9 @@
  * block, repeat or named residual is a scope of the equivalent nn.Module
  * tree; an unnamed layer takes its index in its scope, as nn.Sequential
  * names children, and an unnamed residual adds no level to names.
+ * A conv2d(padding="same") that pads one side more than the other becomes
+ * two nodes, a hidden zero pad and the unpadded convolution, in the one
+ * scope of the Conv2d the user wrote.
  * The output is in execution order; node i's main input is always an
  * earlier node, so every later pass is a forward walk.
  */
@@ -325,6 +328,37 @@ static bool check_unused_block(struct lower *L, const struct ast_section *blk, c
 	return ok;
 }
 
+/* Node conv (the last made) gets a hidden zero pad of pad = (left, right,
+ * top, bottom) before it.  The pad has no scope of its own, so it is no
+ * module and takes no index among unnamed layers (PyTorch's numbering);
+ * it shares the conv's scope, path, placement and messages, so transfers
+ * into it and errors about it read as about the conv. */
+static bool hidden_pad(struct lower *L, int conv, const int64_t pad[4])
+{
+	struct plan *p = L->p;
+	int id = new_node(L, OP_ZEROPAD2D, p->nodes[conv].loc, p->nodes[conv].scope);
+	if (id < 0)
+		return false;
+	struct node z = p->nodes[id];
+	const struct node *c = &p->nodes[conv];
+	z.in = c->in;
+	z.path = c->path;
+	z.what = c->what;
+	z.device = c->device;
+	z.frozen = c->frozen;
+	z.hidden = true;
+	z.a.pad.left = pad[0];
+	z.a.pad.right = pad[1];
+	z.a.pad.top = pad[2];
+	z.a.pad.bottom = pad[3];
+	p->nodes[id] = *c;
+	p->nodes[id].in = conv;
+	p->nodes[conv] = z;
+	p->scopes[p->nodes[id].scope].node = id;
+	L->cur = id;
+	return true;
+}
+
 static bool lower_stmt(struct lower *L, const struct ast_stmt *st, int scope, const struct env *env, struct inherit inh,
 		       int *counter, const char *forced_name)
 {
@@ -473,7 +507,10 @@ static bool lower_stmt(struct lower *L, const struct ast_stmt *st, int scope, co
 	struct val bare = *v; /* `relu` reads as `relu()`, located where it is written */
 	bare.kind = V_CALL;
 	bare.n = 0;
-	return op_configure(L->d, n, v->kind == V_CALL ? v : &bare);
+	if (!op_configure(L->d, n, v->kind == V_CALL ? v : &bare))
+		return false;
+	int64_t pad[4];
+	return !op_same_pad(n, pad) || hidden_pad(L, id, pad);
 }
 
 static bool lower_body(struct lower *L, const struct ast_stmt *body, int scope, const struct env *env, struct inherit inh,

@@ -22,6 +22,7 @@ const struct op_info op_info[OP__COUNT] = {
 	[OP_MAXPOOL2D] = { "maxpool2d", "MaxPool2d" },
 	[OP_AVGPOOL2D] = { "avgpool2d", "AvgPool2d" },
 	[OP_ADAPTIVE_AVGPOOL2D] = { "adaptive_avgpool2d", "AdaptiveAvgPool2d" },
+	[OP_ZEROPAD2D] = { "zeropad2d", "ZeroPad2d" },
 	[OP_BATCHNORM1D] = { "batchnorm1d", "BatchNorm1d" },
 	[OP_BATCHNORM2D] = { "batchnorm2d", "BatchNorm2d" },
 	[OP_LAYERNORM] = { "layernorm", "LayerNorm" },
@@ -184,23 +185,44 @@ static bool configure_pool(struct diag *d, struct node *n, struct val **s, const
 
 /* conv2d(padding="same"): the output keeps the input's size, as in
  * PyTorch, which takes it only at stride 1 and pads dilation * (kernel - 1)
- * in all; trainc pads both sides alike, so that total must be even. */
-static bool same_padding(struct diag *d, struct node *n, const struct val *pad, const struct val *stride)
+ * in all: half of it on the left and top, the rest (one more where it is
+ * odd) on the right and bottom. */
+static void same_total(const struct node *n, int64_t *th, int64_t *tw)
+{
+	*th = n->a.conv.dh * (n->a.conv.kh - 1);
+	*tw = n->a.conv.dw * (n->a.conv.kw - 1);
+}
+
+/* Where the totals are even in both dimensions the convolution pads both
+ * sides alike itself; else it stays unpadded, and the lowering puts a
+ * hidden zero pad before it (op_same_pad). */
+static bool same_padding(struct diag *d, struct node *n, const struct val *stride)
 {
 	if (n->a.conv.sh != 1 || n->a.conv.sw != 1) {
 		diag_error(d, stride->loc, "padding=\"same\" needs stride 1 (as in PyTorch); give the padding as numbers instead");
 		return false;
 	}
-	int64_t th = n->a.conv.dh * (n->a.conv.kh - 1), tw = n->a.conv.dw * (n->a.conv.kw - 1);
-	if (th % 2 || tw % 2) {
-		diag_error(d, pad->loc,
-			   "padding=\"same\" with kernel (%" PRId64 ", %" PRId64 ") and dilation (%" PRId64 ", %" PRId64
-			   ") pads one side more than the other, which trainc does not do; use an odd kernel size, or give the padding as numbers",
-			   n->a.conv.kh, n->a.conv.kw, n->a.conv.dh, n->a.conv.dw);
-		return false;
+	int64_t th, tw;
+	same_total(n, &th, &tw);
+	if (th % 2 == 0 && tw % 2 == 0) {
+		n->a.conv.ph = th / 2;
+		n->a.conv.pw = tw / 2;
 	}
-	n->a.conv.ph = th / 2;
-	n->a.conv.pw = tw / 2;
+	return true;
+}
+
+bool op_same_pad(const struct node *n, int64_t pad[4])
+{
+	int64_t th, tw;
+	if (n->op != OP_CONV2D || !n->a.conv.same)
+		return false;
+	same_total(n, &th, &tw);
+	if (th % 2 == 0 && tw % 2 == 0)
+		return false;
+	pad[0] = tw / 2;
+	pad[1] = tw - tw / 2;
+	pad[2] = th / 2;
+	pad[3] = th - th / 2;
 	return true;
 }
 
@@ -297,7 +319,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		}
 		if (s[5] && !get_pair(d, s[5], "dilation", &n->a.conv.dh, &n->a.conv.dw, 1))
 			return false;
-		if (n->a.conv.same && !same_padding(d, n, s[4], s[3]))
+		if (n->a.conv.same && !same_padding(d, n, s[3]))
 			return false;
 		if (s[6] && !get_int(d, s[6], "groups", &n->a.conv.groups, 1))
 			return false;
@@ -327,6 +349,28 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 			return missing(d, call, callee, "an output size");
 		n->a.apool.form = size_form(s[0]);
 		return get_pair(d, s[0], "output size", &n->a.apool.oh, &n->a.apool.ow, 1);
+	}
+	case OP_ZEROPAD2D: {
+		npos = 1;
+		BIND("padding");
+		int64_t side[4];
+		if (!s[0])
+			return missing(d, call, callee, "a padding: zeropad2d(1) or zeropad2d((left, right, top, bottom))");
+		if (!val_quad(d, s[0], "zeropad2d's padding", side))
+			return false;
+		for (int k = 0; k < 4; k++) {
+			if (side[k] > ((int64_t)1 << 40) || side[k] < -((int64_t)1 << 40)) {
+				const struct val *v = s[0]->kind == V_INT ? s[0] : s[0]->items[k].v;
+				diag_error(d, v->loc, "padding %" PRId64 " is too large; a side pads or crops at most 2^40", side[k]);
+				val_note_origin(d, v);
+				return false;
+			}
+		}
+		n->a.pad.left = side[0];
+		n->a.pad.right = side[1];
+		n->a.pad.top = side[2];
+		n->a.pad.bottom = side[3];
+		return true;
 	}
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
 		npos = 1;
@@ -550,6 +594,20 @@ static bool window(struct diag *d, const struct node *n, int64_t size, int64_t k
 	return true;
 }
 
+/* Output length of a zero pad: size plus both sides, a negative side
+ * cropping, as in PyTorch.  PyTorch takes crops down to an empty output,
+ * which no later layer can take: at least one row and column must remain. */
+static bool padded(struct diag *d, const struct node *n, const char *dim, const char *a, const char *b, int64_t size,
+		   int64_t pa, int64_t pb, int64_t *out)
+{
+	*out = size + pa + pb;
+	if (*out >= 1)
+		return true;
+	diag_error(d, n->loc, "%s: padding %s %" PRId64 " and %s %" PRId64 " take the input's %s of %" PRId64 " to %" PRId64
+		   "; a negative padding crops, and at least 1 must remain", n->what, a, pa, b, pb, dim, size, *out);
+	return false;
+}
+
 /* Token ids (input(..., dtype="long")) are carried as integers: only an
  * embedding reads them, and flatten (a view) and a transfer (a copy) pass
  * them on; every other layer computes on float values. */
@@ -639,6 +697,11 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		n->out.d[1] = n->a.apool.oh;
 		n->out.d[2] = n->a.apool.ow;
 		return true;
+	case OP_ZEROPAD2D:
+		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
+			return false;
+		return padded(d, n, "height", "top", "bottom", in.d[1], n->a.pad.top, n->a.pad.bottom, &n->out.d[1]) &&
+		       padded(d, n, "width", "left", "right", in.d[2], n->a.pad.left, n->a.pad.right, &n->out.d[2]);
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D:
 		/* BatchNorm1d takes (N, C) or (N, C, L): per sample (C,) or
 		 * (C, L), the channels first either way */
@@ -905,6 +968,10 @@ void op_describe(const struct node *n, char *buf, int len)
 	}
 	case OP_ADAPTIVE_AVGPOOL2D:
 		snprintf(buf, l, "%s(output_size=%s)", t, pysize(n->a.apool.oh, n->a.apool.ow, n->a.apool.form, f1, sizeof f1));
+		return;
+	case OP_ZEROPAD2D: /* PyTorch keeps the four sides as a tuple, whatever was given */
+		snprintf(buf, l, "%s((%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "))", t, n->a.pad.left, n->a.pad.right,
+			 n->a.pad.top, n->a.pad.bottom);
 		return;
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D:
 		snprintf(buf, l, "%s(%" PRId64 ", eps=%s, momentum=%s, affine=%s, track_running_stats=%s)", t, n->a.bn.c,

@@ -28,6 +28,11 @@ int op_names(const char **out, int max);
  * stay 0 and are inferred later. */
 bool op_configure(struct diag *d, struct node *n, const struct val *call);
 
+/* Whether conv2d n, with padding="same", pads one side more than the
+ * other (an odd dilation * (kernel - 1)): then it runs unpadded after a
+ * zero pad of pad = (left, right, top, bottom), PyTorch's split. */
+bool op_same_pad(const struct node *n, int64_t pad[4]);
+
 /* Compute n->out from the input shape.  `prev` is the producer (its shape
  * and kind make shape errors say where a size came from). */
 bool op_infer(struct diag *d, struct node *n, const struct node *prev, const struct node *prev_prev);

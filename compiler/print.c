@@ -154,9 +154,11 @@ static void scope_lines(const struct plan *p, struct lines *ls, int s, int depth
 	}
 	if (sc->node >= 0) {
 		const struct node *n = &p->nodes[sc->node];
+		/* the transfers into the layer, or into its hidden pad */
 		for (int i = 0; i < sc->node; i++) {
 			const struct node *t = &p->nodes[i];
-			if (t->op == OP_TRANSFER && t->scope == s && (i + 1 == sc->node || p->nodes[i + 1].op == OP_TRANSFER))
+			const struct node *next = &p->nodes[i + 1];
+			if (t->op == OP_TRANSFER && t->scope == s && (i + 1 == sc->node || next->op == OP_TRANSFER || next->hidden))
 				transfer_line(p, ls, t, sc->parent, depth);
 		}
 		char desc[256];

@@ -424,6 +424,26 @@ bool val_pair(struct diag *d, const struct val *v, const char *what, int64_t out
 	return mismatch(d, v, what, "an integer or a pair of integers");
 }
 
+bool val_quad(struct diag *d, const struct val *v, const char *what, int64_t out[4])
+{
+	if (v->kind == V_INT) {
+		out[0] = out[1] = out[2] = out[3] = v->i;
+		return true;
+	}
+	if (v->kind != V_TUPLE && v->kind != V_LIST)
+		return mismatch(d, v, what, "an integer or 4 integers (left, right, top, bottom)");
+	if (v->n != 4) {
+		diag_error(d, v->loc, "%s must be an integer or 4 integers (left, right, top, bottom), not %s of %d", what,
+			   kind_name(v->kind), v->n);
+		val_note_origin(d, v);
+		return false;
+	}
+	for (int k = 0; k < 4; k++)
+		if (!val_int(d, v->items[k].v, what, &out[k]))
+			return false;
+	return true;
+}
+
 const char *val_callee(const struct val *v)
 {
 	return v && (v->kind == V_NAME || v->kind == V_CALL) ? v->s : NULL;

@@ -76,6 +76,9 @@ bool val_bool(struct diag *d, const struct val *v, const char *what, bool *out);
 bool val_str(struct diag *d, const struct val *v, const char *what, const char **out);
 /* An int, or a 2-tuple/list of ints (kernel, stride, padding...). */
 bool val_pair(struct diag *d, const struct val *v, const char *what, int64_t out[2]);
+/* An int for all four, or a 4-tuple/list of ints (zeropad2d's left, right,
+ * top, bottom). */
+bool val_quad(struct diag *d, const struct val *v, const char *what, int64_t out[4]);
 /* A name or a call's callee: `mse` and `mse()` alike. */
 const char *val_callee(const struct val *v);
 

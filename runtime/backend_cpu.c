@@ -220,6 +220,11 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		kern_adaptive_avgpool2d_fwd(x, y, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh, (int)nd->a.apool.ow);
 		break;
 	}
+	case OP_ZEROPAD2D: {
+		struct pad2d_desc d = exec_pad_desc(p, nd, n);
+		kern_zeropad2d_fwd(&d, x, y);
+		break;
+	}
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
 		int c = (int)nd->a.bn.c, hw = (int)(numel(&nd->out) / c);
 		float *g = nd->a.bn.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL, *b = nd->a.bn.affine ? exec_param_ptr(e, nd->param0 + 1) : NULL;
@@ -328,6 +333,12 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 		if (dx)
 			kern_adaptive_avgpool2d_bwd(dy, dx, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh,
 						    (int)nd->a.apool.ow);
+		break;
+	}
+	case OP_ZEROPAD2D: {
+		struct pad2d_desc d = exec_pad_desc(p, nd, n);
+		if (dx)
+			kern_zeropad2d_bwd(&d, dy, dx);
 		break;
 	}
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {

@@ -232,15 +232,15 @@ void exec_set_micro_at(int mb, int64_t first)
 }
 
 /* Dropout's stream for layer i: keyed by the layer's place among the
- * model's layers (device transfers not counted, so placement does not
- * change masks) and by where this micro-batch starts in the optimizer
+ * model's layers (device transfers and hidden pads not counted, so
+ * placement and how a padding is carried out do not change masks) and by where this micro-batch starts in the optimizer
  * step, so that the micro-batches of one step draw different masks; the
  * rank and the step select the counter block (rng_stream). */
 uint64_t exec_dropout_seed(const struct exec *e, int i)
 {
 	int layer = i;
 	for (int k = 0; k < i; k++)
-		layer -= e->p->nodes[k].op == OP_TRANSFER;
+		layer -= e->p->nodes[k].op == OP_TRANSFER || e->p->nodes[k].hidden;
 	uint64_t first = (uint64_t)(e->step_first + current_first);
 	return e->seed + 0x9E3779B97F4A7C15ull * (uint64_t)(layer + 1) + 0xD1B54A32D192ED03ull * first;
 }
@@ -299,6 +299,21 @@ struct pool2d_desc exec_pool_desc(const struct plan *p, const struct node *nd, i
 	d.dw = (int)nd->a.pool.dw;
 	d.ceil_mode = nd->a.pool.ceil_mode;
 	d.count_include_pad = nd->a.pool.count_include_pad;
+	return d;
+}
+
+struct pad2d_desc exec_pad_desc(const struct plan *p, const struct node *nd, int64_t n)
+{
+	const struct shape *in = &p->nodes[nd->in].out;
+	struct pad2d_desc d = { 0 };
+	d.n = (int)n;
+	d.c = (int)in->d[0];
+	d.h = (int)in->d[1];
+	d.w = (int)in->d[2];
+	d.left = (int)nd->a.pad.left;
+	d.right = (int)nd->a.pad.right;
+	d.top = (int)nd->a.pad.top;
+	d.bottom = (int)nd->a.pad.bottom;
 	return d;
 }
 

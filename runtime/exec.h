@@ -122,9 +122,11 @@ int64_t exec_dev_stride(const struct exec *e, int d);
 /* With split regions: where device d's buffers start in its parameter
  * region (after its trainables, 8-byte aligned). */
 int64_t exec_dev_buffer_at(const struct exec *e, int d);
-/* A layer's shape arguments for the kernels, at batch n: a pool's
- * descriptor, a softmax's (outer, dim, inner), a layer norm's row length. */
+/* A layer's shape arguments for the kernels, at batch n: a pool's or a
+ * zero pad's descriptor, a softmax's (outer, dim, inner), a layer norm's
+ * row length. */
 struct pool2d_desc exec_pool_desc(const struct plan *p, const struct node *nd, int64_t n);
+struct pad2d_desc exec_pad_desc(const struct plan *p, const struct node *nd, int64_t n);
 void exec_softmax_dims(const struct node *nd, int64_t n, int64_t *outer, int *dim, int64_t *inner);
 int64_t exec_ln_row(const struct node *nd);
 /* Where the backward of a node writes the gradient of its input j: the

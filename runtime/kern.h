@@ -133,6 +133,18 @@ void kern_adaptive_avgpool2d_fwd(const float *x, // (N, C, H, W)
 				 int n, int c, int h, int w, int oh, int ow);
 void kern_adaptive_avgpool2d_bwd(const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow);
 
+/* ---- zero padding (ZeroPad2d): each side apart, a negative one crops ---- */
+struct pad2d_desc {
+	int n, c, h, w;                /* input (n, c, h, w) */
+	int left, right, top, bottom;  /* output (n, c, h + top + bottom, w + left + right), at least 1 x 1 */
+};
+void kern_pad2d_out(const struct pad2d_desc *d, int *oh, int *ow);
+/* y is x placed at (top, left), zeros around it. */
+void kern_zeropad2d_fwd(const struct pad2d_desc *d, const float *x, // (N, C, H, W)
+			float *y);                                   // (N, C, OH, OW)
+/* dx is dy where x landed, 0 where x was cropped away. */
+void kern_zeropad2d_bwd(const struct pad2d_desc *d, const float *dy, float *dx);
+
 /* ---- normalisation; gamma/beta NULL means no affine part ---- */
 /* Training: batch mean and biased variance normalise; the running stats (NULL
  * if not tracked) move by momentum towards mean and the unbiased variance.

@@ -10,9 +10,12 @@
  * setting except those a resumed run may change (steps, epochs,
  * log_interval, checkpoint_every, test_batch, the parallel timeout).  So
  * `sgd(lr=0.1, nesterov=false)` resumes `sgd(lr=0.1)`, `linear(10, 5)`
- * resumes `linear(5)` after a 10-wide layer, arguments may be reordered or
- * named, a model renamed, a block renamed or a wrap policy rewritten as
- * long as it makes the same units.  Floats are hashed exactly (%a).
+ * resumes `linear(5)` after a 10-wide layer, `conv2d(4, kernel=3,
+ * padding="same")` resumes `padding=1` (the padding is hashed as made; the
+ * hidden zero pad before a "same" convolution that pads one side more is
+ * a node like any other), arguments may be reordered or named, a model
+ * renamed, a block renamed or a wrap policy rewritten as long as it makes
+ * the same units.  Floats are hashed exactly (%a).
  * Checkpoints made before the hash covered the meaning carry a hash of
  * the canonical text (the section-aware form, or the earlier one in which
  * a bodiless `parallel ddp` differed from none); both are still accepted.
@@ -80,6 +83,10 @@ static void node_args(uint64_t *h, const struct node *n)
 		      n->a.pool.dw, n->a.pool.ceil_mode, n->a.pool.count_include_pad);
 		break;
 	case OP_ADAPTIVE_AVGPOOL2D: field(h, "apool %" PRId64 " %" PRId64, n->a.apool.oh, n->a.apool.ow); break;
+	case OP_ZEROPAD2D:
+		field(h, "pad %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64, n->a.pad.left, n->a.pad.right, n->a.pad.top,
+		      n->a.pad.bottom);
+		break;
 	case OP_BATCHNORM1D:
 	case OP_BATCHNORM2D:
 		field(h, "bn %" PRId64 " %a %a %d %d", n->a.bn.c, n->a.bn.eps, n->a.bn.momentum, n->a.bn.affine, n->a.bn.track);

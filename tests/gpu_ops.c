@@ -179,7 +179,7 @@ static void check_model(const char *path)
 	exec_forward_range(&g, 1, p->nnodes, N, true);
 	char what[160];
 	for (int i = 1; i < p->nnodes; i++) {
-		snprintf(what, sizeof what, "fwd %s (%s)", p->nodes[i].path, p->nodes[i].what);
+		snprintf(what, sizeof what, "fwd %s (%s%s)", p->nodes[i].path, p->nodes[i].what, p->nodes[i].hidden ? "'s zero pad" : "");
 		if (p->nodes[i].dtype == DT_F32)
 			compare(name, what, exec_output(&g, i, true), exec_output(&c, i, true), shape_numel(&p->nodes[i].out) * N);
 	}

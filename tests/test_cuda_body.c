@@ -208,6 +208,33 @@ static void test_adaptive(void)
 	}
 }
 
+static void test_zeropad(void)
+{
+	/* left right top bottom: padding, cropping, both, and a crop past the input */
+	const int sides[][4] = { { 1, 1, 1, 1 }, { 1, 2, 0, 1 }, { -1, 2, 3, -2 }, { 0, -3, -4, 0 }, { 6, -5, 0, 0 } };
+	for (size_t k = 0; k < sizeof sides / sizeof sides[0]; k++) {
+		scratch_reset();
+		struct pad2d_desc d = { 2, 3, 5, 4, sides[k][0], sides[k][1], sides[k][2], sides[k][3] };
+		int oh, ow;
+		kern_pad2d_out(&d, &oh, &ow);
+		size_t hw = (size_t)d.h * d.w, in = (size_t)d.n * d.c * hw, out = (size_t)d.n * d.c * oh * ow;
+		float *x = rand_floats(in, -1, 1, 6), *dy = rand_floats(out, -1, 1, 7);
+		float *want = floats(out), *got = floats(out), *dwant = floats(in), *dgot = floats(in);
+		kern_zeropad2d_fwd(&d, x, want);
+		for (size_t i = 0; i < out; i++) {
+			size_t p = i / ((size_t)oh * ow), r = i % ((size_t)oh * ow);
+			got[i] = body_zeropad_out(&d, x + p * hw, (int)r / ow, (int)r % ow);
+		}
+		CHECK_SAME("zeropad_fwd", got, want, out);
+		kern_zeropad2d_bwd(&d, dy, dwant);
+		for (size_t i = 0; i < in; i++) {
+			size_t p = i / hw, r = i % hw;
+			dgot[i] = body_zeropad_grad(&d, oh, ow, dy + p * oh * ow, (int)r / d.w, (int)r % d.w);
+		}
+		CHECK_SAME("zeropad_bwd", dgot, dwant, in);
+	}
+}
+
 /* ---- softmax ---- */
 
 /* The warp-per-row kernel's order for a contiguous row. */
@@ -595,6 +622,7 @@ int main(void)
 	RUN(test_dropout);
 	RUN(test_pools);
 	RUN(test_adaptive);
+	RUN(test_zeropad);
 	RUN(test_softmax);
 	RUN(test_mse);
 	RUN(test_class_losses);

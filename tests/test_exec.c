@@ -229,6 +229,58 @@ static void test_batchnorm1d_gradients(void)
 	check_gradients(NORM1D, x);
 }
 
+/* zeropad2d padding one side and cropping another, and conv2d(padding=
+ * "same") with even kernels, which runs after a hidden zero pad: the
+ * gradients reach the convolution before both pads */
+static const char *const PADS =
+	"model P {\n"
+	"  input(2, 5, 6)\n"
+	"  c1 = conv2d(3, kernel=3)\n"
+	"  tanh\n"
+	"  zeropad2d((2, -1, -1, 1))\n"
+	"  c2 = conv2d(3, kernel=(2, 4), padding=\"same\", dilation=(1, 1))\n"
+	"  sigmoid\n"
+	"  c3 = conv2d(2, kernel=2, padding=\"same\", dilation=(3, 2))\n"
+	"  flatten\n"
+	"  out = linear(4)\n"
+	"}\n"
+	"data { train = synthetic(input=randn(2, 5, 6), target=classes(4), samples=8) }\n"
+	"train { loss = cross_entropy; optimizer = sgd(lr=0.1); batch = 4 }\n";
+
+static void test_zeropad_gradients(void)
+{
+	float x[4 * 60];
+	fill(x, 4 * 60, 3);
+	check_gradients(PADS, x);
+}
+
+/* A dropout after a conv2d(padding="same") draws the same masks whether
+ * the padding is the convolution's own (kernel 3) or a hidden zero pad's
+ * (kernel 2): the hidden node is not a layer of the model. */
+static void test_dropout_after_hidden_pad(void)
+{
+	uint64_t seed[2];
+	for (int v = 0; v < 2; v++) {
+		char text[512];
+		snprintf(text, sizeof text,
+			 "model M {\n    input(1, 6, 6)\n    conv2d(2, kernel=%d, padding=\"same\")\n    dropout(0.5)\n"
+			 "    flatten\n    linear(4)\n}\n"
+			 "data { train = synthetic(input=randn(1, 6, 6), target=classes(4), samples=8) }\n"
+			 "train { loss = cross_entropy; optimizer = sgd(lr=0.1); batch = 4 }\n", 3 - v);
+		struct exec e;
+		const struct plan *p = exec_on_text(text, &e, 1);
+		if (!p)
+			return;
+		CHECK(p->nnodes == 5 + v); /* kernel 2: a zero pad before the convolution */
+		e.seed = 1;
+		e.step_first = 0;
+		seed[v] = exec_dropout_seed(&e, p->nnodes - 3);
+		CHECK(p->nodes[p->nnodes - 3].op == OP_DROPOUT);
+		exec_free(&e);
+	}
+	CHECK(seed[0] == seed[1]);
+}
+
 /* Steps 3..30 of training: allocations counted. */
 static long allocations_in_steps(long *big)
 {
@@ -473,7 +525,9 @@ int main(void)
 	RUN(test_network_gradients);
 	RUN(test_token_gradients);
 	RUN(test_batchnorm1d_gradients);
+	RUN(test_zeropad_gradients);
 	RUN(test_dropout_streams);
+	RUN(test_dropout_after_hidden_pad);
 	RUN(test_training_step_allocates_nothing);
 	RUN(test_onednn_allocates_no_tensors);
 	RUN(test_workspace_planned);

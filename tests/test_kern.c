@@ -683,6 +683,66 @@ static void test_pool_overhang(void)
 	}
 }
 
+/* ---- zero padding ---- */
+
+struct zpad { struct pad2d_desc d; int oh, ow; float *x, *y, *r; };
+
+static double zpad_obj(void *p)
+{
+	struct zpad *c = p;
+	kern_zeropad2d_fwd(&c->d, c->x, c->y);
+	return dot(c->y, c->r, (size_t)c->d.n * c->d.c * c->oh * c->ow);
+}
+
+/* Each side alike: padding, cropping and both; against differences, the
+ * reference of PyTorch (by hand for sides that leave only zeros), and dx
+ * written whole over whatever it held. */
+static void test_zeropad(void)
+{
+	begin();
+	static const int sides[][4] = { { 1, 2, 3, 0 }, { -1, 2, 0, -3 }, { 2, -3, -1, 1 } };
+	for (size_t k = 0; k < sizeof sides / sizeof sides[0]; k++) {
+		struct zpad c = { .d = { .n = 2, .c = 3, .h = 5, .w = 4, .left = sides[k][0], .right = sides[k][1],
+					 .top = sides[k][2], .bottom = sides[k][3] } };
+		kern_pad2d_out(&c.d, &c.oh, &c.ow);
+		CHECK(c.oh == 5 + sides[k][2] + sides[k][3] && c.ow == 4 + sides[k][0] + sides[k][1]);
+		size_t nx = (size_t)2 * 3 * 5 * 4, ny = (size_t)2 * 3 * c.oh * c.ow;
+		c.x = rand_floats(nx, -1, 1, 7);
+		c.y = floats(ny);
+		c.r = rand_floats(ny, -1, 1, 8);
+		float *dx = rand_floats(nx, -1, 1, 9);
+		kern_zeropad2d_bwd(&c.d, c.r, dx);
+		gradcheck("zeropad2d", zpad_obj, &c, c.x, dx, nx, 1e-2f, 1e-3);
+	}
+	/* F.pad(arange(12.).reshape(1,1,3,4), (1,-2,-1,2)), and the input's
+	 * gradient for dy = 1, 2, ..., 12 */
+	struct pad2d_desc d = { .n = 1, .c = 1, .h = 3, .w = 4, .left = 1, .right = -2, .top = -1, .bottom = 2 };
+	float x[12], y[12], dy[12], dx[12];
+	float want_y[12] = { 0, 4, 5, 0, 8, 9, 0, 0, 0, 0, 0, 0 }, want_dx[12] = { 0, 0, 0, 0, 2, 3, 0, 0, 5, 6, 0, 0 };
+	for (int i = 0; i < 12; i++) {
+		x[i] = (float)i;
+		dy[i] = (float)(i + 1);
+		dx[i] = NAN;
+	}
+	int oh, ow;
+	kern_pad2d_out(&d, &oh, &ow);
+	CHECK(oh == 4 && ow == 3);
+	kern_zeropad2d_fwd(&d, x, y);
+	kern_zeropad2d_bwd(&d, dy, dx);
+	for (int i = 0; i < 12; i++) {
+		CHECK(y[i] == want_y[i]);
+		CHECK(dx[i] == want_dx[i]);
+	}
+	/* ZeroPad2d((3, -2, 0, 0)) of a row of 2: the crop leaves only padding */
+	d = (struct pad2d_desc){ .n = 1, .c = 1, .h = 1, .w = 2, .left = 3, .right = -2 };
+	x[0] = x[1] = 1;
+	y[0] = y[1] = y[2] = NAN;
+	dx[0] = dx[1] = NAN;
+	kern_zeropad2d_fwd(&d, x, y);
+	kern_zeropad2d_bwd(&d, dy, dx);
+	CHECK(y[0] == 0 && y[1] == 0 && y[2] == 0 && dx[0] == 0 && dx[1] == 0);
+}
+
 /* ---- normalisation ---- */
 
 struct norm { float *x, *g, *b, *y, *r, *mean, *invstd; int n, c, hw; bool layer; };
@@ -1210,6 +1270,7 @@ int main(void)
 	RUN(test_pool_grad);
 	RUN(test_pool_reference);
 	RUN(test_pool_overhang);
+	RUN(test_zeropad);
 	RUN(test_norm_grad);
 	RUN(test_batchnorm_reference);
 	RUN(test_norm_eps0);

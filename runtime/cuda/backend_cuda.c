@@ -562,6 +562,7 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 					  (int)nd->a.apool.ow);
 		break;
 	}
+	case OP_ZEROPAD2D: kc_zeropad2d_fwd(s, exec_pad_desc(p, nd, n), x, y); break;
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
 		int ch = (int)nd->a.bn.c;
 		int64_t hw = numel(&nd->out) / ch;
@@ -692,6 +693,7 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 						  (int)nd->a.apool.ow);
 		break;
 	}
+	case OP_ZEROPAD2D: if (dx) kc_zeropad2d_bwd(s, exec_pad_desc(p, nd, n), dy, dx); break;
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
 		int ch = (int)nd->a.bn.c;
 		const float *sm = (const float *)(const void *)save;

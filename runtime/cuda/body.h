@@ -208,6 +208,21 @@ BODY_FN float body_adaptive_grad(const float *dy, int h, int w, int oh, int ow, 
 	return g;
 }
 
+/* ---- zero padding (kern_pad.c): output (oy, ox) of a plane is input
+ * (oy - top, ox - left) or 0; the input's gradient at (iy, ix) is the
+ * output's at (iy + top, ix + left), or 0 where that was cropped away ---- */
+BODY_FN float body_zeropad_out(const struct pad2d_desc *d, const float *in, int oy, int ox)
+{
+	int iy = oy - d->top, ix = ox - d->left;
+	return iy >= 0 && iy < d->h && ix >= 0 && ix < d->w ? in[iy * d->w + ix] : 0.0f;
+}
+
+BODY_FN float body_zeropad_grad(const struct pad2d_desc *d, int oh, int ow, const float *dy, int iy, int ix)
+{
+	int oy = iy + d->top, ox = ix + d->left;
+	return oy >= 0 && oy < oh && ox >= 0 && ox < ow ? dy[oy * ow + ox] : 0.0f;
+}
+
 /* ---- softmax over one row of dim elements, inner apart (kern_softmax.c).
  * A contiguous row (inner == 1) sums in double, a strided one in float, as
  * the CPU's two paths do. ---- */

@@ -74,6 +74,10 @@ void kc_avgpool2d_bwd(cudaStream_t s, struct pool2d_desc d, const float *dy, flo
 void kc_adaptive_avgpool2d_fwd(cudaStream_t s, const float *x, float *y, int n, int c, int h, int w, int oh, int ow);
 void kc_adaptive_avgpool2d_bwd(cudaStream_t s, const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow);
 
+/* ---- zero padding (struct pad2d_desc of kern.h, passed by value) ---- */
+void kc_zeropad2d_fwd(cudaStream_t s, struct pad2d_desc d, const float *x, float *y);
+void kc_zeropad2d_bwd(cudaStream_t s, struct pad2d_desc d, const float *dy, float *dx); /* writes all of dx */
+
 /* ---- normalisation (kern.h's contracts); *tracked (int64, NULL: none)
  * counts training batches as num_batches_tracked ---- */
 void kc_batchnorm2d_fwd_train(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y,

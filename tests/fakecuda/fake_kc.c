@@ -9,9 +9,10 @@
  * with the kernel's aliasing rules (y may be x, dx may be dy).  Where the
  * GPU sums as a tree, this file sums in the order of the CPU kernel of
  * runtime/kern_*.c instead (losses in kern_loss.c's 64 slices, channels
- * plane by plane): losses, activations, pools, softmax and the optimizer
- * equal the CPU backend bit for bit; normalisation differs from it only by
- * its vectorised float sums.  Neither matches the GPU's last bits.
+ * plane by plane): losses, activations, pools, zero pads, softmax and the
+ * optimizer equal the CPU backend bit for bit; normalisation differs from
+ * it only by its vectorised float sums.  Neither matches the GPU's last
+ * bits.
  * The one check it makes beyond fake_cuda.c's launch rules: a kernel that
  * adds with atomics (argmax hits, the embedding's gradient) updates memory
  * of its own stream's GPU.
@@ -264,6 +265,29 @@ static void host_adaptive_avgpool2d_bwd(cudaStream_t s, const float *dy, float *
 {
 	struct pool2d_desc d = { .n = n, .c = c, .h = h, .w = w };
 	pool_bwd(POOL_ADAPTIVE, &d, oh, ow, NULL, dy, dx);
+}
+
+/* ---- zero padding: a gather per element each way, as the kernels ---- */
+static void host_zeropad2d_fwd(cudaStream_t s, struct pad2d_desc d, const float *x, float *y)
+{
+	int oh, ow;
+	kern_pad2d_out(&d, &oh, &ow);
+	int64_t plane = (int64_t)oh * ow, in = (int64_t)d.h * d.w;
+	for (int64_t i = 0; i < (int64_t)d.n * d.c * plane; i++) {
+		int r = (int)(i % plane);
+		y[i] = body_zeropad_out(&d, x + i / plane * in, r / ow, r % ow);
+	}
+}
+
+static void host_zeropad2d_bwd(cudaStream_t s, struct pad2d_desc d, const float *dy, float *dx)
+{
+	int oh, ow;
+	kern_pad2d_out(&d, &oh, &ow);
+	int64_t plane = (int64_t)d.h * d.w, oplane = (int64_t)oh * ow;
+	for (int64_t i = 0; i < (int64_t)d.n * d.c * plane; i++) {
+		int r = (int)(i % plane);
+		dx[i] = body_zeropad_grad(&d, oh, ow, dy + i / plane * oplane, r / d.w, r % d.w);
+	}
 }
 
 /* ---- batch norm, channel by channel; element j of plane i of channel ch
@@ -719,6 +743,10 @@ WRAP(adaptive_avgpool2d_fwd, L_adaptive_avgpool2d_fwd)
 #define L_adaptive_avgpool2d_bwd(X) X(const float *, dy) X(float *, dx) X(int, n) X(int, c) X(int, h) \
 	X(int, w) X(int, oh) X(int, ow)
 WRAP(adaptive_avgpool2d_bwd, L_adaptive_avgpool2d_bwd)
+#define L_zeropad2d_fwd(X) X(struct pad2d_desc, d) X(const float *, x) X(float *, y)
+WRAP(zeropad2d_fwd, L_zeropad2d_fwd)
+#define L_zeropad2d_bwd(X) X(struct pad2d_desc, d) X(const float *, dy) X(float *, dx)
+WRAP(zeropad2d_bwd, L_zeropad2d_bwd)
 #define L_batchnorm2d_fwd_train(X) X(const float *, x) X(const float *, gamma) X(const float *, beta) \
 	X(float *, y) X(float *, running_mean) X(float *, running_var) X(float *, save_mean) X(float *, save_invstd) \
 	X(int64_t *, tracked) X(int, n) X(int, c) X(int64_t, hw) X(float, eps) X(float, momentum)

@@ -21,6 +21,7 @@ mkdir -p "$out/corpus" tests/fuzz/crashes
 "$cc" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 \
 	-std=c11 -D_GNU_SOURCE -Ibuild -I. -Wall -Wno-unused-function \
 	tests/fuzz/fuzz_compile.c $(ls grammar/*.c compiler/*.c) build/grammar/parser.c build/grammar/lexer.c \
+	runtime/mnist_files.c runtime/util.c \
 	-lm -o "$out/fuzz_compile"
 echo "built $out/fuzz_compile"
 [ "$secs" -gt 0 ] || exit 0

@@ -4,7 +4,9 @@
  * parameters and fresh random inputs, the GPU's activations poisoned with
  * NaN before each pass, and compare every layer's output, the loss, every
  * parameter's gradient and the running statistics.  Then one optimizer
- * step of each kind through the fused kernels against optim_step.
+ * step of each kind through the fused kernels against optim_step.  Before
+ * the models: the kernels that may write over an input, in place against
+ * apart.
  * Tolerance: |gpu - cpu| <= 1e-4 * max|cpu| + 1e-3 * |cpu| per element
  * (TF32 off: TRAINC_TF32=0 is set here; reductions differ only in order).
  * Prints one line per check and "N passed, N failed"; exits 1 on a failure,
@@ -238,6 +240,94 @@ static void check_model(const char *path)
 	arena_release(&a);
 }
 
+/* Whether the bytes at a and b (device memory) are the same; a line. */
+static void same_bits(const char *what, const void *a, const void *b, size_t bytes)
+{
+	char *ha = malloc(bytes), *hb = malloc(bytes);
+	bool ok = ha && hb && cudaDeviceSynchronize() == cudaSuccess && cudaMemcpy(ha, a, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+		  cudaMemcpy(hb, b, bytes, cudaMemcpyDeviceToHost) == cudaSuccess && memcmp(ha, hb, bytes) == 0;
+	printf("%s in place %-44s %s\n", ok ? "ok  " : "FAIL", what, ok ? "= apart, bit for bit" : "differs from apart");
+	ok ? passed++ : failed++;
+	free(ha), free(hb);
+}
+
+/* The kernels whose output may be one of their inputs (kc.h and the kernel
+ * files say which): in place must equal apart bit for bit.  Rows of 45
+ * (not a whole warp's stride) and 37 rows (not whole blocks of warps, more
+ * rows than a loss block has warps), so lanes and warps leave their loops
+ * at different times, and a warp's lanes overwrite what another lane
+ * still reads unless the kernel waits for it. */
+static void check_in_place(void)
+{
+	enum { R = 37, D = 45, N = R * D };
+	static float h[N], hg[N];
+	int32_t t[R];
+	struct rng r = rng_stream(19, RNG_DATA, 2, 0);
+	for (int i = 0; i < N; i++) {
+		h[i] = 3.0f * rng_normal(&r, (uint64_t)i);
+		hg[i] = rng_normal(&r, (uint64_t)(N + i));
+	}
+	for (int i = 0; i < R; i++)
+		t[i] = i % 5 == 4 ? -100 : (int32_t)(rng_u32(&r, (uint64_t)(2 * N + i)) % D);
+	float *x = NULL, *y = NULL, *g = NULL, *apart = NULL, *w = NULL, *sm = NULL, *gamma = NULL;
+	double *loss = NULL;
+	int32_t *td = NULL, *bad = NULL;
+	cudaStream_t s = NULL;
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	cudaMalloc((void **)&x, sizeof h), cudaMalloc((void **)&y, sizeof h), cudaMalloc((void **)&g, sizeof h);
+	cudaMalloc((void **)&apart, sizeof h), cudaMalloc((void **)&w, sizeof h), cudaMalloc((void **)&sm, 2 * R * 4);
+	cudaMalloc((void **)&gamma, D * 4), cudaMalloc((void **)&loss, 2 * sizeof *loss), cudaMalloc((void **)&td, sizeof t);
+	cudaMalloc((void **)&bad, 4);
+	cudaMemcpy(x, h, sizeof h, cudaMemcpyHostToDevice);
+	cudaMemcpy(g, hg, sizeof h, cudaMemcpyHostToDevice);
+	cudaMemcpy(gamma, hg, D * 4, cudaMemcpyHostToDevice);
+	cudaMemcpy(td, t, sizeof t, cudaMemcpyHostToDevice);
+	cudaMemset(bad, 0, 4);
+	cudaDeviceSynchronize(); /* the plain copies run on the legacy stream */
+	for (int lg = 0; lg < 2; lg++) {
+		if (lg) {
+			kc_log_softmax_fwd(s, x, y, R, D, 1);
+			kc_log_softmax_bwd(s, y, g, apart, R, D, 1);
+		} else {
+			kc_softmax_fwd(s, x, y, R, D, 1);
+			kc_softmax_bwd(s, y, g, apart, R, D, 1);
+		}
+		cudaMemcpyAsync(w, g, sizeof h, cudaMemcpyDeviceToDevice, s);
+		if (lg)
+			kc_log_softmax_bwd(s, y, w, w, R, D, 1);
+		else
+			kc_softmax_bwd(s, y, w, w, R, D, 1);
+		same_bits(lg ? "log_softmax backward, dx over dy" : "softmax backward, dx over dy", w, apart, sizeof h);
+	}
+	kc_layernorm_fwd(s, x, gamma, NULL, y, sm, sm + R, R, D, 1e-5f);
+	kc_layernorm_bwd(s, x, gamma, sm, sm + R, g, apart, NULL, NULL, R, D);
+	cudaMemcpyAsync(w, g, sizeof h, cudaMemcpyDeviceToDevice, s);
+	kc_layernorm_bwd(s, x, gamma, sm, sm + R, w, w, NULL, NULL, R, D);
+	same_bits("layernorm backward, dx over dy", w, apart, sizeof h);
+	kc_cross_entropy(s, x, td, apart, R, D, -100, KERN_REDUCE_MEAN, 0.5f, loss, 1.0, false, bad);
+	cudaMemcpyAsync(w, x, sizeof h, cudaMemcpyDeviceToDevice, s);
+	kc_cross_entropy(s, w, td, w, R, D, -100, KERN_REDUCE_MEAN, 0.5f, loss + 1, 1.0, false, bad);
+	same_bits("cross_entropy, dlogits over logits", w, apart, sizeof h);
+	same_bits("cross_entropy's loss, dlogits over logits", loss + 1, loss, sizeof *loss);
+	kc_log_softmax_fwd(s, x, y, R, D, 1);
+	kc_nll(s, y, td, apart, R, D, -100, KERN_REDUCE_SUM, 0.5f, loss, 1.0, false, bad);
+	kc_nll(s, y, td, y, R, D, -100, KERN_REDUCE_SUM, 0.5f, loss + 1, 1.0, false, bad);
+	same_bits("nll, dlogp over logp", y, apart, sizeof h);
+	same_bits("nll's loss, dlogp over logp", loss + 1, loss, sizeof *loss);
+	kc_mse(s, x, g, apart, N, KERN_REDUCE_MEAN, 1.0f, loss, 1.0, false);
+	cudaMemcpyAsync(w, x, sizeof h, cudaMemcpyDeviceToDevice, s);
+	kc_mse(s, w, g, w, N, KERN_REDUCE_MEAN, 1.0f, loss + 1, 1.0, false);
+	same_bits("mse, dx over x", w, apart, sizeof h);
+	int32_t hb = 1;
+	cudaStreamSynchronize(s);
+	cudaMemcpy(&hb, bad, 4, cudaMemcpyDeviceToHost);
+	printf("%s in place: no target taken as out of range\n", hb == 0 ? "ok  " : "FAIL");
+	hb == 0 ? passed++ : failed++;
+	cudaFree(x), cudaFree(y), cudaFree(g), cudaFree(apart), cudaFree(w), cudaFree(sm), cudaFree(gamma);
+	cudaFree(loss), cudaFree(td), cudaFree(bad);
+	cudaStreamDestroy(s);
+}
+
 /* NCCL at a world of one: the communicator, its collectives through
  * comm.h, and the stream-ordered all-reduce inside a captured CUDA graph. */
 static void check_nccl(void)
@@ -309,6 +399,7 @@ int main(int argc, char **argv)
 	}
 	setenv("TRAINC_TF32", "0", 1);
 	check_nccl();
+	check_in_place();
 	for (int i = 1; i < argc; i++)
 		check_model(argv[i]);
 	printf("%d passed, %d failed\n", passed, failed);

@@ -744,11 +744,28 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 		check_launch(c, nd, "backward");
 		return;
 	}
-	case OP_EMBEDDING:
-		if (exec_grad_ptr(e, nd->param0))
-			kc_embedding_bwd(s, (const int32_t *)(const void *)x, dy, exec_grad_ptr(e, nd->param0), out_n / nd->a.emb.dim,
-					 (int)nd->a.emb.num, (int)nd->a.emb.dim, (int)nd->a.emb.padding_idx);
+	case OP_EMBEDDING: {
+		/* the gradient adds with atomics, which a peer's memory does not
+		 * take over PCIe (cudaDevP2PAttrNativeAtomicSupported), and FSDP
+		 * keeps a rank's units on its first GPU: the kernel runs on the
+		 * GPU whose memory dw is, reading the ids and dy over peer access */
+		float *dw = exec_grad_ptr(e, nd->param0);
+		int home = e->fsdp ? 0 : nd->device;
+		cudaStream_t hs = s;
+		if (!dw)
+			break;
+		if (home != nd->device) {
+			follow(c, nd->device, home);
+			hs = on(c, home)->stream;
+		}
+		kc_embedding_bwd(hs, (const int32_t *)(const void *)x, dy, dw, out_n / nd->a.emb.dim, (int)nd->a.emb.num,
+				 (int)nd->a.emb.dim, (int)nd->a.emb.padding_idx);
+		if (home != nd->device) {
+			follow(c, home, nd->device); /* the layers after reuse dy's memory */
+			on(c, nd->device);
+		}
 		break;
+	}
 	case OP_INPUT: case OP_FLATTEN: case OP__COUNT: break;
 	}
 	finish_dx(e, nd->in, dx, acc, in_n);

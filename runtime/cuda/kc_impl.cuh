@@ -5,8 +5,10 @@
  * shared with the host tests; the kernel files only map it onto threads.
  * Every sum runs in a fixed order (per-thread strided sums, then a tree in
  * shared memory or across a warp), so a result never depends on
- * scheduling.  Nothing allocates or synchronises; launch errors surface at
- * the caller's next cudaGetLastError.
+ * scheduling, but for the embedding's gradient (float atomics, whose order
+ * changes the last bits where ids repeat: kernels_norm.cu).  Nothing
+ * allocates or synchronises; launch errors surface at the caller's next
+ * cudaGetLastError.
  */
 #ifndef KC_IMPL_CUH
 #define KC_IMPL_CUH
@@ -21,10 +23,13 @@
 static_assert(sizeof(struct optim_coef) <= KC_OPTIM_COEF_BYTES, "optim_coef outgrew KC_OPTIM_COEF_BYTES");
 
 enum {
-	THREADS = 256,      /* per block of a grid-stride kernel; a power of two for the trees */
+	THREADS = 256,      /* per block of a grid-stride kernel */
 	MAX_BLOCKS = 16384, /* grid cap: a grid-stride loop covers the rest */
 	LOSS_THREADS = 1024 /* the one block of a loss */
 };
+/* whole warps: the warp-per-row kernels and the losses shuffle with every
+ * lane of a warp, which a partial last warp would leave undefined */
+static_assert(THREADS % 32 == 0 && LOSS_THREADS % 32 == 0 && LOSS_THREADS <= 1024, "blocks of whole warps");
 
 static inline unsigned blocks_for(int64_t n)
 {
@@ -47,13 +52,18 @@ static inline unsigned warp_blocks_for(int64_t rows)
 	     r += ((int64_t)blockDim.x * gridDim.x) >> 5)
 
 /* Sum of v over the block, the same in every thread: sh[t] += sh[t + s]
- * for s = blockDim/2 .. 1.  sh holds blockDim.x values. */
+ * for s = half the block size rounded up to a power of two, .. 1, pairs
+ * past the block's end skipped, so a block of any size sums every value
+ * (of a power of two, the plain tree).  sh holds blockDim.x values. */
 template <typename T> __device__ T block_sum(T v, T *sh)
 {
 	sh[threadIdx.x] = v;
 	__syncthreads();
-	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-		if (threadIdx.x < s)
+	unsigned top = 1;
+	while (top < blockDim.x)
+		top <<= 1;
+	for (unsigned s = top / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s && threadIdx.x + s < blockDim.x)
 			sh[threadIdx.x] += sh[threadIdx.x + s];
 		__syncthreads();
 	}

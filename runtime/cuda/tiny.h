@@ -25,6 +25,7 @@
  */
 #ifndef TINY_H
 #define TINY_H
+#include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -41,6 +42,8 @@
 #endif
 
 enum { TINY_MAX_LAYERS = 16, TINY_THREADS = 256, TINY_SMEM_BYTES = 32 << 10 };
+/* tiny_sum's butterfly takes every lane of each warp: whole warps only */
+static_assert(TINY_THREADS % 32 == 0 && TINY_THREADS <= 1024, "TINY_THREADS: whole warps, at most 1024");
 enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_VIEW };
 enum tiny_loss { TINY_MSE, TINY_CROSS_ENTROPY };
 

@@ -196,6 +196,25 @@ awk -v a="$(evloss bneval-gpu)" -v b="$(evloss bneval-cpu)" 'BEGIN { d = a - b; 
 run tok-gpu models/token_mlp.net --gpus 1 --set train.steps=8
 run tok-cpu models/token_mlp.net --cpus 1 --threads 1 --set train.steps=8
 same tok-gpu tok-cpu 1e-5 "token_mlp: embedding on the GPU path = CPU"
+# an embedding on the second GPU of ranks under FSDP, which keeps a rank's
+# units on its first: the gradient's atomics must run on the first GPU (a
+# peer's memory takes none over PCIe), reading ids and dy over peer access
+cat > "$tmp/embf.net" << 'EOF'
+model EmbFsdp {
+    input(16, dtype="long")
+    tok = embedding(100, 8) @device(1)
+    flatten
+    hidden = linear(128, 16) @device(0)
+    tanh
+    out = linear(16, 4) @device(1)
+}
+data  { train = synthetic(input=randint(100, 16), target=classes(4), samples=64) }
+train { loss = cross_entropy; optimizer = adam(lr=1e-3); batch = 8; steps = 4 }
+parallel fsdp { wrap = size(min_params=100) }
+EOF
+TRAINC_FAKE_GPUS=4 run embf-gpu "$tmp/embf.net" --gpus 4
+run embf-cpu "$tmp/embf.net" --cpus 4 --threads 1
+same embf-gpu embf-cpu 1e-5 "FSDP, an embedding on the second GPU of each rank: GPU path = CPU"
 data=/usr/share/datasets/fashion-mnist
 if ls "$data"/train-images-idx3-ubyte* > /dev/null 2>&1; then
 	# the seed CNN with its dropout (the GPU path draws the CPU's masks),

@@ -4,25 +4,16 @@
  * stream>>>(args);` into a kemu_launch of a closure, and the result is
  * compiled as C++ with this header forced in first.
  * A block's threads are fibers on their own stacks (kemu.cc): each runs
- * until it reaches __syncthreads, __syncwarp or a warp shuffle, and waits
- * there until every live thread of its block (or lane of its warp) has
- * arrived, so the kernels' barriers, shared memory and warp exchanges mean
- * what they mean on a GPU.  Blocks run one after another, one launch at a
- * time in the process, so a __shared__ variable is a static, live for one
- * block at a time.
- * A barrier that can never complete (a thread waiting where the others
- * have exited or wait elsewhere) stops the process with the kernel's name.
- * Launch shapes are checked as CUDA checks them (cudaErrorInvalidConfiguration
- * at the next cudaGetLastError), and every pointer argument must point
- * into memory cudaMalloc gave (a host pointer stops the process); an
- * atomic must update memory of its own stream's GPU.
- * TRAINC_KEMU_ORDER=reverse runs the blocks and, between barriers, the
- * threads in reverse order: a kernel whose result depends on the order of
- * its threads (a race) answers differently in the two orders;
- * TRAINC_KEMU_ONLY=NAME (as `kernel_name<ARGS>` in the source) reverses that
- * kernel only.
- * Does not: emulate memory spaces (device pointers are host pointers),
- * run blocks concurrently, or model warps beyond their exchanges.
+ * until it reaches __syncthreads, __syncwarp or a warp exchange (shuffle
+ * or vote), and waits there until every live thread of its block (or lane
+ * of its warp) has arrived, so the kernels' barriers, shared memory and
+ * warp exchanges mean what they mean on a GPU.  Blocks run one after
+ * another, one launch at a time in the process, so a __shared__ variable
+ * is a static, live for one block at a time.
+ * TRAINC_KEMU_ORDER=forward|reverse|shuffle (TRAINC_KEMU_SEED) sets the
+ * order of blocks and of threads between waits; shared memory starts each
+ * block as NaN bytes; kemu.cc's header lists what else is checked and
+ * what is not.
  */
 #ifndef KEMU_H
 #define KEMU_H
@@ -48,7 +39,9 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static
+/* every __shared__ variable of the kernel files in one section, which
+ * kemu.cc fills with NaN bytes at each block's start (TRAINC_KEMU_POISON) */
+#define __shared__ static __attribute__((section("kemu_shared")))
 /* the project's headers take their nvcc branches (tiny.h's barriers) and
  * their device branches: the kernels are compiled with a * b + c fused
  * where the compiler likes (-ffp-contract=fast, FMA where the machine has
@@ -80,27 +73,77 @@ static inline uint3 kemu_uint3(unsigned x, unsigned y, unsigned z)
 #define blockDim kemu_now.block_dim
 #define gridDim kemu_now.grid
 
-/* barriers: the block's live threads, the warp's 32 lanes */
+/* barriers: the block's live threads, the warp's 32 lanes.  Every
+ * exchange takes the full mask and width 32 (the kernels' only use; a
+ * partial mask or narrower width stops the process as not emulated);
+ * kemu_warp_exchange hands this lane's value in and returns the 32 lanes'
+ * values of that exchange (KEMU_SLOT bytes apart), valid until the lane's
+ * next exchange.  site: the call's place in the kernel (NULL: the caller),
+ * for the check that every lane waits at the same one. */
+enum { KEMU_SLOT = 16 };
 void __syncthreads(void);
-void kemu_warp_exchange(const void *v, void *got, size_t size, int from_lane);
+const unsigned char *kemu_warp_exchange(const void *v, size_t size, unsigned mask, int width, const void *site);
 void __syncwarp(unsigned mask = 0xffffffffu);
 
+template <typename T> T kemu_lane_value(const unsigned char *all, int lane)
+{
+	static_assert(sizeof(T) <= KEMU_SLOT, "a warp exchange of more than 16 bytes");
+	T got;
+	memcpy(&got, all + lane * KEMU_SLOT, sizeof got);
+	return got;
+}
+
+static inline int kemu_lane(void)
+{
+	return (int)(kemu_now.tid & 31);
+}
+
+/* a source lane outside the warp reads the lane's own value, as on a GPU */
 template <typename T> T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32)
 {
-	(void)mask;
-	(void)width;
-	T got;
-	kemu_warp_exchange(&v, &got, sizeof v, (int)(kemu_now.tid & 31) ^ lane_mask);
-	return got;
+	const unsigned char *all = kemu_warp_exchange(&v, sizeof v, mask, width, nullptr);
+	int from = kemu_lane() ^ lane_mask;
+	return kemu_lane_value<T>(all, from >= 0 && from < 32 ? from : kemu_lane());
 }
 
 template <typename T> T __shfl_sync(unsigned mask, T v, int lane, int width = 32)
 {
-	(void)mask;
-	(void)width;
-	T got;
-	kemu_warp_exchange(&v, &got, sizeof v, lane & 31);
-	return got;
+	return kemu_lane_value<T>(kemu_warp_exchange(&v, sizeof v, mask, width, nullptr), lane & 31);
+}
+
+template <typename T> T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
+{
+	const unsigned char *all = kemu_warp_exchange(&v, sizeof v, mask, width, nullptr);
+	unsigned from = (unsigned)kemu_lane() + delta;
+	return kemu_lane_value<T>(all, from < 32 ? (int)from : kemu_lane());
+}
+
+template <typename T> T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32)
+{
+	const unsigned char *all = kemu_warp_exchange(&v, sizeof v, mask, width, nullptr);
+	int from = kemu_lane() - (int)delta;
+	return kemu_lane_value<T>(all, from >= 0 ? from : kemu_lane());
+}
+
+/* votes: every lane's predicate through one exchange */
+static inline unsigned __ballot_sync(unsigned mask, int pred)
+{
+	int p = pred != 0;
+	const unsigned char *all = kemu_warp_exchange(&p, sizeof p, mask, 32, nullptr);
+	unsigned bits = 0;
+	for (int l = 0; l < 32; l++)
+		bits |= (unsigned)(kemu_lane_value<int>(all, l) != 0) << l;
+	return bits;
+}
+
+static inline int __any_sync(unsigned mask, int pred)
+{
+	return __ballot_sync(mask, pred) != 0;
+}
+
+static inline int __all_sync(unsigned mask, int pred)
+{
+	return __ballot_sync(mask, pred) == 0xffffffffu;
 }
 
 /* Stops the process unless p is memory of the running kernel's own GPU:
@@ -131,17 +174,28 @@ static inline float __uint_as_float(unsigned u)
 }
 
 /* The pointers among a launch's arguments, which must point into device
- * memory (or be NULL): a host pointer given to a kernel faults on a GPU. */
+ * memory (or be NULL): a host pointer given to a kernel faults on a GPU.
+ * misaligned: the first one (from 1) not aligned for its pointee type, as
+ * a GPU's loads need (0: none), and that alignment. */
 struct kemu_ptrs {
 	const void *p[32];
 	int n = 0;
+	int misaligned = 0;
+	size_t align = 0;
 };
 
 template <typename T> void kemu_ptr_of(kemu_ptrs &l, const T &v)
 {
-	if constexpr (std::is_pointer<T>::value)
+	if constexpr (std::is_pointer<T>::value) {
+		using P = typename std::remove_cv<typename std::remove_pointer<T>::type>::type;
+		if constexpr (!std::is_void<P>::value && !std::is_function<P>::value)
+			if (!l.misaligned && l.n < 32 && (uintptr_t)v % alignof(P) != 0) {
+				l.misaligned = l.n + 1;
+				l.align = alignof(P);
+			}
 		if (l.n < 32)
 			l.p[l.n++] = (const void *)v;
+	}
 }
 
 template <typename... A> kemu_ptrs kemu_ptrs_of(const A &...a)

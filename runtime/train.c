@@ -67,8 +67,8 @@ static int check_images(const struct plan_dataset *pd, struct dataset *ds, char 
 	return -1;
 }
 
-/* The headers of an mnist() data set, checked against the plan before
- * anything waits on it being loaded. */
+/* The headers of an mnist() test set, checked against the plan before
+ * anything waits on it being loaded, and that it has samples. */
 static int peek_data(const struct plan_dataset *pd, int64_t *samples, char *err, size_t n)
 {
 	struct dataset ds;
@@ -78,7 +78,7 @@ static int peek_data(const struct plan_dataset *pd, int64_t *samples, char *err,
 	if (dataset_mnist_peek(&ds, pd->root, pd->split, err, n) != 0 || check_images(pd, &ds, err, n) != 0)
 		return -1;
 	*samples = ds.n;
-	return 0;
+	return train_check_test_samples(ds.images_path, ds.n, err, n);
 }
 
 int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, char *err, size_t n)
@@ -584,6 +584,14 @@ int train_check_samples(const struct dataset *ds, int world, char *err, size_t e
 		return util_fail(err, errlen, "%s%lld training samples cannot feed %d ranks; lower --cpus or --gpus", where, (long long)ds->n,
 				 world);
 	return 0;
+}
+
+int train_check_test_samples(const char *path, int64_t n, char *err, size_t errlen)
+{
+	if (n > 0)
+		return 0;
+	return util_fail(err, errlen, "%s%sthe test set has no samples; give it some, or leave data.test out", path ? path : "",
+			 path ? ": " : "");
 }
 
 int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen)

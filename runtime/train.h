@@ -112,6 +112,10 @@ int train_check_batches(const struct plan *p, int world, int64_t train_n, int64_
 /* Whether the training set can feed world ranks (one sample each at least):
  * 0, or -1 with a message naming the file. */
 int train_check_samples(const struct dataset *ds, int world, char *err, size_t errlen);
+/* Whether the test set has a sample to evaluate (as PyTorch's test loop,
+ * which divides by its size, needs): 0, or -1 with a message naming the
+ * file (path, or NULL for synthetic data). */
+int train_check_test_samples(const char *path, int64_t n, char *err, size_t errlen);
 /* Every rank checks through the store that all compiled the same plan. */
 struct store_client;
 int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen);

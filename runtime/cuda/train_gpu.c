@@ -425,6 +425,9 @@ static int setup(struct gt *t)
 		if (train_open_data(p, &p->test_data, &t->test, t->err, sizeof t->err) != 0)
 			return TRAIN_REFUSED;
 		t->test_open = true;
+		if (train_check_test_samples(t->test.kind == DATASET_IDX ? t->test.images_path : NULL, t->test.n, t->err,
+					     sizeof t->err) != 0)
+			return TRAIN_REFUSED;
 	}
 	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
 		return TRAIN_REFUSED;

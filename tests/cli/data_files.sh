@@ -61,6 +61,17 @@ short() { # NET MESSAGE ARGS...
 short "$tmp/one.net" "$tmp/one/train-images-idx3-ubyte: 1 training samples cannot feed 2 ranks; lower --cpus or --gpus" --cpus 2
 short "$tmp/none.net" "$tmp/none/train-images-idx3-ubyte: the training set has no samples" --threads 1
 short "$tmp/none.net" "$tmp/none/train-images-idx3-ubyte: the training set has no samples" --cpus 2
+# a test split of none, as refused (before, the run trained, evaluated
+# nothing and printed "Accuracy: 0/0 (-nan%)" with exit 0), at one rank, in
+# the launcher of several, and in a run that only evaluates
+mkdir -p "$tmp/notest"
+idx "$tmp/notest" train 28
+printf '\0\0\010\003\0\0\0\0\0\0\0\034\0\0\0\034' > "$tmp/notest/t10k-images-idx3-ubyte"
+printf '\0\0\010\001\0\0\0\0' > "$tmp/notest/t10k-labels-idx1-ubyte"
+sed "s|$tmp/ok\"|$tmp/notest\"|g" "$tmp/ok.net" > "$tmp/notest.net"
+for args in "--threads 1" "--cpus 2" "--set train.steps=0"; do
+	short "$tmp/notest.net" "$tmp/notest/t10k-images-idx3-ubyte: the test set has no samples; give it some, or leave data.test out" $args
+done
 # a folder without the dataset is named at the data statement (file:line:col,
 # exit 2, as other mistakes in the file), before any worker starts
 for ranks in --threads=1 --cpus=2; do

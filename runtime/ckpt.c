@@ -735,8 +735,25 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 				 "to continue from)", dir);
 		else if (access(dir, F_OK) != 0)
 			snprintf(err, errlen, "%s: no such folder; --resume takes the folder a run's --save wrote", dir);
-		else
-			snprintf(err, errlen, "%s: no checkpoint here (no 'latest' file: %s)", dir, strerror(util_os_error(e)));
+		else if (e == ENOTDIR && strlen(dir) > 12 && !strcasecmp(dir + strlen(dir) - 12, ".safetensors"))
+			snprintf(err, errlen, "%s: is a weights file, not a checkpoint; start from it with --init %s", dir,
+				 util_shell_word(dir, path, sizeof path));
+		else if (e == ENOTDIR)
+			snprintf(err, errlen, "%s: is a file, not a checkpoint; --resume takes the folder a run's --save wrote", dir);
+		else {
+			/* a step written whole, its 'latest' not (a run killed between
+			 * the two, or a file removed by hand), or a run's record */
+			snprintf(err, errlen, "%s: no checkpoint here (no 'latest' file)", dir);
+			size_t at = strlen(err);
+			offer_whole(dir, NULL, err, errlen);
+			char w[PATH_LEN];
+			if (strlen(err) == at && join(path, sizeof path, dir, "run.json") && access(path, F_OK) == 0 &&
+			    join(w, sizeof w, dir, "weights.safetensors") && access(w, F_OK) == 0)
+				snprintf(err + at, errlen - at, "; it is a run's record: start from its weights with --init %s",
+					 util_shell_word(w, path, sizeof path));
+			else if (strlen(err) == at)
+				snprintf(err + at, errlen - at, "; --resume takes the folder a run's --save wrote");
+		}
 		return -1;
 	}
 	if (fscanf(f, "%127s", name) != 1 || !is_step_name(name)) {

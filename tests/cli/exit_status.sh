@@ -23,6 +23,7 @@ status() {
 "$TRAINC" $toy --save "$tmp/ck" --run-dir "$tmp/r0" > /dev/null 2>&1 || fail "the checkpointing run failed"
 "$TRAINC" $toy --save "$tmp/toy.safetensors" --run-dir "$tmp/r00" > /dev/null 2>&1 || fail "the weights run failed"
 : > "$tmp/file"
+cp -R "$tmp/ck" "$tmp/nolatest" && rm "$tmp/nolatest/latest" || fail "the checkpoint was not copied"
 for n in 1 2; do
 	status 2 "a batch norm's batch of 1 at $n" "bn1d_mlp.net:9:10: batchnorm1d would normalise over one value per channel" \
 		$bn --cpus $n --set train.batch=1 --run-dir "$tmp/bn$n"
@@ -32,6 +33,14 @@ for n in 1 2; do
 		$mlp --cpus $n --init "$tmp/toy.safetensors" --run-dir "$tmp/init$n"
 	status 2 "a run directory under a file at $n" "cannot create directory $tmp/file/run: Not a directory" \
 		$toy --cpus $n --run-dir "$tmp/file/run"
+	# --resume given what is not a checkpoint says what to give instead
+	status 2 "--resume of a weights file at $n" \
+		"$tmp/toy.safetensors: is a weights file, not a checkpoint; start from it with --init $tmp/toy.safetensors" \
+		$toy --cpus $n --resume "$tmp/toy.safetensors" --run-dir "$tmp/rw$n"
+	status 2 "--resume of a run's record at $n" "$tmp/r00: no checkpoint here (no 'latest' file); it is a run's record: start from its weights with --init $tmp/r00/weights.safetensors" \
+		$toy --cpus $n --resume "$tmp/r00" --run-dir "$tmp/rr$n"
+	status 2 "--resume of checkpoints without 'latest' at $n" "$tmp/nolatest: no checkpoint here (no 'latest' file); $tmp/nolatest/step-00000001 is a whole checkpoint: write step-00000001 into $tmp/nolatest/latest to resume from it" \
+		$toy --cpus $n --resume "$tmp/nolatest" --run-dir "$tmp/rl$n"
 	# the system's failure where the user's path was fine: a full disk
 	(export LD_PRELOAD=$shim FAIL_MKDIR=full-$n FAIL_ERRNO=28
 		status 1 "a run directory on a full disk at $n" "cannot create directory $tmp/full-$n: No space left on device" \

@@ -314,6 +314,11 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 				diag_error(d, s[4]->loc, "padding must be an integer, a pair, \"valid\" or \"same\"");
 				return false;
 			}
+		} else if (s[4] && s[4]->kind == V_NAME && !s[4]->from && (!strcmp(s[4]->s, "same") || !strcmp(s[4]->s, "valid"))) {
+			/* PyTorch's padding="same" written without its quotes */
+			diag_error(d, s[4]->loc, "name '%s' is not defined; padding=\"%s\" is a string: write it in quotes", s[4]->s,
+				   s[4]->s);
+			return false;
 		} else if (s[4] && !get_pair(d, s[4], "padding", &n->a.conv.ph, &n->a.conv.pw, 0)) {
 			return false;
 		}

@@ -272,7 +272,7 @@ struct plan {
 	int64_t total_params, trainable_params;
 	int64_t unsharded_elems;   /* float slots of the rank's unsharded parameter layout, all devices */
 	int64_t act_batch;         /* samples per training forward (a rank's micro-batch): what the activations hold */
-	int64_t eval_batch;        /* samples per evaluation forward: min(test_batch, per-rank training batch) */
+	int64_t eval_batch;        /* samples per evaluation forward: test_batch where act_batch's memory holds it, else the largest chunk that fits and at least min(test_batch, act_batch) (memplan.c) */
 	struct plan_dataset train_data, test_data;
 	struct plan_train train;
 	struct plan_parallel parallel;

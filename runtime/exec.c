@@ -442,9 +442,10 @@ void exec_backward_range(struct exec *e, int begin, int end, int n)
 	}
 }
 
-int exec_find_nonfinite(struct exec *e, const float *x, int n)
+int exec_find_nonfinite(struct exec *e, const float *x, int n, int *param)
 {
 	const struct plan *p = e->p;
+	*param = -1;
 	float *in = exec_output(e, 0, true);
 	copy_input(p, in, x, n);
 	for (int i = 0; i < p->nnodes; i++) {
@@ -454,13 +455,22 @@ int exec_find_nonfinite(struct exec *e, const float *x, int n)
 			return -1;
 		if (i > 0)
 			e->be->forward(e, i, n, true);
-		if (i > 0 && e->phase_hook)
-			e->phase_hook(e->phase_ctx, i, EXEC_AFTER_FWD);
 		const float *y = exec_output(e, i, true);
 		int64_t cnt = numel(&p->nodes[i].out) * n;
-		for (int64_t k = 0; k < cnt; k++)
-			if (!isfinite(y[k]))
-				return i;
+		bool bad = false;
+		for (int64_t k = 0; k < cnt && !bad; k++)
+			bad = !isfinite(y[k]);
+		/* its parameters while the forward holds them (FSDP gathered) */
+		for (int k = p->nodes[i].param0; bad && *param < 0 && k < p->nodes[i].param0 + p->nodes[i].nparams; k++) {
+			const float *w = p->params[k].dtype == DT_F32 ? exec_param_ptr(e, k) : NULL;
+			for (int64_t j = 0; w && j < p->params[k].numel && *param < 0; j++)
+				if (!isfinite(w[j]))
+					*param = k;
+		}
+		if (i > 0 && e->phase_hook)
+			e->phase_hook(e->phase_ctx, i, EXEC_AFTER_FWD);
+		if (bad)
+			return i;
 	}
 	return -1;
 }

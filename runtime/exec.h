@@ -107,8 +107,10 @@ void exec_set_micro_at(int mb, int64_t first);
 uint64_t exec_dropout_seed(const struct exec *e, int i);
 bool *exec_written(struct exec *e);
 /* Forward again, checking each layer's output: the first node whose output
- * holds a NaN or an infinity, or -1.  For reporting a non-finite loss. */
-int exec_find_nonfinite(struct exec *e, const float *x, int n);
+ * holds a NaN or an infinity, or -1, and into *param the first of that
+ * node's floating-point parameters and buffers (plan.params index) that
+ * holds one too, or -1.  For reporting a non-finite loss. */
+int exec_find_nonfinite(struct exec *e, const float *x, int n, int *param);
 /* Where parameter k's gradient lives now, or NULL if it has none. */
 float *exec_grad_ptr(struct exec *e, int k);
 /* Device d's share (without FSDP): its trainable parameters, buffers,

@@ -171,6 +171,7 @@ struct trainer {
 	char test_err[512];
 	struct exec e;
 	bool exec_ok;
+	int64_t start_step; /* the optimizer step the run started at (a checkpoint's) */
 	struct optim_cfg oc;
 	struct optim_state_view sv;
 	struct sched_cfg sc;
@@ -927,6 +928,7 @@ static int load_state(struct trainer *t)
 		optim_state_init(&t->oc, t->sv, t->e.trainable);
 	}
 	int rc = train_load_given(p, o, "--cpus", t->world, t->micro, &t->s, params, optim, t->e.trainable, &t->at, t->err, sizeof t->err);
+	t->start_step = t->at.step;
 	if (o->resume) { /* the epoch's sums so far, of every rank, count once: on rank 0 */
 		t->ep_loss = t->rank == 0 ? t->at.loss_sum : 0;
 		t->ep_n = t->rank == 0 ? t->at.loss_n : 0;
@@ -1060,7 +1062,7 @@ static int setup(struct trainer *t)
  * err for fail to say; -1. */
 static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b)
 {
-	int bad = x ? exec_find_nonfinite(&t->e, x, b) : -1;
+	int param = -1, bad = x ? exec_find_nonfinite(&t->e, x, b, &param) : -1;
 	char note[512], where[256] = "";
 	if (bad >= 0)
 		snprintf(where, sizeof where, "; the first non-finite output is %s's", t->p->nodes[bad].what);
@@ -1069,6 +1071,12 @@ static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b)
 	/* a pipeline's stages keep no batch to look into: any norm of eps=0 may be why */
 	const char *why = bad >= 0 ? eps0_note(&t->p->nodes[bad], false, note, sizeof note)
 				   : x ? NULL : train_eps0_note(t->p, false, note, sizeof note);
+	/* weights not finite from the start are the file's, not the rate's */
+	const struct train_opts *o = t->o;
+	if (!why && param >= 0 && t->at.step == t->start_step)
+		why = note, snprintf(note, sizeof note, "%.160s is not finite in the weights the run started from (%s%.240s); give weights that are",
+				     t->p->params[param].name, o->resume ? "the checkpoint in " : o->init ? "--init " : "train.seed",
+				     o->resume ? o->resume : o->init ? o->init : "");
 	const char *value = isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity";
 	long long step = (long long)t->at.step + 1, epoch = (long long)t->at.epoch;
 	if (x)

@@ -23,6 +23,20 @@ stops "one rank" "trainc: $said" "$tmp/nan.net" --run-dir "$tmp/r1"
 stops "two ranks" "trainc: $said" "$tmp/nan.net" --cpus 2 --run-dir "$tmp/r2"
 [ $failed = 0 ] && echo "ok a non-finite loss stops the run and names the step and layer, once for a job"
 
+# weights that are not finite from the start (--init) are named as the
+# cause, not the learning rate or the data: the first float of the file's
+# data made NaN
+"$TRAINC" models/toy.net --save "$tmp/w.safetensors" --run-dir "$tmp/rw" > /dev/null 2>&1 || fail "the weights run failed"
+hlen=$(od -An -tu4 -N4 "$tmp/w.safetensors" | tr -d ' ')
+printf '\000\000\300\177' | dd of="$tmp/w.safetensors" bs=1 seek=$((8 + hlen)) conv=notrunc 2> /dev/null
+for n in 1 2; do
+	"$TRAINC" models/toy.net --init "$tmp/w.safetensors" --cpus $n --run-dir "$tmp/ri$n" > /dev/null 2> "$tmp/err"
+	rc=$?
+	[ $rc -eq 1 ] && [ "$(grep -c 'is not finite in the weights the run started from (--init '"$tmp"'/w.safetensors); give weights that are$' "$tmp/err")" = 1 ] &&
+		! grep -q 'lower the learning rate' "$tmp/err" || { fail "NaN --init weights at $n: exit $rc, stderr:"; sed 's/^/    /' "$tmp/err"; }
+done
+[ $failed = 0 ] && echo "ok weights that are not finite from the start are named, once for a job"
+
 # two samples of 28 x 28: rank 0's of varied pixels, rank 1's all alike
 mkdir "$tmp/d"
 {

@@ -369,7 +369,19 @@ static bool mismatch(struct diag *d, const struct val *v, const char *what, cons
 		diag_error(d, v->loc, "%s must be %s, not the layer '%s'", what, want, v->s);
 	else if (v->kind == V_NAME && !v->from)
 		diag_error(d, v->loc, "name '%s' is not defined; %s must be %s", v->s, what, want);
-	else
+	else if ((v->kind == V_TUPLE || v->kind == V_LIST) && v->n > 0) {
+		/* what the items are: ("same", 1) is a tuple, but of the wrong things */
+		char items[192];
+		size_t k = 0;
+		for (int i = 0; i < v->n && k < sizeof items; i++) {
+			int w = i < 6 ? snprintf(items + k, sizeof items - k, "%s%s", i ? ", " : "", kind_name(v->items[i].v->kind))
+				      : snprintf(items + k, sizeof items - k, ", ...");
+			k += w > 0 ? (size_t)w : 0;
+			if (i >= 6)
+				break;
+		}
+		diag_error(d, v->loc, "%s must be %s, not %s of %d (%s)", what, want, kind_name(v->kind), v->n, items);
+	} else
 		diag_error(d, v->loc, "%s must be %s, not %s", what, want, kind_name(v->kind));
 	val_note_origin(d, v);
 	return false;

@@ -143,7 +143,7 @@ static bool parse_count(const char *s, int *out)
 /* --save's destination, tried before training so that a run is not lost
  * at its end to a missing or read-only folder: a .safetensors file is
  * written in its folder, a checkpoint folder in itself or its parent. */
-static int check_save(const char *path, const char *resume)
+static int check_save(const char *path, const char *resume, const char *run_dir)
 {
 	struct stat st;
 	bool exists = stat(path, &st) == 0, weights = train_is_weights_file(path);
@@ -177,6 +177,17 @@ static int check_save(const char *path, const char *resume)
 		const char *word = util_shell_word(path, w, sizeof w);
 		fprintf(stderr, "trainc: --save %s: already holds another run's checkpoints; continue that run with --resume %s --save %s, "
 			"or save into a new folder\n", path, word, word);
+		return -1;
+	}
+	/* nor another run's record (run.json): its weights and metrics would
+	 * sit among this run's checkpoints; this run's own --run-dir may be
+	 * its --save folder, and a resumed one continues into its folder */
+	char record[4200];
+	snprintf(record, sizeof record, "%s/run.json", dir);
+	bool same_resume = resume && realpath(resume, a) && realpath(dir, b) && strcmp(a, b) == 0;
+	bool same_run_dir = run_dir && realpath(run_dir, a) && realpath(dir, b) && strcmp(a, b) == 0;
+	if (exists && !weights && access(record, F_OK) == 0 && !same_resume && !same_run_dir) {
+		fprintf(stderr, "trainc: --save %s: is another run's run directory (it holds run.json); save into a new folder\n", path);
 		return -1;
 	}
 	char probe[4200];
@@ -602,7 +613,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "trainc: --save %s: train.steps = 0 trains nothing, so there is no checkpoint to write; "
 				"give --save FILE.safetensors for the weights, or train.steps >= 1\n", save);
 			rc = 2;
-		} else if (save && wrank < 0 && (check_save(save, resume) != 0 || lock_save(save) != 0)) {
+		} else if (save && wrank < 0 && (check_save(save, resume, run_dir) != 0 || lock_save(save) != 0)) {
 			rc = util_refusal();
 		} else if (run_dir && wrank < 0 && rundir_check(run_dir, gerr, sizeof gerr) != 0) {
 			fprintf(stderr, "trainc: %s\n", gerr);

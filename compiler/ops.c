@@ -62,6 +62,11 @@ int op_names(const char **out, int max)
 	struct val *s[NN]; \
 	if (!val_bind(d, callee, call->loc, call->items, call->n, names, npos, NN, s)) return false
 
+/* The longest side, padded, or dilated kernel extent the kernels index
+ * (their sizes are int); values up to 2^40 pass alone, so products of two
+ * are checked against this before they are formed. */
+#define EXTENT_MAX ((int64_t)INT32_MAX)
+
 static bool positive(struct diag *d, const struct val *v, const char *what, int64_t x, int64_t min)
 {
 	if (x < min) {
@@ -200,6 +205,11 @@ static bool same_padding(struct diag *d, struct node *n, const struct val *strid
 {
 	if (n->a.conv.sh != 1 || n->a.conv.sw != 1) {
 		diag_error(d, stride->loc, "padding=\"same\" needs stride 1 (as in PyTorch); give the padding as numbers instead");
+		return false;
+	}
+	if (n->a.conv.kh - 1 > EXTENT_MAX / n->a.conv.dh || n->a.conv.kw - 1 > EXTENT_MAX / n->a.conv.dw) {
+		diag_error(d, n->loc, "%s: padding=\"same\" pads dilation * (kernel - 1) in all, here more than 2^31 - 1, the longest "
+			   "side trainc's kernels index; lower the dilation or the kernel", n->what);
 		return false;
 	}
 	int64_t th, tw;
@@ -573,6 +583,11 @@ static bool need_rank(struct diag *d, const struct node *n, const struct shape *
 static bool window(struct diag *d, const struct node *n, int64_t size, int64_t k, int64_t s, int64_t p, int64_t dil,
 		   bool ceil_mode, int64_t *out)
 {
+	if (k - 1 > (EXTENT_MAX - 1) / dil || size + 2 * p > EXTENT_MAX) {
+		diag_error(d, n->loc, "%s: kernel %" PRId64 " at dilation %" PRId64 " over %" PRId64 " padded by %" PRId64
+			   " each side spans more than 2^31 - 1, the longest side trainc's kernels index", n->what, k, dil, size, p);
+		return false;
+	}
 	int64_t eff = dil * (k - 1) + 1;
 	int64_t span = size + 2 * p - eff + (ceil_mode ? s - 1 : 0);
 	char dilated[48] = "";

@@ -21,6 +21,10 @@
 #include <stdint.h>
 
 #define COMM_MAX_INFLIGHT 64
+/* The hint every engine's message carries where a collective failed
+ * because a peer went away or stalled: the trainers tell such a failure,
+ * a consequence of another rank's, by it (train_fail_key). */
+#define COMM_HINT_PEER "another rank died or stalled; the first rank to fail names the cause"
 
 struct comm;      /* opaque */
 struct comm_work; /* a collective in flight, valid until its comm_wait */

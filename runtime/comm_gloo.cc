@@ -45,7 +45,7 @@ extern "C" {
 }
 
 #define RS_CACHE 8 /* reduce-scatter instances kept */
-#define HINT_PEER "another rank died or stalled; the first rank to fail names the cause"
+#define HINT_PEER COMM_HINT_PEER
 
 /* Remember which Gloo call runs and where, for the error message; used on
  * the line of the call itself. */

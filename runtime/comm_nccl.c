@@ -25,7 +25,7 @@
 #include "runtime/store.h"
 #include "runtime/util.h"
 
-#define HINT_PEER "another rank died or stalled; the first rank to fail names the cause"
+#define HINT_PEER COMM_HINT_PEER
 
 struct nccl {
 	ncclComm_t comm;

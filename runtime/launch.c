@@ -4,7 +4,9 @@
  * The first failure is the root cause: later exits are consequences (a
  * collective whose peer died) and are not blamed, except a rank that said
  * why it ended (a note on its heartbeat pipe), which the first failure may
- * be a consequence of.  Every wait is bounded.
+ * be a consequence of.  A rank whose collective broke as a peer went away
+ * says so in a "peer" note, said only where no rank failed on its own
+ * before the launcher signalled them.  Every wait is bounded.
  */
 #include "runtime/launch.h"
 
@@ -40,6 +42,7 @@ struct worker {
 	int out, err, beat;      /* read ends; -1 once closed */
 	bool exited;
 	int status;
+	double exit_t;           /* when it was seen to exit */
 	double last_beat;
 	bool waiting;            /* its last word: waiting for other ranks */
 	char *partial[2];        /* an unfinished line of stdout, stderr (grown as it needs) */
@@ -210,8 +213,12 @@ static void say_note(const struct worker *ws, int n, int failed)
 	free(in);
 }
 
+static double signalled_t; /* when the launcher first signalled the workers (0: not yet) */
+
 static void signal_all(struct worker *ws, int n, int sig)
 {
+	if (!signalled_t)
+		signalled_t = util_now();
 	for (int r = 0; r < n; r++)
 		if (ws[r].pid > 0 && !ws[r].exited)
 			kill(ws[r].pid, sig);
@@ -474,6 +481,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 			if (got == ws[r].pid) {
 				ws[r].exited = true;
 				ws[r].status = status;
+				ws[r].exit_t = t;
 				alive--;
 				bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
 				if (!ok && failed < 0 && !stop_signal) {
@@ -535,10 +543,28 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	}
 	store_server_free(store);
 	/* a rank that failed saying why (a note) is the root cause over one that
-	 * failed without: the peer whose collective its end broke, if first */
+	 * failed without: the peer whose collective its end broke, if first;
+	 * but a rank whose collective broke (a "peer" note) is a consequence of
+	 * any other rank that failed on its own, before the launcher signalled */
 	for (int r = 0; r < n && failed >= 0 && !hang && !ws[failed].note_len; r++)
-		if (ws[r].note_len && ws[r].exited && !(WIFEXITED(ws[r].status) && WEXITSTATUS(ws[r].status) == 0))
+		if (ws[r].note_len && strcmp(ws[r].key, "peer") != 0 && ws[r].exited &&
+		    !(WIFEXITED(ws[r].status) && WEXITSTATUS(ws[r].status) == 0))
 			failed = r;
+	if (failed >= 0 && !hang && ws[failed].note_len && !strcmp(ws[failed].key, "peer")) {
+		int cause = -1;
+		for (int r = 0; r < n; r++) {
+			const struct worker *w = &ws[r];
+			bool own = w->exited && !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0) &&
+				   (!signalled_t || w->exit_t <= signalled_t) && !(w->note_len && !strcmp(w->key, "peer"));
+			if (own && (cause < 0 || w->exit_t < ws[cause].exit_t))
+				cause = r;
+		}
+		if (cause >= 0) {
+			char st[64];
+			failed = cause;
+			snprintf(why, sizeof why, "rank %d failed with %s", cause, describe_status(ws[cause].status, st, sizeof st));
+		}
+	}
 	int rc = 0;
 	if (stop_signal) {
 		rc = 128 + stop_signal;

@@ -217,8 +217,9 @@ static int fail(struct trainer *t, const char *what)
 {
 	char text[sizeof t->err + 128];
 	snprintf(text, sizeof text, "trainc: %s%s%s\n", what ? what : "", what && t->err[0] ? ": " : "", t->err);
-	if (t->stop_key)
-		launch_worker_stop(t->stop_key, text);
+	const char *key = train_fail_key(t->stop_key, t->err, t->world);
+	if (key)
+		launch_worker_stop(key, text);
 	else
 		fputs(text, stderr);
 	t->stop_key = NULL;
@@ -659,6 +660,13 @@ int train_resume_at(const struct plan *p, const char *resume, const char *flag, 
 		printf("Resumed from %s at step %lld (epoch %lld, batch %lld)\n", resume, (long long)at->step, (long long)at->epoch,
 		       (long long)at->batch);
 	return 0;
+}
+
+const char *train_fail_key(const char *key, const char *err, int world)
+{
+	if (key)
+		return key;
+	return world > 1 && strstr(err, COMM_HINT_PEER) ? "peer" : NULL;
 }
 
 int train_setup_failed(int rc, int world, const char **stop_key)

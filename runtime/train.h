@@ -137,6 +137,11 @@ enum { TRAIN_REFUSED = -3 };
  * key set in *stop_key, which says it once for the job (rank 0's words
  * where every rank refused) and ends it with this status. */
 int train_setup_failed(int rc, int world, const char **stop_key);
+/* The key a rank's failure err goes to the launcher under: key where one
+ * is set; "peer" in a job where err is a collective broken by a peer that
+ * went away (COMM_HINT_PEER), which the launcher does not say where
+ * another rank failed on its own; else NULL (said on standard error). */
+const char *train_fail_key(const char *key, const char *err, int world);
 /* The state --resume or --init gives, for rank o->rank of world ranks
  * with micro-batches of micro over sampler s (flag: --cpus or --gpus, for
  * messages): a checkpoint's parameters, optimizer state (k planes of

@@ -1006,8 +1006,9 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 	if (rc != 0 && t->err[0]) {
 		char text[sizeof t->err + 16];
 		snprintf(text, sizeof text, "trainc: %s\n", t->err);
-		if (t->stop_key)
-			launch_worker_stop(t->stop_key, text);
+		const char *key = train_fail_key(t->stop_key, t->err, t->world);
+		if (key)
+			launch_worker_stop(key, text);
 		else
 			fputs(text, stderr);
 	}

@@ -43,8 +43,11 @@ kill -9 "$r1"
 set +e; finish_within 10 $L; rc=$?; set -e
 [ $rc -ne 0 ] && [ $rc -ne 99 ] || { echo "kill -9: launcher exit $rc"; exit 1; }
 grep -q 'rank 1 failed with signal SIGKILL' "$dir/err" || { echo "kill -9: cause not named"; cat "$dir/err"; exit 1; }
+# rank 0's collective broke as a consequence: trainc does not say it
+# beside the cause (the GPU stand-in's own "fake NCCL:" lines aside)
+! grep -q '^trainc: .*another rank died or stalled' "$dir/err" || { echo "kill -9: rank 0's broken collective said too"; cat "$dir/err"; exit 1; }
 sleep 0.2; gone "$r0" "$r1"
-echo "ok kill -9 of rank 1: exit $rc, named, nothing left"
+echo "ok kill -9 of rank 1: exit $rc, named alone, nothing left"
 
 # 2. SIGINT to the launcher (Ctrl-C: a job started by a shell without job
 # control, as this one is, ignores SIGINT, and trainc keeps that ignore)

@@ -470,7 +470,7 @@ static void test_float_repr(void)
  * with a pool whose sizes are the largest allowed: the line is whole. */
 static void test_print_long_line(void)
 {
-	static const char pool[] = "MaxPool2d(kernel_size=(1099511627776, 1099511627776), stride=(1099511627776, 1099511627776), "
+	static const char pool[] = "MaxPool2d(kernel_size=(2147483647, 2147483647), stride=(2147483647, 2147483647), "
 				   "padding=(1, 1), dilation=(1, 1), ceil_mode=True)";
 	char name[65], text[16384];
 	memset(name, 'n', 64);
@@ -479,7 +479,7 @@ static void test_print_long_line(void)
 	for (int k = 0; k < 30; k++)
 		at += snprintf(text + at, sizeof text - (size_t)at, "block B%d { %s = repeat 1 { %s = B%d } }\n", k, name, name, k + 1);
 	snprintf(text + at, sizeof text - (size_t)at,
-		 "block B30 { %s = maxpool2d((1099511627776, 1099511627776), stride=(1099511627776, 1099511627776), padding=(1, 1), "
+		 "block B30 { %s = maxpool2d((2147483647, 2147483647), stride=(2147483647, 2147483647), padding=(1, 1), "
 		 "dilation=(1, 1), ceil_mode=true) }\nmodel Net {\n input(1, 4, 4)\n %s = B0\n}\n", name, name);
 	struct plan *p = compile_text(text, 1);
 	char *out = NULL;

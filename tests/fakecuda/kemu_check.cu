@@ -8,8 +8,10 @@
  * order); and that a barrier not every thread reaches, threads at two
  * different barriers, a shuffle in a partial warp and a misaligned pointer
  * argument stop the process.
- * Linked without the stand-in: the hooks kemu.cc calls are stubs here, and
- * kernels write host memory.  Prints "ok"/"FAIL" lines; exits 1 on a
+ * Linked without the stand-in (fake_cuda.c): the few functions kemu.cc
+ * calls into it are defined below as a test of the emulator alone needs
+ * them (launches run at once, every pointer is device memory, a refused
+ * launch ends the test), and kernels write host memory.  Prints "ok"/"FAIL" lines; exits 1 on a
  * failure.
  */
 #include "runtime/cuda/kc_impl.cuh"

@@ -128,7 +128,7 @@ static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 	if (path < 0) {
 		snprintf(err, errlen, "TRAINC_CONV_PATH=%s: not a convolution path; use auto, im2col, onednn or winograd",
 			 force);
-		return -1;
+		return EXEC_REFUSED;
 	}
 	/* one workspace per device, as the plan sized it: every convolution of
 	 * the device runs in it, with fewer oneDNN chunks at once should a
@@ -164,7 +164,10 @@ static int cpu_prepare(struct exec *e, char *err, size_t errlen)
 				snprintf(err, errlen, "%s: cannot prepare the convolution for batch %lld", nd->path,
 					 (long long)e->sizes[s]);
 		}
-	return rc == KERN_OK ? 0 : -1;
+	if (rc == KERN_OK)
+		return 0;
+	/* a path forced where this shape has none, or that needs more room than planned */
+	return path != KERN_CONV_AUTO && (rc == KERN_ERR_UNSUPPORTED || rc == KERN_ERR_WORKSPACE) ? EXEC_REFUSED : -1;
 }
 
 static void cpu_release(struct exec *e)

@@ -1001,8 +1001,9 @@ static int setup(struct trainer *t)
 	int copies = t->use_pipe ? t->micro_pipe : 1;
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
 	t->exec_ok = true; /* exec_free releases a partial exec_init too */
-	if (exec_init(&t->e, p, bt.sizes, TRAIN_NSIZES, t->sharded, copies, t->err, sizeof t->err) != 0)
-		return -1;
+	int made = exec_init(&t->e, p, bt.sizes, TRAIN_NSIZES, t->sharded, copies, t->err, sizeof t->err);
+	if (made != 0)
+		return made == EXEC_REFUSED ? TRAIN_REFUSED : -1;
 	t->e.seed = tr->seed;
 	t->e.rank = (uint32_t)t->rank; /* dropout masks differ per step and per rank */
 	t->oc = train_optim_cfg(&tr->optim);

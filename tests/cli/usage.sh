@@ -109,10 +109,15 @@ model C {
 data  { train = synthetic(input=randn(1, 8, 8), target=randn(2), samples=4) }
 train { loss = mse; optimizer = sgd(lr=0.01); batch = 4; steps = 1 }
 EOF_NET
-TRAINC_CONV_PATH=bogus expect 1 "TRAINC_CONV_PATH=bogus: not a convolution path; use auto, im2col, onednn or winograd" \
-	"$tmp/conv.net" --run-dir "$tmp/run1"
-TRAINC_CONV_PATH=winograd expect 1 "c1: TRAINC_CONV_PATH=winograd: oneDNN has no Winograd convolution of this shape" \
-	"$tmp/conv.net" --run-dir "$tmp/run2"
+# (the user's setting: exit 2, said once for a job)
+for ranks in 1 2; do
+	TRAINC_CONV_PATH=bogus expect 2 "TRAINC_CONV_PATH=bogus: not a convolution path; use auto, im2col, onednn or winograd" \
+		"$tmp/conv.net" --cpus $ranks --run-dir "$tmp/run1-$ranks"
+	[ "$(grep -c 'TRAINC_CONV_PATH' "$tmp/err")" -eq 1 ] || fail "TRAINC_CONV_PATH=bogus at --cpus $ranks not said once: $(cat "$tmp/err")"
+	TRAINC_CONV_PATH=winograd expect 2 "c1: TRAINC_CONV_PATH=winograd: oneDNN has no Winograd convolution of this shape" \
+		"$tmp/conv.net" --cpus $ranks --run-dir "$tmp/run2-$ranks"
+	[ "$(grep -c 'TRAINC_CONV_PATH' "$tmp/err")" -eq 1 ] || fail "TRAINC_CONV_PATH=winograd at --cpus $ranks not said once: $(cat "$tmp/err")"
+done
 for path in auto im2col onednn; do
 	TRAINC_CONV_PATH=$path expect 0 '' "$tmp/conv.net" --run-dir "$tmp/run-$path"
 done

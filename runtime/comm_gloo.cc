@@ -3,14 +3,14 @@
  * that forwards to store_set/get/wait under a per-communicator prefix); the
  * transport is Gloo's TCP.  All-reduce, all-gather, broadcast and barrier
  * use Gloo's option-style collectives with a fresh tag per call and the
- * communicator's timeout; reduce-scatter uses Gloo's halving-doubling
- * algorithm (Gloo has no option-style reduce-scatter), which works in place,
- * so its input is staged in a buffer the algorithm instance keeps; instances
- * are cached per size (a few FSDP unit sizes), least recently used first out.
- * That algorithm runs on a second full mesh of its own: its sends set
- * SO_SNDBUF to their message size, which turns off the kernel's send-buffer
- * autotuning, and on shared sockets made later 32 MB all-reduces 3 to 300
- * times slower (measured, world 2 and 4 on loopback).
+ * communicator's timeout.  Gloo has no option-style reduce-scatter: it is an
+ * all-to-all (rank r receives every rank's r-th chunk, the bytes a ring
+ * reduce-scatter moves) into one staging buffer, whose chunks are then summed
+ * in rank order.  The buffer is as large as the largest input so far, so a
+ * sharded model's staging is one unit, not several: Gloo's halving-doubling
+ * reduce-scatter, used before, kept three copies of every distinct unit size
+ * (the input and two receive buffers), 384 MiB per rank for a 50M-parameter
+ * MLP of four units, which outgrew the shards themselves.
  * Gloo has no mean: AVG is a sum divided by the world size.
  * Does not: let an exception out (each becomes -1 and a message naming the
  * Gloo call, this file's line and a hint), or run from more than one thread.
@@ -21,16 +21,15 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
-#include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <chrono>
-#include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -44,7 +43,6 @@ extern "C" {
 #include "runtime/store.h"
 }
 
-#define RS_CACHE 8 /* reduce-scatter instances kept */
 #define HINT_PEER COMM_HINT_PEER
 
 /* Remember which Gloo call runs and where, for the error message; used on
@@ -115,22 +113,13 @@ private:
 	double timeout_s_;
 };
 
-struct rs_entry {
-	int64_t n;
-	uint64_t used;
-	std::vector<float> buf; /* (world * n) the algorithm's in-place buffer */
-	std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>> alg;
-};
-
 struct comm_gloo {
 	std::shared_ptr<gloo::transport::Device> dev;
-	std::shared_ptr<gloo::rendezvous::Context> ctx;    /* option-style collectives */
-	std::shared_ptr<gloo::rendezvous::Context> rs_ctx; /* reduce-scatter's own pairs (see the header) */
+	std::shared_ptr<gloo::rendezvous::Context> ctx;
 	std::chrono::milliseconds timeout;
 	int rank, world;
 	uint32_t tag;
-	uint64_t clock;
-	std::vector<rs_entry> rs;
+	std::vector<float> stage; /* reduce-scatter's all-to-all lands here */
 };
 
 struct comm_gloo *comm_gloo_open(struct store_client *st, const char *prefix, int rank, int world,
@@ -150,14 +139,10 @@ struct comm_gloo *comm_gloo_open(struct store_client *st, const char *prefix, in
 		attr.hostname = host ? host : STORE_DEFAULT_HOST;
 		AT("gloo::transport::tcp::CreateDevice"), g->dev = gloo::transport::tcp::CreateDevice(attr);
 		hint = HINT_PEER;
-		std::shared_ptr<gloo::transport::Device> dev = g->dev;
-		for (int k = 0; k < 2; k++) {
-			auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, world);
-			ctx->setTimeout(g->timeout);
-			StoreShim store(st, std::string(prefix) + (k ? "rs/" : "main/"), timeout_s);
-			AT("gloo::rendezvous::Context::connectFullMesh"), ctx->connectFullMesh(store, dev);
-			(k ? g->rs_ctx : g->ctx) = ctx;
-		}
+		g->ctx = std::make_shared<gloo::rendezvous::Context>(rank, world);
+		g->ctx->setTimeout(g->timeout);
+		StoreShim store(st, std::string(prefix) + "main/", timeout_s);
+		AT("gloo::rendezvous::Context::connectFullMesh"), g->ctx->connectFullMesh(store, g->dev);
 	} catch (const std::exception &e) {
 		fail(err, errlen, "%s:%d: %s (rank %d of %d, host %s) failed: %s (hint: %s)", __FILE__, line, call, rank,
 		     world, host ? host : STORE_DEFAULT_HOST, e.what(), hint);
@@ -183,31 +168,6 @@ template <typename T> static void all_reduce(comm_gloo *g, T *buf, int64_t n)
 	gloo::allreduce(o);
 }
 
-static rs_entry &rs_instance(comm_gloo *g, int64_t n)
-{
-	for (auto &e : g->rs)
-		if (e.n == n) {
-			e.used = ++g->clock;
-			return e;
-		}
-	if (g->rs.size() >= RS_CACHE) { /* every rank evicts the same one */
-		size_t old = 0;
-		for (size_t i = 1; i < g->rs.size(); i++)
-			if (g->rs[i].used < g->rs[old].used)
-				old = i;
-		g->rs.erase(g->rs.begin() + (long)old);
-	}
-	g->rs.emplace_back();
-	rs_entry &e = g->rs.back();
-	e.n = n;
-	e.used = ++g->clock;
-	e.buf.resize((size_t)(g->world * n));
-	std::vector<float *> ptrs{ e.buf.data() };
-	std::vector<int> counts((size_t)g->world, (int)n);
-	e.alg.reset(new gloo::ReduceScatterHalvingDoubling<float>(g->rs_ctx, ptrs, (int)(g->world * n), counts));
-	return e;
-}
-
 int comm_gloo_run(struct comm_gloo *g, const struct comm_req *r, char *err, size_t errlen)
 {
 	const char *call = "?";
@@ -227,17 +187,24 @@ int comm_gloo_run(struct comm_gloo *g, const struct comm_req *r, char *err, size
 			}
 			break;
 		case COMM_REDUCE_SCATTER: {
-			if (g->world * n > INT_MAX)
-				return fail(err, errlen, "%s:%d: gloo::ReduceScatterHalvingDoubling: world * n = %lld is "
-					    "over Gloo's limit of %d elements", __FILE__, __LINE__,
-					    (long long)(g->world * n), INT_MAX);
-			AT("gloo::ReduceScatterHalvingDoubling()");
-			rs_entry &e = rs_instance(g, n);
-			memcpy(e.buf.data(), r->in, (size_t)(g->world * n) * sizeof(float));
-			AT("gloo::ReduceScatterHalvingDoubling::run"), e.alg->run();
-			memcpy(r->out, e.buf.data(), (size_t)n * sizeof(float));
+			size_t total = (size_t)(g->world * n);
+			AT("std::vector::resize"), g->stage.resize(total > g->stage.size() ? total : g->stage.size());
+			gloo::AlltoallOptions o(g->ctx);
+			o.setInput(const_cast<float *>((const float *)r->in), total);
+			o.setOutput(g->stage.data(), total);
+			o.setTag(g->tag++);
+			o.setTimeout(g->timeout);
+			AT("gloo::alltoall"), gloo::alltoall(o);
+			float *out = (float *)r->out;
+			const float *chunk = g->stage.data();
+			memcpy(out, chunk, (size_t)n * sizeof(float));
+			for (int k = 1; k < g->world; k++) {
+				chunk += n;
+				for (int64_t i = 0; i < n; i++)
+					out[i] += chunk[i];
+			}
 			if (r->op == COMM_AVG)
-				divide((float *)r->out, n, g->world);
+				divide(out, n, g->world);
 			break;
 		}
 		case COMM_ALL_GATHER: {
@@ -275,9 +242,7 @@ int comm_gloo_run(struct comm_gloo *g, const struct comm_req *r, char *err, size
 void comm_gloo_close(struct comm_gloo *g)
 {
 	try {
-		g->rs.clear();
 		g->ctx.reset();
-		g->rs_ctx.reset();
 		g->dev.reset();
 	} catch (const std::exception &e) {
 		fprintf(stderr, "%s:%d: closing the Gloo communicator: %s\n", __FILE__, __LINE__, e.what());

@@ -89,7 +89,9 @@ static bool check_files(struct diag *d, const struct plan_dataset *ds)
 
 bool compile_check_data(struct diag *d, const struct plan *p)
 {
-	return check_files(d, &p->train_data) & check_files(d, &p->test_data);
+	bool train_ok = check_files(d, &p->train_data); /* both sets are checked, each said */
+	bool test_ok = check_files(d, &p->test_data);
+	return train_ok && test_ok;
 }
 
 /* What compiles but trains otherwise than meant.  Warnings do not stop a

@@ -16,6 +16,7 @@
 
 #include "compiler/compile_impl.h"
 #include "compiler/conv_chunk.h"
+#include "compiler/emb_sort.h"
 #include "compiler/ops.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
@@ -327,17 +328,25 @@ static void plan_acts(struct arena *a, struct plan *p, int dev, int64_t batch, i
 	}
 	int64_t acts = p->dev[dev].act_train > p->dev[dev].act_eval ? p->dev[dev].act_train : p->dev[dev].act_eval;
 	/* a scratch buffer after the packed ones: a gradient's second producer
-	 * writes here before summing, and evaluation puts statistics it does
-	 * not keep (pool indices, norm statistics) here */
+	 * writes here before summing, evaluation puts statistics it does not
+	 * keep (pool indices, norm statistics) here, and the GPU's embedding
+	 * backward sorts its tokens here (tag: EMBEDDING_SORT).  The sort is
+	 * planned for CPUs too, so that one plan serves both backends (as
+	 * tests/gpu_ops.c runs it); it is no larger than the embedding's own
+	 * output gradient unless the embedding's dim is under 4 */
 	int64_t scratch = 0;
 	for (int i = 0; i < N; i++) {
-		if (p->nodes[i].device != dev)
+		const struct node *n = &p->nodes[i];
+		if (n->device != dev)
 			continue;
 		if (p->mem[i].grad_bytes > scratch)
 			scratch = p->mem[i].grad_bytes;
-		int64_t ev = op_saved_bytes(&p->nodes[i], test_batch);
-		if (p->nodes[i].op != OP_DROPOUT && ev > scratch)
+		int64_t ev = op_saved_bytes(n, test_batch);
+		if (n->op != OP_DROPOUT && ev > scratch)
 			scratch = ev;
+		int64_t sort = n->op == OP_EMBEDDING ? emb_sort_bytes(shape_numel(&p->nodes[n->in].out) * batch) : 0;
+		if (sort > scratch)
+			scratch = sort;
 	}
 	p->dev[dev].scratch_off = round_up(acts);
 	p->dev[dev].scratch_bytes = round_up(scratch);

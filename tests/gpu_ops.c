@@ -6,7 +6,7 @@
  * parameter's gradient and the running statistics.  Then one optimizer
  * step of each kind through the fused kernels against optim_step.  Before
  * the models: the kernels that may write over an input, in place against
- * apart.
+ * apart, and the embedding's gradient against the CPU's bit for bit.
  * Tolerance: |gpu - cpu| <= 1e-4 * max|cpu| + 1e-3 * |cpu| per element
  * (TF32 off: TRAINC_TF32=0 is set here; reductions differ only in order).
  * Prints one line per check and "N passed, N failed"; exits 1 on a failure,
@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "compiler/compile.h"
+#include "compiler/emb_sort.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
 #include "runtime/backend.h"
@@ -328,6 +329,78 @@ static void check_in_place(void)
 	cudaStreamDestroy(s);
 }
 
+/* The embedding's gradient against kern_embedding_bwd, bit for bit: every
+ * row's tokens must add in token order, onto dw's old values.  Ids that
+ * repeat thousands of times (5000 tokens over 7 ids, padding_idx among
+ * them), ids spread over a vocabulary of a million with a few repeated,
+ * a power of two of tokens (every sort key a token's), and one token; dy's
+ * values span 2^-10 .. 2^10, so a sum in any other order differs in its
+ * last bits.  The GPU skips ids outside [0, vocab), which the CPU refuses:
+ * its reference takes them as padding_idx. */
+static void check_embedding_bwd(void)
+{
+	static const struct {
+		int64_t n;
+		int vocab, dim, pad;
+		bool bad; /* some ids outside [0, vocab) */
+		const char *what;
+	} cases[] = {
+		{ 5000, 7, 45, 3, true, "5000 tokens over 7 ids, padding_idx 3" },
+		{ 3000, (1 << 20) + 3, 5, -1, false, "3000 tokens over 2^20 ids" },
+		{ 4096, 50, 33, 0, false, "4096 tokens over 50 ids" },
+		{ 1, 5, 8, -1, false, "one token" },
+	};
+	cudaStream_t s = NULL;
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		int64_t n = cases[c].n, rows = cases[c].vocab, dim = cases[c].dim, bytes = emb_sort_bytes(n);
+		struct rng r = rng_stream(23, RNG_DATA, 3, (uint32_t)c);
+		int32_t *idx = malloc((size_t)n * 4), *ref = malloc((size_t)n * 4), *idx_d = NULL;
+		float *dy = malloc((size_t)(n * dim) * 4), *w = malloc((size_t)(rows * dim) * 4), *got = malloc((size_t)(rows * dim) * 4);
+		float *dy_d = NULL, *w_d = NULL;
+		void *scratch = NULL;
+		for (int64_t i = 0; i < n; i++) {
+			uint32_t u = rng_u32(&r, (uint64_t)i);
+			idx[i] = u % 4 == 0 ? (int32_t)(rows - 1 - (u >> 2) % 3) : (int32_t)(u % (uint32_t)rows);
+			if (cases[c].bad && u % 7 == 0)
+				idx[i] = u % 2 ? -1 - (int32_t)(u % 5) : (int32_t)rows + (int32_t)(u % 5);
+			ref[i] = idx[i] < 0 || idx[i] >= rows ? cases[c].pad : idx[i];
+		}
+		for (int64_t e = 0; e < n * dim; e++)
+			dy[e] = ldexpf(rng_normal(&r, (uint64_t)(n + e)), (int)(rng_u32(&r, (uint64_t)(2 * n * dim + e)) % 21) - 10);
+		for (int64_t e = 0; e < rows * dim; e++)
+			w[e] = (float)(e % 13) - 6.0f;
+		cudaMalloc((void **)&idx_d, (size_t)n * 4), cudaMalloc((void **)&dy_d, (size_t)(n * dim) * 4);
+		cudaMalloc((void **)&w_d, (size_t)(rows * dim) * 4), cudaMalloc(&scratch, (size_t)bytes);
+		cudaMemcpy(idx_d, idx, (size_t)n * 4, cudaMemcpyHostToDevice);
+		cudaMemcpy(dy_d, dy, (size_t)(n * dim) * 4, cudaMemcpyHostToDevice);
+		cudaMemcpy(w_d, w, (size_t)(rows * dim) * 4, cudaMemcpyHostToDevice);
+		cudaMemset(scratch, 0x5a, (size_t)bytes); /* nothing of it may be read before it is written */
+		cudaDeviceSynchronize(); /* the plain copies run on the legacy stream */
+		kc_embedding_bwd(s, idx_d, dy_d, w_d, n, (int)rows, (int)dim, cases[c].pad, scratch, bytes);
+		int rc = kern_embedding_bwd(ref, dy, w, (int)n, (int)rows, (int)dim, cases[c].pad);
+		bool ok = rc == KERN_OK && cudaStreamSynchronize(s) == cudaSuccess &&
+			  cudaMemcpy(got, w_d, (size_t)(rows * dim) * 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+		int64_t at = 0;
+		while (ok && at < rows * dim && memcmp(&got[at], &w[at], 4) == 0)
+			at++;
+		if (ok && at == rows * dim) {
+			printf("ok   embedding backward, %-40s = CPU bit for bit\n", cases[c].what);
+			passed++;
+		} else if (ok) {
+			printf("FAIL embedding backward, %-40s row %lld column %lld: gpu %a cpu %a\n", cases[c].what,
+			       (long long)(at / dim), (long long)(at % dim), got[at], w[at]);
+			failed++;
+		} else {
+			printf("FAIL embedding backward, %-40s %s\n", cases[c].what, rc ? "the CPU refused the ids" : "cannot read the GPU's values");
+			failed++;
+		}
+		free(idx), free(ref), free(dy), free(w), free(got);
+		cudaFree(idx_d), cudaFree(dy_d), cudaFree(w_d), cudaFree(scratch);
+	}
+	cudaStreamDestroy(s);
+}
+
 /* NCCL at a world of one: the communicator, its collectives through
  * comm.h, and the stream-ordered all-reduce inside a captured CUDA graph. */
 static void check_nccl(void)
@@ -400,6 +473,7 @@ int main(int argc, char **argv)
 	setenv("TRAINC_TF32", "0", 1);
 	check_nccl();
 	check_in_place();
+	check_embedding_bwd();
 	for (int i = 1; i < argc; i++)
 		check_model(argv[i]);
 	printf("%d passed, %d failed\n", passed, failed);

@@ -745,25 +745,24 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 		return;
 	}
 	case OP_EMBEDDING: {
-		/* the gradient adds with atomics, which a peer's memory does not
-		 * take over PCIe (cudaDevP2PAttrNativeAtomicSupported), and FSDP
-		 * keeps a rank's units on its first GPU: the kernel runs on the
-		 * GPU whose memory dw is, reading the ids and dy over peer access */
+		/* the kernel runs on the layer's GPU, whose memory holds the ids,
+		 * dy and the scratch it sorts the ids in.  FSDP keeps a rank's
+		 * units, dw among them, on its first GPU: the kernel reads and
+		 * writes dw there over peer access (plain loads and stores, as it
+		 * adds without atomics), after that GPU's earlier work on dw and
+		 * before its later work */
 		float *dw = exec_grad_ptr(e, nd->param0);
 		int home = e->fsdp ? 0 : nd->device;
-		cudaStream_t hs = s;
 		if (!dw)
 			break;
 		if (home != nd->device) {
-			follow(c, nd->device, home);
-			hs = on(c, home)->stream;
-		}
-		kc_embedding_bwd(hs, (const int32_t *)(const void *)x, dy, dw, out_n / nd->a.emb.dim, (int)nd->a.emb.num,
-				 (int)nd->a.emb.dim, (int)nd->a.emb.padding_idx);
-		if (home != nd->device) {
-			follow(c, home, nd->device); /* the layers after reuse dy's memory */
+			on(c, home);
+			follow(c, home, nd->device);
 			on(c, nd->device);
 		}
+		kc_embedding_bwd(s, (const int32_t *)(const void *)x, dy, dw, out_n / nd->a.emb.dim, (int)nd->a.emb.num,
+				 (int)nd->a.emb.dim, (int)nd->a.emb.padding_idx, exec_scratch(e, i), p->dev[nd->device].scratch_bytes);
+		follow(c, nd->device, home);
 		break;
 	}
 	case OP_INPUT: case OP_FLATTEN: case OP__COUNT: break;

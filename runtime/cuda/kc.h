@@ -94,8 +94,12 @@ void kc_layernorm_bwd(cudaStream_t s, const float *x, const float *gamma, const 
 
 /* ---- embedding: an id outside [0, vocab) sets *bad to 1 and writes a zero row ---- */
 void kc_embedding_fwd(cudaStream_t s, const int32_t *idx, const float *w, float *y, int64_t n, int vocab, int dim, int32_t *bad);
+/* dw += dy's rows by id, bit for bit kern_embedding_bwd (each row's tokens
+ * added in order, no atomics), skipping padding_idx and ids outside
+ * [0, vocab); sorts the tokens in scratch, scratch_bytes of device memory
+ * of at least emb_sort_bytes(n) (compiler/emb_sort.h), which it overwrites */
 void kc_embedding_bwd(cudaStream_t s, const int32_t *idx, const float *dy, float *dw, int64_t n, int vocab, int dim,
-		      int padding_idx);
+		      int padding_idx, void *scratch, int64_t scratch_bytes);
 
 /* ---- softmax over the middle axis of (outer, dim, inner); bwd from output y ---- */
 void kc_softmax_fwd(cudaStream_t s, const float *x, float *y, int64_t outer, int dim, int64_t inner);

@@ -4,11 +4,11 @@
  * element, window and row is body.h's (optim_elem.h's for the optimizer),
  * shared with the host tests; the kernel files only map it onto threads.
  * Every sum runs in a fixed order (per-thread strided sums, then a tree in
- * shared memory or across a warp), so a result never depends on
- * scheduling, but for the embedding's gradient (float atomics, whose order
- * changes the last bits where ids repeat: kernels_norm.cu).  Nothing
- * allocates or synchronises; launch errors surface at the caller's next
- * cudaGetLastError.
+ * shared memory or across a warp; the embedding's gradient in token order
+ * after a sort, kernels_norm.cu), so a result never depends on
+ * scheduling; the only atomics add whole numbers (argmax hits, in a
+ * double), exact in any order.  Nothing allocates or synchronises; launch
+ * errors surface at the caller's next cudaGetLastError.
  */
 #ifndef KC_IMPL_CUH
 #define KC_IMPL_CUH

@@ -1,8 +1,12 @@
 /* kernels_norm.cu: batch norm (a block a channel), layer norm (a warp a
- * row; parameter gradients a thread a column) and the embedding (its gradient
- * the only float atomics: order-dependent in the last bits when ids repeat).
+ * row; parameter gradients a thread a column) and the embedding (its
+ * gradient by a sort of the tokens by id, then a thread a row's column
+ * adding its tokens in order: bit for bit kern_embedding_bwd, without
+ * atomics).
  */
 #include "runtime/cuda/kc_impl.cuh"
+
+#include "compiler/emb_sort.h"
 
 /* ---- batch norm: one block per channel; element e of a channel's m =
  * n * hw is (e / hw, ch, e % hw) ---- */
@@ -190,13 +194,103 @@ __global__ void embedding_fwd_kernel(const int32_t *idx, const float *w, float *
 		*bad = 1;
 }
 
-__global__ void embedding_bwd_kernel(const int32_t *idx, const float *dy, float *dw, int64_t n, int vocab, int dim,
-				     int padding_idx)
+/* The gradient, bit for bit kern_embedding_bwd's: that adds dy's rows
+ * into dw in token order (dw[v] += dy[i0], then += dy[i1], ...), so each
+ * element of dw[v] is summed by one thread, in that order, from its old
+ * value.  The thread must find v's tokens in order: scanning the tokens
+ * before each one costs O(n^2), and counting tokens per id needs vocab
+ * counters (2^24 and more) and a scan over them, so the tokens are sorted
+ * instead, as keys id << 32 | position: unique, so any correct sort
+ * leaves them in one order, by id and within an id by position.  The sort
+ * is a bitonic network in the plan's scratch (compiler/emb_sort.h, tag:
+ * EMBEDDING_SORT): no atomics, O(n log^2 n) compare-exchanges in a launch
+ * sequence fixed by n, so a captured step replays it; each block runs the
+ * stages whose pairs lie in its tile of SORT_TILE keys in shared memory,
+ * and only the wider stages are a launch each (28 sort launches for 100k
+ * tokens).  Then one thread per (sorted token, column) whose token starts
+ * its id's run adds the run's rows.  A run of r tokens is r dependent adds
+ * in one thread, the price of the CPU's order; nvcc unrolls that loop, so
+ * the rows' loads overlap.  Ids that are padding_idx or outside [0, vocab)
+ * get the key EMB_NONE, sorted last, and add nothing. */
+enum { SORT_THREADS = 1024, SORT_TILE = 2 * SORT_THREADS };
+#define EMB_NONE UINT64_MAX /* no id: above every id << 32 (ids are below 2^31) */
+
+__global__ void emb_keys_kernel(const int32_t *idx, uint64_t *keys, int64_t n, int64_t m, int vocab, int padding_idx)
+{
+	FOR_EACH(i, m) {
+		int32_t id = i < n ? idx[i] : -1;
+		bool adds = id != padding_idx && id >= 0 && id < vocab;
+		keys[i] = adds ? (uint64_t)id << 32 | (uint64_t)i : EMB_NONE;
+	}
+}
+
+/* Pair t of a stage that compares keys j apart (j a power of two): keys i
+ * and i + j, where i is t with a zero inserted at j's bit. */
+__device__ int64_t bitonic_first(int64_t t, int64_t j)
+{
+	return ((t & ~(j - 1)) << 1) | (t & (j - 1));
+}
+
+/* Order the pair (*a, *b): ascending where `up`, else descending. */
+__device__ void bitonic_order(uint64_t *a, uint64_t *b, bool up)
+{
+	uint64_t x = *a, y = *b;
+	if ((x > y) == up) {
+		*a = y;
+		*b = x;
+	}
+}
+
+/* Merges k = k_first .. k_last (powers of two) over the block's tile of
+ * 2 * blockDim.x keys, each from the stage whose pairs fit the tile: the
+ * first launch sorts every tile (k from 2), the later ones finish a wider
+ * merge after emb_merge_kernel's stages.  A merge's direction is bit k of
+ * the key's place in the whole array, so tiles alternate as the network
+ * needs.  Every thread takes one pair per stage; the loops' bounds are the
+ * launch's, so every barrier is reached by the whole block. */
+__global__ void __launch_bounds__(SORT_THREADS) emb_sort_tile_kernel(uint64_t *keys, int64_t k_first, int64_t k_last)
+{
+	__shared__ uint64_t sh[SORT_TILE];
+	int64_t tile = 2 * (int64_t)blockDim.x, base = (int64_t)blockIdx.x * tile;
+	for (int64_t t = threadIdx.x; t < tile; t += blockDim.x)
+		sh[t] = keys[base + t];
+	__syncthreads();
+	for (int64_t k = k_first; k <= k_last; k <<= 1)
+		for (int64_t j = (k < tile ? k : tile) / 2; j > 0; j >>= 1) {
+			int64_t i = bitonic_first(threadIdx.x, j);
+			bitonic_order(&sh[i], &sh[i + j], ((base + i) & k) == 0);
+			__syncthreads();
+		}
+	for (int64_t t = threadIdx.x; t < tile; t += blockDim.x)
+		keys[base + t] = sh[t];
+}
+
+/* One stage of merge k whose pairs, j apart, span tiles: a pair a thread. */
+__global__ void emb_merge_kernel(uint64_t *keys, int64_t m, int64_t k, int64_t j)
+{
+	FOR_EACH(t, m / 2) {
+		int64_t i = bitonic_first(t, j);
+		bitonic_order(&keys[i], &keys[i + j], (i & k) == 0);
+	}
+}
+
+/* dw[id][c] += the run's rows in token order, by the thread of the run's
+ * first key and column c */
+__global__ void emb_sum_kernel(const uint64_t *keys, const float *dy, float *dw, int64_t n, int dim)
 {
 	FOR_EACH(e, n * dim) {
-		int32_t id = idx[e / dim];
-		if (id != padding_idx && id >= 0 && id < vocab)
-			atomicAdd(&dw[(int64_t)id * dim + e % dim], dy[e]);
+		int64_t s = e / dim;
+		uint64_t id = keys[s] >> 32;
+		if (keys[s] == EMB_NONE || (s > 0 && keys[s - 1] >> 32 == id))
+			continue;
+		int64_t end = s + 1, c = e % dim;
+		while (end < n && keys[end] >> 32 == id)
+			end++;
+		float *w = dw + (int64_t)id * dim + c;
+		float acc = *w;
+		for (int64_t q = s; q < end; q++)
+			acc += dy[(int64_t)(uint32_t)keys[q] * dim + c];
+		*w = acc;
 	}
 }
 
@@ -206,8 +300,22 @@ void kc_embedding_fwd(cudaStream_t s, const int32_t *idx, const float *w, float 
 }
 
 void kc_embedding_bwd(cudaStream_t s, const int32_t *idx, const float *dy, float *dw, int64_t n, int vocab, int dim,
-		      int padding_idx)
+		      int padding_idx, void *scratch, int64_t scratch_bytes)
 {
-	if (dw && n > 0 && dim > 0)
-		embedding_bwd_kernel<<<blocks_for(n * dim), THREADS, 0, s>>>(idx, dy, dw, n, vocab, dim, padding_idx);
+	if (!dw || n <= 0 || dim <= 0)
+		return;
+	/* a position takes a key's low 32 bits */
+	assert(n <= (int64_t)UINT32_MAX && scratch_bytes >= emb_sort_bytes(n));
+	uint64_t *keys = (uint64_t *)scratch;
+	int64_t m = emb_sort_keys(n), tile = m < (int64_t)SORT_TILE ? m : (int64_t)SORT_TILE;
+	unsigned tiles = (unsigned)(m / tile), threads = (unsigned)(tile / 2);
+	emb_keys_kernel<<<blocks_for(m), THREADS, 0, s>>>(idx, keys, n, m, vocab, padding_idx);
+	if (m > 1)
+		emb_sort_tile_kernel<<<tiles, threads, 0, s>>>(keys, 2, tile);
+	for (int64_t k = 2 * tile; k <= m; k <<= 1) {
+		for (int64_t j = k / 2; j >= tile; j >>= 1)
+			emb_merge_kernel<<<blocks_for(m / 2), THREADS, 0, s>>>(keys, m, k, j);
+		emb_sort_tile_kernel<<<tiles, threads, 0, s>>>(keys, k, k);
+	}
+	emb_sum_kernel<<<blocks_for(n * dim), THREADS, 0, s>>>(keys, dy, dw, n, dim);
 }

@@ -197,8 +197,8 @@ run tok-gpu models/token_mlp.net --gpus 1 --set train.steps=8
 run tok-cpu models/token_mlp.net --cpus 1 --threads 1 --set train.steps=8
 same tok-gpu tok-cpu 1e-5 "token_mlp: embedding on the GPU path = CPU"
 # an embedding on the second GPU of ranks under FSDP, which keeps a rank's
-# units on its first: the gradient's atomics must run on the first GPU (a
-# peer's memory takes none over PCIe), reading ids and dy over peer access
+# units on its first: the gradient is summed on the second GPU, where the
+# ids, dy and the scratch it sorts in are, into dw over peer access
 cat > "$tmp/embf.net" << 'EOF'
 model EmbFsdp {
     input(16, dtype="long")

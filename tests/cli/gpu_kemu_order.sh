@@ -11,9 +11,10 @@
 # (tests/gpu_ops.c) in reverse and in shuffled orders of two seeds (the
 # 50M-parameter MLP, the one with thousands of blocks per launch, in two
 # of the three runs); the ToyModel's one-kernel step and the
-# layer-by-layer step of an MLP and of a batch-norm net, whose sums run in
-# a fixed order: bit for bit the same in every order, and the one-kernel
-# step = CPU.  Skipped where CUDA was not configured.
+# layer-by-layer step of an MLP, of a batch-norm net and of an embedding
+# net (its gradient sorted by id, no atomics), whose sums run in a fixed
+# order: bit for bit the same in every order, and the one-kernel step =
+# CPU.  Skipped where CUDA was not configured.
 . "$(dirname "$0")/preamble.inc"
 lib=$(pwd)/build/tests/trainc-kemu.so
 if [ ! -f "$lib" ]; then
@@ -70,7 +71,7 @@ grep -q 'one kernel each' "$tmp/toy-shuffle.log" || fail "the ToyModel did not t
 same toy-reverse toy-forward 0 "toy: one-kernel step, threads in reverse order = forward"
 same toy-shuffle toy-forward 0 "toy: one-kernel step, threads shuffled = forward"
 same toy-shuffle toy-cpu 1e-5 "toy: one-kernel step, threads shuffled = CPU"
-for net in tests/cli/nets/mlp_mse.net tests/cli/nets/bn1d_mlp.net; do
+for net in tests/cli/nets/mlp_mse.net tests/cli/nets/bn1d_mlp.net models/token_mlp.net; do
 	name=$(basename "$net" .net)
 	for o in forward shuffle; do
 		TRAINC_CUDA_TINY=0 run "$name-$o" $o "$net" --gpus 1 --set train.steps=6

@@ -13,9 +13,10 @@
  * optimizer equal the CPU backend bit for bit; normalisation differs from
  * it only by its vectorised float sums.  Neither matches the GPU's last
  * bits.
- * The one check it makes beyond fake_cuda.c's launch rules: a kernel that
- * adds with atomics (argmax hits, the embedding's gradient) updates memory
- * of its own stream's GPU.
+ * The checks it makes beyond fake_cuda.c's launch rules: a kernel that
+ * adds with atomics (argmax hits) updates memory of its own stream's GPU,
+ * and the embedding's gradient is given as much scratch as its kernel
+ * sorts in.
  * Does not: check launches, emulate device memory, or run concurrently.
  */
 #include "runtime/cuda/kc.h"
@@ -24,6 +25,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "compiler/emb_sort.h"
 #include "runtime/cuda/body.h"
 #include "runtime/cuda/tiny.h"
 #include "runtime/optim_elem.h"
@@ -378,12 +380,12 @@ static void host_embedding_fwd(cudaStream_t s, const int32_t *idx, const float *
 		*bad = 1;
 }
 
-/* rows in index order, as kern_embedding_bwd adds them */
+/* rows in index order, as kern_embedding_bwd and the kernel add them; the
+ * scratch the kernel sorts in must hold the plan's keys (EMBEDDING_SORT) */
 static void host_embedding_bwd(cudaStream_t s, const int32_t *idx, const float *dy, float *dw, int64_t n, int vocab, int dim,
-		      int padding_idx)
+		      int padding_idx, void *scratch, int64_t scratch_bytes)
 {
-	if (dw && n > 0) /* the kernel adds with atomics */
-		fake_atomic_check("embedding_bwd", fake_stream_device(s), dw, NULL, NULL);
+	assert(!dw || n <= 0 || dim <= 0 || (scratch && scratch_bytes >= emb_sort_bytes(n)));
 	for (int64_t e = 0; dw && dim > 0 && e < n * dim; e++) {
 		int32_t id = idx[e / dim];
 		if (id != padding_idx && id >= 0 && id < vocab)
@@ -770,7 +772,7 @@ WRAP(layernorm_bwd, L_layernorm_bwd)
 	X(int, vocab) X(int, dim) X(int32_t *, bad)
 WRAP(embedding_fwd, L_embedding_fwd)
 #define L_embedding_bwd(X) X(const int32_t *, idx) X(const float *, dy) X(float *, dw) X(int64_t, n) \
-	X(int, vocab) X(int, dim) X(int, padding_idx)
+	X(int, vocab) X(int, dim) X(int, padding_idx) X(void *, scratch) X(int64_t, scratch_bytes)
 WRAP(embedding_bwd, L_embedding_bwd)
 #define L_softmax_fwd(X) X(const float *, x) X(float *, y) X(int64_t, outer) X(int, dim) X(int64_t, inner)
 WRAP(softmax_fwd, L_softmax_fwd)

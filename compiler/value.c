@@ -311,9 +311,20 @@ static bool source_text(const struct val *v, char *buf, size_t n)
 	return true;
 }
 
+/* names[0..n) into buf, separated by ", " */
+static const char *joined(char *buf, size_t len, const char *const *names, int n)
+{
+	buf[0] = 0;
+	for (size_t i = 0, at = 0; (int)i < n && at < len; i++) {
+		int w = snprintf(buf + at, len - at, "%s%s", i ? ", " : "", names[i]);
+		at += w > 0 ? (size_t)w : len;
+	}
+	return buf;
+}
+
 /* Positional arguments past the npos a callee takes, args[0..n) from the
- * first of them: said once, under all of them, with the keywords that
- * take them.  PyTorch's own calls give more by position (Conv2d(3, 8, 3,
+ * first of them: said once, under all of them, with the keyword of the
+ * first.  PyTorch's own calls give more by position (Conv2d(3, 8, 3,
  * 1, 1), SGD(params, 0.1, 0.9)); the name after the positional ones is
  * PyTorch's next positional parameter for every layer and optimizer, so
  * the first surplus value is shown under that keyword. */
@@ -323,12 +334,8 @@ static void surplus(struct diag *d, const char *callee, const struct varg *args,
 	struct loc at = args[0].v->loc;
 	for (int i = 1; i < n && !args[i].key; i++)
 		at = loc_span(at, args[i].v->loc);
-	char taken[160] = "", text[48], hint[96] = "";
-	size_t k = 0;
-	for (int i = 0; i < npos && k < sizeof taken; i++) {
-		int w = snprintf(taken + k, sizeof taken - k, "%s%s", i ? ", " : "", names[i]);
-		k += w > 0 ? (size_t)w : 0;
-	}
+	char taken[160], text[48], hint[96] = "";
+	joined(taken, sizeof taken, names, npos);
 	const struct val *v = args[0].v;
 	bool pybool = v->kind == V_NAME && (!strcmp(v->s, "True") || !strcmp(v->s, "False"));
 	if (npos < nnames && (pybool || source_text(v, text, sizeof text)))
@@ -375,9 +382,8 @@ bool val_bind(struct diag *d, const char *callee, struct loc at, const struct va
 			const char *near = diag_nearest(g->key, names, nnames);
 			struct loc kl = g->key_loc;
 			kl.len = (int)strlen(g->key);
-			char known[160] = "";
-			for (size_t j = 0, w = 0; (int)j < nnames && w < sizeof known; j++)
-				w += (size_t)snprintf(known + w, sizeof known - w, "%s%s", j ? ", " : "", names[j]);
+			char known[160];
+			joined(known, sizeof known, names, nnames);
 			if (near)
 				diag_error(d, kl, "%s has no argument '%s'; did you mean '%s'?", callee, g->key, near);
 			else if (!strcmp(g->key, "inplace"))

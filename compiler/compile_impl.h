@@ -40,4 +40,6 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p);
 /* unparse.c: the canonical text of the sections in force; floats in 17
  * digits (what the hashes cover) or, shortest, in their fewest exact digits. */
 const char *unparse_sections(struct arena *a, const struct sections *s, bool shortest);
+/* A call's arguments as written back, less the keyword argument `skip`. */
+const char *unparse_args(struct arena *a, const struct ast_arg *g, const char *skip);
 #endif

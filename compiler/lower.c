@@ -283,16 +283,25 @@ static bool instantiate(struct lower *L, const struct ast_section *blk, const st
 static void unknown_layer(struct lower *L, const char *callee, struct loc at)
 {
 	const char *cands[64];
-	int n = op_names(cands, 60);
+	int nops = op_names(cands, 60), n = nops;
 	for (int i = 0; i < L->s->nblocks && n < 62; i++)
 		cands[n++] = L->s->blocks[i]->name;
 	cands[n++] = "residual";
 	cands[n++] = "repeat";
 	const char *near = diag_nearest(callee, cands, n);
-	if (near)
+	if (near) {
 		diag_error(L->d, at, "unknown layer '%s'; did you mean '%s'?", callee, near);
-	else
-		diag_error(L->d, at, "unknown layer '%s'", callee);
+		return;
+	}
+	/* no likely typo: what there is, for a PyTorch layer trainc lacks */
+	char list[512], blocks[256] = "";
+	size_t k = 0, kb = 0;
+	for (int i = 0; i < nops && k < sizeof list; i++)
+		if (strcmp(cands[i], "input") != 0)
+			k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", k ? ", " : "", cands[i]);
+	for (int i = nops; i < n - 2 && kb < sizeof blocks; i++)
+		kb += (size_t)snprintf(blocks + kb, sizeof blocks - kb, "%s%s", kb ? ", " : "; this file's blocks: ", cands[i]);
+	diag_error(L->d, at, "unknown layer '%s'; the layers are %s%s", callee, list, blocks);
 }
 
 /* A block the model never uses is still read for what needs no argument

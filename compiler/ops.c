@@ -56,6 +56,12 @@ int op_names(const char **out, int max)
 	return n;
 }
 
+/* input's dtypes: "long" (or "int64") for token ids, "float" (or "float32") */
+static bool is_dtype(const char *s)
+{
+	return !strcmp(s, "long") || !strcmp(s, "int64") || !strcmp(s, "float") || !strcmp(s, "float32");
+}
+
 #define BIND(...) \
 	static const char *const names[] = { __VA_ARGS__ }; \
 	enum { NN = sizeof names / sizeof names[0] }; \
@@ -272,14 +278,18 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 			return missing(d, call, callee, "its per-sample shape, e.g. input(1, 28, 28)");
 		if (dt) {
 			const char *t;
+			if (dt->kind == V_NAME && !dt->from && is_dtype(dt->s)) {
+				diag_error(d, dt->loc, "a dtype is a string: dtype=\"%s\"", dt->s);
+				return false;
+			}
 			if (!val_str(d, dt, "dtype", &t))
 				return false;
-			if (strcmp(t, "long") == 0 || strcmp(t, "int64") == 0) {
-				n->dtype = DT_I64;
-			} else if (strcmp(t, "float") != 0 && strcmp(t, "float32") != 0) {
+			if (!is_dtype(t)) {
 				diag_error(d, dt->loc, "dtype must be \"float\" or \"long\"");
 				return false;
 			}
+			if (strcmp(t, "long") == 0 || strcmp(t, "int64") == 0)
+				n->dtype = DT_I64;
 		}
 		return true;
 	}

@@ -306,6 +306,25 @@ static bool apply_set(struct gather *g, const char *set)
 			diag_error(g->d, nowhere, "--set %s: only data, train and parallel settings can be overridden", set);
 		return false;
 	}
+	const char *sub = strchr(key, '.');
+	if (sub) {
+		/* train.optimizer.lr=0.1: the optimizer is one value, given whole */
+		char *setting = arena_strndup(g->a, key, (size_t)(sub - key));
+		const char *callee = "NAME", *others = "";
+		for (const struct ast_stmt *st = *slot ? (*slot)->body : NULL; st; st = st->next) {
+			if (!st->name || strcmp(st->name, setting) != 0)
+				continue;
+			if (st->value->kind == AST_NAME)
+				callee = st->value->u.s;
+			if (st->value->kind == AST_CALL) {
+				callee = st->value->u.call.name;
+				others = unparse_args(g->a, st->value->u.call.args, sub + 1);
+			}
+		}
+		diag_error(g->d, nowhere, "--set %s: a setting is replaced whole, with all its arguments: --set '%s.%s=%s(%s%s%s=%s)'", set,
+			   sec_name, setting, callee, others, *others ? ", " : "", sub + 1, eq + 1);
+		return false;
+	}
 	if (strcmp(sec_name, "parallel") == 0 && strcmp(key, "mode") == 0) {
 		diag_error(g->d, nowhere, "--set %s: the parallel mode is the section's name (parallel fsdp { ... }) and --set cannot change it; "
 			   "edit the file", set);

@@ -18,10 +18,14 @@ struct reader {
 	struct arena *a;
 	struct diag *d;
 	struct evalctx ec;
+	/* the section read_keys read last: its unknown keys are reported in
+	 * step with its settings' errors, in the order they are written */
+	const struct ast_section *sec;
+	const char *const *keys;
+	int nkeys;
+	const struct ast_stmt *pending; /* the first statement not yet reported */
 };
 
-/* The statements of a section as (key, value) after evaluation; reports
- * unknown keys with suggestions and repeated keys. */
 /* Settings PyTorch users look for in a section that are arguments of
  * something in it: where they go. */
 static const char *elsewhere(const char *section, const char *key)
@@ -43,9 +47,51 @@ static const char *elsewhere(const char *section, const char *key)
 	return NULL;
 }
 
+static bool known(const char *const *keys, int nkeys, const char *name)
+{
+	for (int k = 0; k < nkeys; k++)
+		if (strcmp(keys[k], name) == 0)
+			return true;
+	return false;
+}
+
+static void unknown_key(struct reader *r, const struct ast_stmt *st)
+{
+	const char *kind = r->sec->kind;
+	const char *near = diag_nearest(st->name, r->keys, r->nkeys);
+	const char *hint = elsewhere(kind, st->name);
+	if (hint)
+		diag_error(r->d, st->name_loc, "unknown %s setting '%s'; %s", kind, st->name, hint);
+	else if (near)
+		diag_error(r->d, st->name_loc, "unknown %s setting '%s'; did you mean '%s'?", kind, st->name, near);
+	else
+		diag_error(r->d, st->name_loc, "unknown %s setting '%s'", kind, st->name);
+}
+
+/* Report the unknown keys of r's section written before `at` (all that
+ * are left, for NULL), so that they come among the other settings' errors
+ * in the order of the file. */
+static void unknown_until(struct reader *r, const struct loc *at)
+{
+	for (; r->pending; r->pending = r->pending->next) {
+		const struct ast_stmt *st = r->pending;
+		const struct loc *l = &st->name_loc;
+		if (at && (l->src != at->src || l->line > at->line || (l->line == at->line && l->col > at->col)))
+			return;
+		if (st->value && st->name && !st->annots && !st->has_body && !known(r->keys, r->nkeys, st->name))
+			unknown_key(r, st);
+	}
+}
+
+/* The statements of a section as (key, value) after evaluation; reports
+ * repeated keys, and leaves unknown ones to unknown_until. */
 static bool read_keys(struct reader *r, const struct ast_section *sec, const char *const *keys, int nkeys, struct val **out)
 {
 	bool ok = true;
+	r->sec = sec;
+	r->keys = keys;
+	r->nkeys = nkeys;
+	r->pending = sec ? sec->body : NULL;
 	for (int k = 0; k < nkeys; k++)
 		out[k] = NULL;
 	for (const struct ast_stmt *st = sec ? sec->body : NULL; st; st = st->next) {
@@ -64,21 +110,12 @@ static bool read_keys(struct reader *r, const struct ast_section *sec, const cha
 		int k = 0;
 		while (k < nkeys && strcmp(keys[k], st->name) != 0)
 			k++;
-		struct loc kl = st->name_loc;
 		if (k == nkeys) {
-			const char *near = diag_nearest(st->name, keys, nkeys);
-			const char *hint = elsewhere(sec->kind, st->name);
-			if (hint)
-				diag_error(r->d, kl, "unknown %s setting '%s'; %s", sec->kind, st->name, hint);
-			else if (near)
-				diag_error(r->d, kl, "unknown %s setting '%s'; did you mean '%s'?", sec->kind, st->name, near);
-			else
-				diag_error(r->d, kl, "unknown %s setting '%s'", sec->kind, st->name);
 			ok = false;
 			continue;
 		}
 		if (out[k]) {
-			diag_error(r->d, kl, "'%s' is set twice", st->name);
+			diag_error(r->d, st->name_loc, "'%s' is set twice", st->name);
 			diag_note(r->d, out[k]->loc, "first set here");
 			ok = false;
 			continue;
@@ -564,10 +601,13 @@ static bool read_data(struct reader *r, const struct ast_section *sec, struct pl
 		diag_error(r->d, sec->kind_loc, "the data section needs a training set: train = mnist(...) or synthetic(...)");
 		return false;
 	}
-	if (v[0])
-		ok &= read_dataset(r, v[0], "train", &p->train_data);
-	if (v[1])
-		ok &= read_dataset(r, v[1], "test", &p->test_data);
+	int order[2], m = source_order(v, 2, order);
+	for (int i = 0; i < m; i++) {
+		int k = order[i];
+		unknown_until(r, &v[k]->loc);
+		ok &= read_dataset(r, v[k], keys[k], k == 0 ? &p->train_data : &p->test_data);
+	}
+	unknown_until(r, NULL);
 	return ok;
 }
 
@@ -615,6 +655,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	int order[NK], m = source_order(v, NK, order);
 	for (int i = 0; i < m; i++) {
 		int k = order[i];
+		unknown_until(r, &v[k]->loc);
 		switch (k) {
 		case 0: ok &= read_loss(r, v[0], t); break;
 		case 1: ok &= read_optim(r, v[1], &t->optim); break;
@@ -634,6 +675,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 		default: ok &= int_at_least(r, v[15], "shuffle_seed", 0, &shuffle_seed); break;
 		}
 	}
+	unknown_until(r, NULL);
 	if (v[3] && v[4]) {
 		diag_error(r->d, v[4]->loc, "set batch (per rank) or global_batch (fixed over ranks), not both");
 		diag_note(r->d, v[3]->loc, "batch is set here");
@@ -780,6 +822,7 @@ static bool read_parallel(struct reader *r, const struct ast_section *sec, struc
 	int order[7], m = source_order(v, 7, order);
 	for (int i = 0; i < m; i++) {
 		int k = order[i];
+		unknown_until(r, &v[k]->loc);
 		bool fsdp_only = k == 0 || k == 1 || k >= 5;
 		if (pp->mode == PAR_DDP && fsdp_only) {
 			diag_error(r->d, v[k]->loc, "'%s' is an FSDP setting; this section is parallel ddp", keys[k]);
@@ -801,12 +844,13 @@ static bool read_parallel(struct reader *r, const struct ast_section *sec, struc
 			ok &= num_range(r, v[4], "timeout", 1, 1e7, &pp->timeout_s);
 		}
 	}
+	unknown_until(r, NULL);
 	return ok;
 }
 
 bool settings_read(struct arena *a, struct diag *d, const struct sections *s, struct plan *p)
 {
-	struct reader r = { a, d, { a, d } };
+	struct reader r = { .a = a, .d = d, .ec = { a, d } };
 	bool ok = read_data(&r, s->data, p);
 	ok &= read_train(&r, s->train, p);
 	ok &= read_parallel(&r, s->parallel, p);

@@ -175,3 +175,21 @@ const char *unparse_sections(struct arena *a, const struct sections *s, bool sho
 	if (s->parallel) { put(&o, "\n"); section(&o, s->parallel); }
 	return o.buf;
 }
+
+const char *unparse_args(struct arena *a, const struct ast_arg *g, const char *skip)
+{
+	struct out o = { a, true, NULL, 0, 0 };
+	put(&o, "");
+	for (; g; g = g->next) {
+		if (g->key && strcmp(g->key, skip) == 0)
+			continue;
+		if (o.len)
+			put(&o, ", ");
+		if (g->key) {
+			put(&o, g->key);
+			put(&o, "=");
+		}
+		expr(&o, g->value);
+	}
+	return o.buf;
+}

@@ -289,6 +289,64 @@ bool val_eval_args(struct evalctx *c, const struct ast_arg *args, const struct e
 	return eval_args(c, args, env, out, n);
 }
 
+/* The text of v as written, where it lies on one line of its file. */
+static bool source_text(const struct val *v, char *buf, size_t n)
+{
+	const char *line;
+	size_t len;
+	if (!v->loc.src || !source_line(v->loc.src, v->loc.line, &line, &len))
+		return false;
+	size_t at = 0;
+	for (int col = 1; at < len && col < v->loc.col; col++) /* columns count characters */
+		for (at++; at < len && ((unsigned char)line[at] & 0xC0) == 0x80; at++)
+			;
+	size_t end = at;
+	for (int k = 0; end < len && k < v->loc.len; k++)
+		for (end++; end < len && ((unsigned char)line[end] & 0xC0) == 0x80; end++)
+			;
+	if (end == at || end - at >= n)
+		return false;
+	memcpy(buf, line + at, end - at);
+	buf[end - at] = 0;
+	return true;
+}
+
+/* names[0..n) into buf, separated by ", " */
+static const char *joined(char *buf, size_t len, const char *const *names, int n)
+{
+	buf[0] = 0;
+	for (size_t i = 0, at = 0; (int)i < n && at < len; i++) {
+		int w = snprintf(buf + at, len - at, "%s%s", i ? ", " : "", names[i]);
+		at += w > 0 ? (size_t)w : len;
+	}
+	return buf;
+}
+
+/* Positional arguments past the npos a callee takes, args[0..n) from the
+ * first of them: said once, under all of them, with the keyword of the
+ * first.  PyTorch's own calls give more by position (Conv2d(3, 8, 3,
+ * 1, 1), SGD(params, 0.1, 0.9)); the name after the positional ones is
+ * PyTorch's next positional parameter for every layer and optimizer, so
+ * the first surplus value is shown under that keyword. */
+static void surplus(struct diag *d, const char *callee, const struct varg *args, int n, const char *const *names, int npos,
+		    int nnames)
+{
+	struct loc at = args[0].v->loc;
+	for (int i = 1; i < n && !args[i].key; i++)
+		at = loc_span(at, args[i].v->loc);
+	char taken[160], text[48], hint[96] = "";
+	joined(taken, sizeof taken, names, npos);
+	const struct val *v = args[0].v;
+	bool pybool = v->kind == V_NAME && (!strcmp(v->s, "True") || !strcmp(v->s, "False"));
+	if (npos < nnames && (pybool || source_text(v, text, sizeof text)))
+		snprintf(hint, sizeof hint, "; give %s by keyword, as %s=%s", npos ? "the others" : "them", names[npos],
+			 pybool ? (v->s[0] == 'T' ? "true" : "false") : text);
+	if (npos == 0)
+		diag_error(d, at, "%s takes no positional arguments%s", callee, hint);
+	else
+		diag_error(d, at, "%s takes at most %d positional argument%s (%s)%s", callee, npos, npos == 1 ? "" : "s", taken, hint);
+}
+
 bool val_bind(struct diag *d, const char *callee, struct loc at, const struct varg *args, int nargs,
 	      const char *const *names, int npos, int nnames, struct val **slot)
 {
@@ -307,10 +365,9 @@ bool val_bind(struct diag *d, const char *callee, struct loc at, const struct va
 		}
 		if (!g->key) {
 			if (pos >= npos) {
-				if (npos == 0)
-					diag_error(d, g->v->loc, "%s takes no positional arguments", callee);
-				else
-					diag_error(d, g->v->loc, "%s takes at most %d positional argument%s", callee, npos, npos == 1 ? "" : "s");
+				if (pos == npos)
+					surplus(d, callee, args + i, nargs - i, names, npos, nnames);
+				pos++;
 				ok = false;
 				continue;
 			}
@@ -325,12 +382,16 @@ bool val_bind(struct diag *d, const char *callee, struct loc at, const struct va
 			const char *near = diag_nearest(g->key, names, nnames);
 			struct loc kl = g->key_loc;
 			kl.len = (int)strlen(g->key);
+			char known[160];
+			joined(known, sizeof known, names, nnames);
 			if (near)
 				diag_error(d, kl, "%s has no argument '%s'; did you mean '%s'?", callee, g->key, near);
+			else if (!strcmp(g->key, "inplace"))
+				diag_error(d, kl, "%s has no argument 'inplace': trainc plans where every result is stored; leave it out", callee);
 			else if (nnames == 0)
 				diag_error(d, kl, "%s takes no arguments", callee);
 			else
-				diag_error(d, kl, "%s has no argument '%s'", callee, g->key);
+				diag_error(d, kl, "%s has no argument '%s'; it takes %s", callee, g->key, known);
 			ok = false;
 			continue;
 		}

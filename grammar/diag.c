@@ -218,6 +218,17 @@ static const char *const class_aliases[][2] = {
 	{ "step", "step_lr" },
 };
 
+/* PyTorch's names (folded, see fold) of things trainc lacks, each a
+ * typo's distance from a trainc name that computes something else: SiLU
+ * and ELU are not ReLU, Dropout2d drops whole channels, ConstantLR scales
+ * the rate for a while and trainc's constant does not. */
+static const char *const unlike[] = {
+	"constantlr", "silu",	   "elu",	"selu",	       "celu",	     "relu6",	   "prelu",
+	"rrelu",      "leakyrelu", "hardtanh",	"hardsigmoid", "tanhshrink", "softmin",	   "logsigmoid",
+	"dropout1d",  "dropout2d", "dropout3d", "conv1d",      "conv3d",     "maxpool1d",  "maxpool3d",
+	"avgpool1d",  "avgpool3d", "batchnorm3d", "adaptivemaxpool2d", "adaptiveavgpool1d", "zeropad1d",
+};
+
 /* s in lower case without '_' (StepLR and step_lr are both "steplr");
  * false when it does not fit. */
 static bool fold(const char *s, char *out, size_t n)
@@ -267,10 +278,11 @@ const char *diag_nearest(const char *name, const char *const *candidates, int n)
 		for (int i = 0; strcmp(name, aliases[a][0]) == 0 && i < n; i++)
 			if (strcmp(candidates[i], aliases[a][1]) == 0)
 				return candidates[i];
-	/* ConstantLR scales the rate for a while; trainc's constant does not */
-	char f[16];
-	if (fold(name, f, sizeof f) && strcmp(f, "constantlr") == 0)
-		return NULL;
+	char f[32];
+	if (fold(name, f, sizeof f))
+		for (size_t u = 0; u < sizeof unlike / sizeof unlike[0]; u++)
+			if (strcmp(f, unlike[u]) == 0)
+				return NULL;
 	const char *py = pytorch_name(name, candidates, n);
 	if (py)
 		return py;

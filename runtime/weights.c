@@ -1,6 +1,7 @@
 /* weights.c: a plan's tensors to and from safetensors (see weights.h).
  * Loading follows load_state_dict(strict=True): every tensor of the model
- * present with its shape, and, when strict, nothing else.  Where PyTorch
+ * present with its shape (a BatchNorm's num_batches_tracked may be left
+ * out, and is then 0), and, when strict, nothing else.  Where PyTorch
  * would copy_ across dtypes, so do we: F64, F16 and BF16 weights are
  * rounded to float (a half-precision export loads without a detour through
  * Python), I32 counts widen to int64; integer or 8-bit float data for a
@@ -134,6 +135,16 @@ static const char *prefixed(const struct safetensors_file *f, const char *name)
 			return f->tensors[i].name;
 	}
 	return NULL;
+}
+
+/* A BatchNorm's num_batches_tracked, which load_state_dict does not ask of
+ * a file: BatchNorm's _load_from_state_dict sets a missing one to 0 for a
+ * state_dict without version metadata, as every safetensors file is (and
+ * exports of BatchNorm models often leave it out). */
+static bool batch_count(const struct param *pr)
+{
+	const char *dot = strrchr(pr->name, '.');
+	return pr->dtype == DT_I64 && strcmp(dot ? dot + 1 : pr->name, "num_batches_tracked") == 0;
 }
 
 static int missing(const struct safetensors_file *f, const struct plan *p, const char **miss, int nmiss,
@@ -301,7 +312,7 @@ int weights_load(const struct plan *p, float *params, const char *path, bool str
 		found[k] = safetensors_find(&f, p->params[k].name);
 		if (found[k])
 			used[found[k] - f.tensors] = true;
-		else
+		else if (!batch_count(&p->params[k]))
 			miss[nmiss++] = p->params[k].name;
 	}
 	if (rc == 0 && nmiss > 0)
@@ -309,9 +320,13 @@ int weights_load(const struct plan *p, float *params, const char *path, bool str
 	if (rc == 0 && strict)
 		rc = unexpected(&f, p, used, err, errlen);
 	for (int k = 0; rc == 0 && k < p->nparams; k++)
-		rc = check_tensor(&f, &p->params[k], found[k], err, errlen);
+		if (found[k])
+			rc = check_tensor(&f, &p->params[k], found[k], err, errlen);
 	for (int k = 0; rc == 0 && params && k < p->nparams; k++)
-		copy_tensor(&p->params[k], found[k], params);
+		if (found[k])
+			copy_tensor(&p->params[k], found[k], params);
+		else /* a batch count the file lacks starts at 0, as load_state_dict sets it */
+			memset(params + p->params[k].offset, 0, (size_t)slots(&p->params[k]) * sizeof *params);
 	free(found);
 	free(miss);
 	free(used);

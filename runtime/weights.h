@@ -24,7 +24,8 @@ int weights_save(const struct plan *p, const float *params, const char *path, ch
 /* Fill params from the file at path (trainc's --init).  Every tensor of the
  * plan must be in the file with its shape (PyTorch's shape-[1] for a
  * shape-[] scalar is accepted, as load_state_dict accepts it); float tensors
- * may be F32, F64, F16 or BF16, num_batches_tracked I64 or I32.  strict, as
+ * may be F32, F64, F16 or BF16, num_batches_tracked I64 or I32, or absent
+ * (then 0, as load_state_dict sets it).  strict, as
  * load_state_dict(strict=True), also refuses tensors the model lacks.
  * Returns 0, or -1 with a message in err naming the file; params is then
  * untouched.  params NULL checks the file and copies nothing. */

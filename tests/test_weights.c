@@ -1,6 +1,7 @@
 /* test_weights.c: unit tests of runtime/weights and runtime/rundir.
  * Weights: a compiled conv-batchnorm-linear plan saved and loaded back
- * bit for bit, the I64 num_batches_tracked scalars, every refusal of
+ * bit for bit, the I64 num_batches_tracked scalars (which a file may
+ * leave out, as load_state_dict allows), every refusal of
  * weights_load with its message, strict against non-strict, conversion of
  * F64, F16, BF16 and I32 data, and no write on a failed load.
  * Run directories: naming, refusal of a non-empty directory, run.json and
@@ -211,6 +212,35 @@ static void test_missing(void)
 	CHECK(weights_load(P, src, at("empty.safetensors"), true, err, sizeof err) == -1);
 	CHECK(contains(err, "no tensor 'conv1.weight' (the model has 9 tensors; the file has 0)"));
 	free(src);
+}
+
+/* A file without a BatchNorm's num_batches_tracked (an export that drops
+ * it) loads, the count 0, as load_state_dict(strict=True) loads it; a
+ * running statistic is still required. */
+static void test_missing_batch_count(void)
+{
+	float *src = filled(P), *dst = filled(P);
+	struct safetensors_typed t[16];
+	int n = tensors_of(P, src, t);
+	int c = find_tensor(t, n, "bn1.num_batches_tracked");
+	t[c] = t[--n];
+	CHECK(write_tensors("nocount.safetensors", t, n) == 0);
+	CHECK(weights_load(P, dst, at("nocount.safetensors"), true, err, sizeof err) == 0);
+	const struct param *count = param_named(P, "bn1.num_batches_tracked");
+	int64_t v = -1;
+	memcpy(&v, dst + count->offset, 8);
+	CHECK(v == 0);
+	const struct param *mean = param_named(P, "bn1.running_mean");
+	CHECK(memcmp(src + mean->offset, dst + mean->offset, (size_t)mean->numel * 4) == 0);
+
+	int m = find_tensor(t, n, "bn1.running_mean");
+	t[m] = t[--n];
+	CHECK(write_tensors("nomean.safetensors", t, n) == 0);
+	CHECK(weights_load(P, dst, at("nomean.safetensors"), true, err, sizeof err) == -1);
+	CHECK(contains(err, "no tensor 'bn1.running_mean' (the model has 9 tensors; the file has 7: "));
+	CHECK(!strstr(err, "num_batches_tracked"));
+	free(src);
+	free(dst);
 }
 
 static void test_shape(void)
@@ -565,6 +595,7 @@ int main(void)
 	P = compile_at(at("net.net"), net);
 	RUN(test_round_trip);
 	RUN(test_missing);
+	RUN(test_missing_batch_count);
 	RUN(test_shape);
 	RUN(test_dtypes);
 	RUN(test_strict);

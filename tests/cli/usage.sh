@@ -86,6 +86,11 @@ expect 2 "--set takes section\.key=value" check models/mnist_cnn.net --set train
 expect 2 "only data, train and parallel" check models/mnist_cnn.net --set model.x=1
 expect 2 "did you mean 'epochs'" check models/mnist_cnn.net --set train.epoch=2
 expect 2 "epochs must be at least 1, not 0" check models/mnist_cnn.net --set train.epochs=0
+# an argument of a setting, as a PyTorch user reaches for optimizer.lr: the
+# whole setting to give instead, with the file's other arguments kept
+expect 2 "^trainc: error: --set train\.optimizer\.rho=0\.95: a setting is replaced whole, with all its arguments: --set 'train\.optimizer=adadelta\(lr=1\.0, rho=0\.95\)'$" \
+	check models/mnist_cnn.net --set train.optimizer.rho=0.95
+expect 2 "--set 'train\.loss=nll\(reduction=\"mean\"\)'$" check models/mnist_cnn.net --set 'train.loss.reduction="mean"'
 expect 0 '' check models/mnist_cnn.net --set train.epochs=1
 expect 0 '' check models/mnist_cnn.net --set 'train.epochs=1 # a comment, as in the file'
 [ -s "$tmp/out" ] || [ -s "$tmp/err" ] && fail "check with a valid --set printed something"

@@ -31,17 +31,23 @@ in_order "$tmp/out" > "$tmp/bad"
 
 # a line longer than 1,023 bytes comes through whole, from rank 0 and
 # prefixed from another rank (before, the launcher cut it in two lines,
-# each prefixed): rank 0's run directory, and each rank's word on a
-# convolution path 940 bytes long (1,027 bytes, within what a rank's
-# message holds)
+# each prefixed): rank 0's run directory, and a line of 3,000 bytes each
+# rank writes as it starts (tests/tools/say_line.c); and a refusal of that
+# length, said once for the job (a convolution path 940 bytes long: 1,027
+# bytes, what a rank's message holds)
 long=$(printf "%0940d" 0)
 deep=$tmp/$(printf "%0200d/%0200d/%0200d/%0200d/%0200d/%0200d" 1 2 3 4 5 6)
 "$TRAINC" tests/cli/nets/mlp_mse.net --cpus 2 --run-dir "$deep" > "$tmp/out" 2>&1 || fail "a long run directory: $(cat "$tmp/out")"
 [ "$(tail -1 "$tmp/out")" = "Run directory: $deep" ] || { fail "the long run directory line is not whole:"; tail -2 "$tmp/out" | cut -c1-80; }
+said="a rank's own line, $(printf "%03000d" 7)"
+SAY_LINE=$said LD_PRELOAD=$(pwd)/build/tests/say_line.so ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$TRAINC" tests/cli/nets/mlp_mse.net --cpus 2 --run-dir "$tmp/sl" > "$tmp/out" 2>&1 ||
+	fail "a run whose ranks say a long line: $(cut -c1-80 "$tmp/out")"
+[ "$(grep -cx "$said" "$tmp/out")" = 1 ] && [ "$(grep -cx "\[rank 1\] $said" "$tmp/out")" = 1 ] ||
+	{ fail "a long line of each rank is not whole:"; cut -c1-80 "$tmp/out"; }
 TRAINC_CONV_PATH=$long "$TRAINC" tests/cli/nets/mlp_mse.net --cpus 2 --run-dir "$tmp/lp" > "$tmp/out" 2>&1
 said="trainc: TRAINC_CONV_PATH=$long: not a convolution path; use auto, im2col, onednn or winograd"
 [ ${#said} -gt 1023 ] || fail "the long line is only ${#said} bytes"
-[ "$(grep -cx "$said" "$tmp/out")" -ge 1 ] && [ "$(grep -cx "\[rank 1\] $said" "$tmp/out")" = 1 ] ||
-	{ fail "a long line of each rank is not whole:"; cut -c1-80 "$tmp/out"; }
+[ "$(grep -cx "$said" "$tmp/out")" = 1 ] && [ "$(grep -c "TRAINC_CONV_PATH" "$tmp/out")" = 1 ] ||
+	{ fail "a long refusal is not said once, whole:"; cut -c1-80 "$tmp/out"; }
 [ $failed = 0 ] && echo "ok long lines come through whole"
 exit $failed

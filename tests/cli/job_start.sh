@@ -103,7 +103,7 @@ case $run in runs/MLP-*) ;; *) fail "run directory '$run'" ;; esac
 rm -r "$tmp/cwd/runs"
 (cd "$tmp/cwd" && TRAINC_CONV_PATH=none "$TRAINC" "$bn" --cpus 2 > "$tmp/out" 2>&1)
 rc=$?
-[ $rc -eq 1 ] || fail "a job that stops before training: exit $rc"
+[ $rc -eq 2 ] || fail "a job refused before training: exit $rc"
 [ -z "$(ls "$tmp/cwd/runs")" ] || fail "a job that stopped before training left $(ls "$tmp/cwd/runs")"
 [ $failed = 0 ] && echo "ok the launcher's run directory holds the run, and is removed when left empty"
 exit $failed

@@ -272,6 +272,7 @@ struct plan {
 	int64_t total_params, trainable_params;
 	int64_t unsharded_elems;   /* float slots of the rank's unsharded parameter layout, all devices */
 	int64_t act_batch;         /* samples per training forward (a rank's micro-batch): what the activations hold */
+	bool fsdp_stage;           /* sharded FSDP with several backward passes a step (global_batch's micro-batches, microbatches): a unit's reduce-scatter results land in a buffer of their own and are added to its gradient shard; else straight in the shard */
 	int64_t eval_batch;        /* samples per evaluation forward: test_batch where act_batch's memory holds it, else the largest chunk that fits and at least min(test_batch, act_batch) (memplan.c) */
 	struct plan_dataset train_data, test_data;
 	struct plan_train train;

@@ -451,11 +451,18 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 		if (batch < 1)
 			batch = 1;
 	}
-	if (p->parallel.microbatches > 1)
+	/* backward passes a step: global_batch's micro-batches, each in
+	 * microbatches pipeline chunks (runtime/train.c's train_batches) */
+	int64_t share = p->train.global_batch / world;
+	int64_t backwards = p->train.global_batch && batch > 0 ? share / batch : 1;
+	if (p->parallel.microbatches > 1) {
 		batch = (batch + p->parallel.microbatches - 1) / p->parallel.microbatches;
+		backwards *= p->parallel.microbatches;
+	}
 	p->mem = arena_array(a, (size_t)p->nnodes, sizeof *p->mem);
 	int k_opt = p->train.optim.state_per_param;
 	bool sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE;
+	p->fsdp_stage = sharded && backwards > 1;
 	int64_t at = 0;
 	for (int dev = 0; dev < p->ndevices; dev++) {
 		/* trainable parameters in reverse execution order, device by device */
@@ -525,7 +532,9 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 			 * and unsharded gradients; a pool of slots, each as large as the
 			 * largest other unit, for its parameters and for its gradients, as
 			 * many as units are active at one layer plus one for the prefetch
-			 * (every unit under SHARD_GRAD_OP); the reduce-scatter results */
+			 * (every unit under SHARD_GRAD_OP); the reduce-scatter results
+			 * where a step has several backward passes to add up (else
+			 * they land in the gradient shards) */
 			int64_t root = 0, biggest = 0;
 			int most = 0;
 			for (int u = 0; u < p->nunits; u++) {
@@ -547,7 +556,7 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 					most = active;
 			}
 			int64_t slots = p->parallel.shard == SHARD_GRAD_OP ? p->nunits : most + 1;
-			dp->bytes[REG_COMM] = (2 * root + 2 * slots * biggest + shards) * 4;
+			dp->bytes[REG_COMM] = (2 * root + 2 * slots * biggest + (p->fsdp_stage ? shards : 0)) * 4;
 		}
 	}
 	plan_eval_batch(a, p, batch);

@@ -11,6 +11,7 @@
 #include "runtime/fsdp.h"
 #include "runtime/util.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,7 +183,7 @@ int fsdp_init(struct fsdp *f, const struct plan *p, struct comm *c, struct exec 
 	}
 	f->shard = alloc_floats(f, f->total);
 	f->grad = alloc_floats(f, f->total);
-	f->stage = alloc_floats(f, f->total);
+	f->stage = p->fsdp_stage ? alloc_floats(f, f->total) : NULL; /* else results land in grad */
 	f->optim = alloc_floats(f, f->total * p->train.optim.state_per_param);
 	for (int s = 0; s < f->nslots; s++) {
 		f->slot_p[s] = biggest ? alloc_floats(f, biggest) : NULL;
@@ -192,7 +193,7 @@ int fsdp_init(struct fsdp *f, const struct plan *p, struct comm *c, struct exec 
 	int root = 0;
 	f->root_p = alloc_floats(f, p->units[root].padded);
 	f->root_g = alloc_floats(f, p->units[root].padded);
-	if (!f->shard || !f->grad || !f->stage || !f->optim || !f->root_p || !f->root_g) {
+	if (!f->shard || !f->grad || (p->fsdp_stage && !f->stage) || !f->optim || !f->root_p || !f->root_g) {
 		snprintf(err, errlen, "out of memory for FSDP shards (%.1f MiB)", (double)f->peak_bytes / 1048576.0);
 		return -1;
 	}
@@ -448,13 +449,15 @@ static void finish_scatter(struct fsdp *f, int u)
 		return;
 	wait_work(f, &f->scatter[u]);
 	const struct unit *un = &f->p->units[u];
-	float *dst = f->grad + f->at[u], *src = f->stage + f->at[u];
-	if (f->fresh[u]) {
-		copy(f, dst, src, un->shard);
-		f->fresh[u] = false;
+	float *dst = f->grad + f->at[u];
+	if (!f->stage) {
+		/* the one backward pass of the step wrote the shard itself */
+	} else if (f->fresh[u]) {
+		copy(f, dst, f->stage + f->at[u], un->shard);
 	} else {
-		add(f, dst, src, un->shard);
+		add(f, dst, f->stage + f->at[u], un->shard);
 	}
+	f->fresh[u] = false;
 	if (f->g_slot[u] >= 0)
 		f->slot_g_unit[f->g_slot[u]] = -1;
 	f->g_slot[u] = -1;
@@ -530,7 +533,11 @@ void fsdp_phase(void *ctx, int node, int phase)
 		case EXEC_AFTER_BWD:
 			if (un->first_node == node) {
 				join_streams(f);
-				f->scatter[u] = comm_reduce_scatter(f->c, grad_buffer(f, u), f->stage + f->at[u], un->shard, f->op);
+				/* without a stage, a step's one backward pass (the plan's
+				 * fsdp_stage says there is one) */
+				assert(f->stage || f->fresh[u]);
+				float *to = f->stage ? f->stage + f->at[u] : f->grad + f->at[u];
+				f->scatter[u] = comm_reduce_scatter(f->c, grad_buffer(f, u), to, un->shard, f->op);
 				release(f, u);
 			}
 			break;

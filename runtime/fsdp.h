@@ -59,7 +59,7 @@ struct fsdp {
 	int64_t *at;                 /* (nu) offset of unit u's shard in the arrays below */
 	float *shard;                /* (total) parameters */
 	float *grad;                 /* (total) gradients */
-	float *stage;                /* (total) reduce-scatter results of this micro-step */
+	float *stage;                /* (total) reduce-scatter results of this micro-step; NULL where a step has one (plan's fsdp_stage): they land in grad */
 	float *optim;                /* (k, total) optimizer state */
 	int nslots;
 	int64_t slot_elems;

@@ -32,4 +32,12 @@ has 'unit 0: 20,106 params, 10,053 per rank'
 sum=$(sed -n 's/.*# unit [0-9]*: \([0-9,]*\) params.*/\1/p' "$tmp/out" | tr -d , | awk '{ s += $1 } END { print s }')
 [ "$sum" = 1199882 ] || fail "units hold $sum parameters, not 1199882"
 
+# the comm column holds a buffer for the reduce-scatter results, one shard
+# of each unit (the params column here), only where a step runs several
+# backward passes to add up: with microbatches = 2, not with one
+comm() { "$TRAINC" print models/mnist_cnn.net --cpus 2 "$@" | awk '$1 == "0" && NF >= 7 { print $2, $6 }'; }
+one=$(comm) two=$(comm --set parallel.microbatches=2)
+echo "$one $two" | awk '{ d = $4 - $2; if (d - $1 > 0.011 || $1 - d > 0.011) exit 1 }' ||
+	fail "params, comm with one backward pass a step and with two: $one, $two (want comm to differ by params)"
+
 exit $failed

@@ -10,7 +10,8 @@
  * memory; streams and events only keep times.  Devices: TRAINC_FAKE_GPUS
  * (default 1); free memory: TRAINC_FAKE_GPU_MIB (default 16384); compute
  * capability: TRAINC_FAKE_CC (default 9.0); TRAINC_FAKE_HOST_LOCK=0 refuses
- * page-locked host memory.
+ * page-locked host memory; the driver's CUDA version: TRAINC_FAKE_DRIVER
+ * (default the toolkit's; an older one is insufficient).
  * NCCL's collectives run over trainc's own Gloo communicator (rank 0's
  * unique id carries the port of a store it serves), so DDP and FSDP run
  * across worker processes too.
@@ -528,8 +529,33 @@ static int devices(void)
 
 /* ---- the runtime ---- */
 
+/* TRAINC_FAKE_DRIVER=major.minor: a driver supporting CUDA up to that
+ * version (default: the CUDA this is built with); one older than that is
+ * "insufficient" for the runtime, as CUDA's linked-in runtime finds it */
+static int driver_version(void)
+{
+	int major, minor;
+	const char *v = getenv("TRAINC_FAKE_DRIVER");
+	return v && sscanf(v, "%d.%d", &major, &minor) == 2 ? major * 1000 + minor * 10 : CUDART_VERSION;
+}
+
+cudaError_t cudaDriverGetVersion(int *version)
+{
+	*version = driver_version();
+	return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version)
+{
+	*version = CUDART_VERSION;
+	return cudaSuccess;
+}
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
+	*count = 0;
+	if (driver_version() < CUDART_VERSION)
+		return fail(cudaErrorInsufficientDriver);
 	*count = devices();
 	return cudaSuccess;
 }
@@ -592,6 +618,7 @@ const char *cudaGetErrorString(cudaError_t error)
 	case cudaSuccess: return "no error";
 	case cudaErrorMemoryAllocation: return "out of memory";
 	case cudaErrorInvalidDevice: return "invalid device ordinal";
+	case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
 	case cudaErrorNotSupported: return "operation not supported (by the host stand-in)";
 	case cudaErrorInvalidResourceHandle: return "invalid resource handle";
 	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";

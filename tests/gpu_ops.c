@@ -6,7 +6,8 @@
  * parameter's gradient and the running statistics.  Then one optimizer
  * step of each kind through the fused kernels against optim_step.  Before
  * the models: the kernels that may write over an input, in place against
- * apart, and the embedding's gradient against the CPU's bit for bit.
+ * apart, the embedding's gradient against the CPU's bit for bit, and the
+ * rules of CUDA events and capture that tests/fakecuda models.
  * Tolerance: |gpu - cpu| <= 1e-4 * max|cpu| + 1e-3 * |cpu| per element
  * (TF32 off: TRAINC_TF32=0 is set here; reductions differ only in order).
  * Prints one line per check and "N passed, N failed"; exits 1 on a failure,
@@ -463,6 +464,69 @@ static void check_nccl(void)
 	cudaStreamDestroy(s);
 }
 
+/* The rules of CUDA events and stream capture the trainer keeps (and the
+ * host stand-in enforces, so that tests/cli/gpu_host.sh holds the trainer
+ * to them): an event created with cudaEventDisableTiming cannot be timed;
+ * an event last recorded while capturing cannot be queried or waited for
+ * eagerly until it is recorded again; nothing may be freed while the
+ * thread captures.  Run on a GPU, it checks the stand-in's model of them. */
+static void check_capture_rules(void)
+{
+	cudaStream_t s, s2;
+	cudaEvent_t timed, untimed;
+	float ms = 0, *d = NULL;
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking);
+	cudaEventCreate(&timed);
+	cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming);
+	cudaMalloc((void **)&d, 64 * sizeof *d);
+	cudaMemset(d, 0, 64 * sizeof *d);
+	cudaDeviceSynchronize();
+	cudaEventRecord(timed, s);
+	cudaEventRecord(untimed, s);
+	cudaStreamSynchronize(s);
+	cudaError_t untimed_elapsed = cudaEventElapsedTime(&ms, timed, untimed);
+	cudaGetLastError();
+	cudaGraph_t g = NULL;
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+	kc_scale(s, d, 64, 2.0f);
+	cudaEventRecord(untimed, s);
+	cudaStreamEndCapture(s, &g);
+	cudaError_t query_captured = cudaEventQuery(untimed), wait_captured = cudaStreamWaitEvent(s2, untimed, 0);
+	cudaGetLastError();
+	cudaEventRecord(untimed, s);
+	cudaError_t query_again = cudaStreamSynchronize(s) == cudaSuccess ? cudaEventQuery(untimed) : cudaErrorUnknown;
+	/* a second capture, which the refused cudaFree invalidates on a GPU
+	 * (the stand-in does not invalidate it) */
+	cudaGraph_t g2 = NULL;
+	cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+	cudaError_t free_captured = cudaFree(d);
+	cudaStreamEndCapture(s, &g2);
+	cudaGetLastError();
+	struct { const char *what; cudaError_t got, want; } c[] = {
+		{ "cudaEventElapsedTime of an event with cudaEventDisableTiming", untimed_elapsed, cudaErrorInvalidResourceHandle },
+		{ "cudaFree while capturing", free_captured, cudaErrorStreamCaptureUnsupported },
+		{ "cudaEventQuery of an event last recorded while capturing", query_captured, cudaErrorCapturedEvent },
+		{ "cudaStreamWaitEvent, eagerly, for an event last recorded while capturing", wait_captured, cudaErrorCapturedEvent },
+		{ "cudaEventQuery of it recorded again", query_again, cudaSuccess },
+	};
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		bool ok = c[i].got == c[i].want;
+		printf("%s CUDA's rules: %s: %s%s%s\n", ok ? "ok  " : "FAIL", c[i].what, cudaGetErrorName(c[i].got),
+		       ok ? "" : ", expected ", ok ? "" : cudaGetErrorName(c[i].want));
+		ok ? passed++ : failed++;
+	}
+	if (g)
+		cudaGraphDestroy(g);
+	if (g2)
+		cudaGraphDestroy(g2);
+	cudaFree(d);
+	cudaEventDestroy(timed);
+	cudaEventDestroy(untimed);
+	cudaStreamDestroy(s);
+	cudaStreamDestroy(s2);
+}
+
 int main(int argc, char **argv)
 {
 	int count = 0;
@@ -472,6 +536,7 @@ int main(int argc, char **argv)
 	}
 	setenv("TRAINC_TF32", "0", 1);
 	check_nccl();
+	check_capture_rules();
 	check_in_place();
 	check_embedding_bwd();
 	for (int i = 1; i < argc; i++)

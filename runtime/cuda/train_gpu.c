@@ -46,6 +46,16 @@ int trainc_cuda_probe(int *count, char *err, size_t errlen)
 	cudaError_t r = cudaGetDeviceCount(count);
 	if (r != cudaSuccess) {
 		*count = 0;
+		/* a driver older than the CUDA this library was built with (its
+		 * runtime is linked in): the driver's own version says so, where
+		 * 0 means no driver at all */
+		int drv_v = 0, rt_v = 0;
+		if (r == cudaErrorInsufficientDriver && cudaDriverGetVersion(&drv_v) == cudaSuccess && drv_v > 0 &&
+		    cudaRuntimeGetVersion(&rt_v) == cudaSuccess && drv_v < rt_v)
+			return util_fail(err, errlen, "the NVIDIA driver supports CUDA up to %d.%d, and trainc's GPU library was built with "
+					 "CUDA %d.%d (cudaGetDeviceCount: %s); update the driver, or rebuild trainc with a CUDA toolkit "
+					 "the driver supports", drv_v / 1000, drv_v % 1000 / 10, rt_v / 1000, rt_v % 1000 / 10,
+					 cudaGetErrorString(r));
 		/* without a driver CUDA says the driver is "insufficient": say what is missing */
 		void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
 		if (!drv)

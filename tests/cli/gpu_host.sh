@@ -260,6 +260,13 @@ rc=$?
 [ $rc = 2 ] && grep -q 'GPU 0 (.*) has compute capability 7.0, and trainc.s GPU kernels need 7.5 (Turing) or later; hide it with CUDA_VISIBLE_DEVICES; train on CPUs with --cpus N' "$tmp/cc.log" &&
 	echo "ok a GPU of compute capability 7.0: exit 2, named" || fail "a GPU of compute capability 7.0: exit $rc: $(cat "$tmp/cc.log")"
 
+# a driver older than the CUDA the library was built with: exit 2, naming both versions
+TRAINC_FAKE_DRIVER=12.4 TRAINC_CUDA_LIB=$lib "$TRAINC" models/toy.net --gpus 1 --run-dir "$tmp/run-drv" > "$tmp/drv.log" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q 'the NVIDIA driver supports CUDA up to 12.4, and trainc.s GPU library was built with CUDA [0-9]*\.[0-9]* (cudaGetDeviceCount: .*); update the driver, or rebuild trainc with a CUDA toolkit the driver supports; train on CPUs with --cpus N' "$tmp/drv.log" &&
+	echo "ok a driver older than the library's CUDA: exit 2, both versions named" ||
+	fail "a driver older than the library's CUDA: exit $rc: $(cat "$tmp/drv.log")"
+
 # a checkpoint written on the GPU path and resumed there continues exactly
 run ck-full tests/cli/nets/mlp_mse.net --gpus 1 --set train.steps=14
 TRAINC_CUDA_LIB=$lib "$TRAINC" tests/cli/nets/mlp_mse.net --gpus 1 --set train.steps=6 --save "$tmp/ck" --run-dir "$tmp/run-ck1" \

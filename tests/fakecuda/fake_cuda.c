@@ -10,7 +10,8 @@
  * memory; streams and events only keep times.  Devices: TRAINC_FAKE_GPUS
  * (default 1); free memory: TRAINC_FAKE_GPU_MIB (default 16384); compute
  * capability: TRAINC_FAKE_CC (default 9.0); TRAINC_FAKE_HOST_LOCK=0 refuses
- * page-locked host memory.
+ * page-locked host memory; the driver's CUDA version: TRAINC_FAKE_DRIVER
+ * (default the toolkit's; an older one is insufficient).
  * NCCL's collectives run over trainc's own Gloo communicator (rank 0's
  * unique id carries the port of a store it serves), so DDP and FSDP run
  * across worker processes too.
@@ -36,7 +37,13 @@
  * NCCL's buffers and stream are its communicator's GPU's.  So do capture's:
  * a stream takes part only after waiting for an event of the capture, work
  * on any other stream while capturing is an error here, and every stream
- * that joined must rejoin the origin before the capture ends.
+ * that joined must rejoin the origin before the capture ends; allocating
+ * or freeing memory (device or page-locked) and cuDNN's Find are refused
+ * while capturing, as is a GEMM whose handle has no workspace of the
+ * caller's (cublasSetStream drops it); an event last recorded while
+ * capturing cannot be queried, waited for eagerly or timed, and one made
+ * with cudaEventDisableTiming cannot be timed (tests/gpu_ops.c checks
+ * these rules against a GPU's).
  * Beyond that it checks nothing about the real libraries: tests/gpu/run
  * does that on a GPU.
  * Past 1000 lines because it stands in for four libraries (the runtime,
@@ -108,6 +115,7 @@ struct CUevent_st {
 	long cap_seq;            /* and as that operation */
 	long cap_gen;            /* of that capture */
 	bool recorded;           /* ever recorded, on a stream or in a capture */
+	unsigned flags;          /* cudaEventCreateWithFlags's (cudaEventDisableTiming) */
 };
 struct CUgraph_st { struct tape t; };
 struct CUgraphExec_st { struct tape t; };
@@ -521,8 +529,33 @@ static int devices(void)
 
 /* ---- the runtime ---- */
 
+/* TRAINC_FAKE_DRIVER=major.minor: a driver supporting CUDA up to that
+ * version (default: the CUDA this is built with); one older than that is
+ * "insufficient" for the runtime, as CUDA's linked-in runtime finds it */
+static int driver_version(void)
+{
+	int major, minor;
+	const char *v = getenv("TRAINC_FAKE_DRIVER");
+	return v && sscanf(v, "%d.%d", &major, &minor) == 2 ? major * 1000 + minor * 10 : CUDART_VERSION;
+}
+
+cudaError_t cudaDriverGetVersion(int *version)
+{
+	*version = driver_version();
+	return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version)
+{
+	*version = CUDART_VERSION;
+	return cudaSuccess;
+}
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
+	*count = 0;
+	if (driver_version() < CUDART_VERSION)
+		return fail(cudaErrorInsufficientDriver);
 	*count = devices();
 	return cudaSuccess;
 }
@@ -585,8 +618,25 @@ const char *cudaGetErrorString(cudaError_t error)
 	case cudaSuccess: return "no error";
 	case cudaErrorMemoryAllocation: return "out of memory";
 	case cudaErrorInvalidDevice: return "invalid device ordinal";
+	case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
 	case cudaErrorNotSupported: return "operation not supported (by the host stand-in)";
+	case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+	case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
 	default: return "error (host stand-in)";
+	}
+}
+
+const char *cudaGetErrorName(cudaError_t error)
+{
+	switch (error) {
+	case cudaSuccess: return "cudaSuccess";
+	case cudaErrorNotReady: return "cudaErrorNotReady";
+	case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+	case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+	case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+	case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
+	default: return "cudaError (host stand-in)";
 	}
 }
 
@@ -620,6 +670,7 @@ cudaError_t cudaMalloc(void **p, size_t size)
 
 cudaError_t cudaFree(void *p)
 {
+	NOT_WHILE_CAPTURING();
 	drain_all(); /* CUDA's cudaFree waits for the device */
 	if (p)
 		dev_free(p);
@@ -644,6 +695,7 @@ cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
 {
 	(void)flags;
 	*p = NULL;
+	NOT_WHILE_CAPTURING();
 	const char *lock = getenv("TRAINC_FAKE_HOST_LOCK"); /* 0: a system that locks no more memory */
 	if (lock && !strcmp(lock, "0"))
 		return fail(cudaErrorMemoryAllocation);
@@ -659,6 +711,7 @@ cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
 
 cudaError_t cudaFreeHost(void *p)
 {
+	NOT_WHILE_CAPTURING();
 	drain_all(); /* CUDA's waits for the device */
 	pthread_mutex_lock(&dev_lock);
 	int slot = 0;
@@ -837,6 +890,19 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 	return stuck_query();
 }
 
+/* An event whose last record was made while capturing stands for a node of
+ * that graph, not for work on a stream: CUDA refuses to query, wait for
+ * or time it (cudaErrorCapturedEvent) until it is recorded again outside a
+ * capture. */
+static bool captured_event(cudaEvent_t e, const char *call)
+{
+	if (!e->cap_s)
+		return false;
+	fprintf(stderr, "fake CUDA: %s of an event last recorded while capturing a CUDA graph (CUDA: cudaErrorCapturedEvent); "
+			"record it again outside the capture first\n", call);
+	return true;
+}
+
 /* While capturing, a stream that waits for an event recorded in the
  * capture joins it (a fork), and the stream the event was recorded on has
  * rejoined up to that record.  A captured stream that waits for an event
@@ -848,12 +914,14 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
 	struct tape *t = capturing;
-	bool here = e->cap_s && e->cap_gen == capture_gen;
+	bool here = t && e->cap_s && e->cap_gen == capture_gen;
 	if (t && !here && e->recorded && S(s)->captured && !(flags & cudaEventWaitExternal)) {
 		fprintf(stderr, "fake CUDA: captured stream %d waits for an event recorded outside the capture (CUDA: "
 				"cudaErrorStreamCaptureIsolation)\n", S(s)->id);
 		return fail(cudaErrorStreamCaptureIsolation);
 	}
+	if (!here && captured_event(e, "cudaStreamWaitEvent"))
+		return fail(cudaErrorCapturedEvent);
 	if (t && here) {
 		struct CUstream_st *st = S(s);
 		if (!st->captured) {
@@ -931,9 +999,12 @@ cudaError_t cudaEventCreate(cudaEvent_t *e)
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
-	(void)flags;
-	return cudaEventCreate(e);
+	cudaError_t r = cudaEventCreate(e);
+	if (r == cudaSuccess)
+		(*e)->flags = flags;
+	return r;
 }
+
 
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
@@ -972,6 +1043,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
 	NOT_WHILE_CAPTURING();
+	if (captured_event(e, "cudaEventQuery"))
+		return fail(cudaErrorCapturedEvent);
 	if (e->s)
 		drain(e->s, e->pos);
 	return stuck_query();
@@ -980,14 +1053,30 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
 	NOT_WHILE_CAPTURING();
+	if (captured_event(e, "cudaEventSynchronize"))
+		return fail(cudaErrorCapturedEvent);
 	stuck_wait("cudaEventSynchronize");
 	if (e->s)
 		drain(e->s, e->pos);
 	return cudaSuccess;
 }
 
+/* CUDA's rules: both events recorded, both with timing (an event made with
+ * cudaEventDisableTiming cannot be timed), both of one device, neither last
+ * recorded in a capture, and both done (cudaErrorNotReady otherwise). */
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
+	if (!a->recorded || !b->recorded || a->device != b->device || ((a->flags | b->flags) & cudaEventDisableTiming)) {
+		fprintf(stderr, "fake CUDA: cudaEventElapsedTime of %s (CUDA: cudaErrorInvalidResourceHandle)\n",
+			!a->recorded || !b->recorded ? "an event never recorded"
+			: a->device != b->device     ? "events of two devices"
+						     : "an event created with cudaEventDisableTiming");
+		return fail(cudaErrorInvalidResourceHandle);
+	}
+	if (captured_event(a, "cudaEventElapsedTime") || captured_event(b, "cudaEventElapsedTime"))
+		return fail(cudaErrorCapturedEvent);
+	if ((a->s && a->s->done <= a->pos) || (b->s && b->s->done <= b->pos))
+		return fail(cudaErrorNotReady);
 	*ms = (float)((b->t - a->t) * 1000.0);
 	return cudaSuccess;
 }
@@ -1063,7 +1152,10 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ge)
  * CPU's row-major kern_gemm (a column-major matrix is its transpose
  * row-major, so the operands swap) ---- */
 
-struct cublasContext { cudaStream_t s; int device; };
+/* ws: the user's workspace (cublasSetWorkspace), which cublasSetStream
+ * drops, as cuBLAS's does: a call captured without one would leave cuBLAS
+ * to find workspace of its own inside the graph */
+struct cublasContext { cudaStream_t s; int device; void *ws; };
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
 {
@@ -1089,9 +1181,20 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) { (void)h,
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s)
 {
 	h->s = s;
+	h->ws = NULL; /* "unconditionally resets the cuBLAS library workspace back to the default workspace pool" */
 	return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t n) { (void)h, (void)w, (void)n; return CUBLAS_STATUS_SUCCESS; }
+
+/* cuBLAS: a pointer aligned to 256 bytes (INVALID_VALUE otherwise) */
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t n)
+{
+	if (((uintptr_t)w % 256) != 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n && !ON_DEVICE(w))
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	h->ws = n ? w : NULL;
+	return CUBLAS_STATUS_SUCCESS;
+}
 
 struct gemm_args { bool ta, tb; int m, n, k; float alpha, beta; const float *a, *b; float *c; int lda, ldb, ldc; };
 
@@ -1110,6 +1213,11 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
 		return CUBLAS_STATUS_INVALID_VALUE;
 	if (!ON_DEVICE(a, b, c) || wrong_device("cuBLAS", h->device, h->s)) /* the scalars are host memory (the default pointer mode) */
 		return CUBLAS_STATUS_EXECUTION_FAILED;
+	if (capturing && !h->ws) {
+		fprintf(stderr, "fake cuBLAS: a GEMM captured in a CUDA graph with no workspace of the caller's (cublasSetWorkspace "
+				"after cublasSetStream, which drops it): cuBLAS would find its own inside the capture\n");
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
 	/* the scalars are copied: they point at the caller's stack */
 	struct gemm_args g = { ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *alpha, *beta, a, b, c, lda, ldb, ldc };
 	if (!tape_record_on(h->s, gemm_replay, &g, sizeof g)) {
@@ -1366,6 +1474,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
  * as many as the caller has room for. */
 #define FIND_RESULTS(failing, greedy, working, xd, wd)                                                        \
 	do {                                                                                                  \
+		if (capturing) /* Find allocates, runs and times every algorithm, and waits for it */       \
+			return CUDNN_STATUS_EXECUTION_FAILED;                                                  \
 		struct conv2d_desc d_ = desc_of((xd), (wd), c);                                                \
 		memset(perf, 0, (size_t)want * sizeof *perf);                                                  \
 		int n_ = want < 3 ? want : 3;                                                                  \

@@ -1177,7 +1177,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 	const struct plan *p = t->p;
 	const struct plan_train *tr = &p->train;
 	double te = util_now(), lr = 0;
-	int64_t seen = 0, micro_done = 0;
+	int64_t seen = 0;
 	int in_step = 0;
 	bool budget_spent = false;
 	double step_loss = 0, step_n = 0; /* this optimizer step's loss over its micro-batches */
@@ -1252,7 +1252,6 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		in_step++;
 		seen += b;
 		*images += b;
-		micro_done++;
 		double per_sample = tr->reduction == RED_SUM ? loss / b : loss;
 		t->ep_loss += per_sample * b;
 		t->ep_n += b;
@@ -1275,8 +1274,10 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		else
 			optim_step(&t->oc, t->sv, t->e.params, t->e.grads, t->e.trainable, t->at.step, lr);
 		in_step = 0;
-		/* every log_interval batches, an epoch's last, and the run's last */
-		bool log = micro_done % tr->log_interval == 0 || t->at.batch == t->s.num_batches || (tr->steps && t->at.step >= tr->steps);
+		/* every log_interval batches of the epoch (counted from its start, so
+		 * a run resumed mid-epoch logs where the uninterrupted one did), an
+		 * epoch's last, and the run's last */
+		bool log = t->at.batch % tr->log_interval == 0 || t->at.batch == t->s.num_batches || (tr->steps && t->at.step >= tr->steps);
 		if (log) {
 			/* the logged loss is the step's mean over every rank's samples */
 			double v[2] = { step_loss, step_n };

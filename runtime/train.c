@@ -380,8 +380,12 @@ const char *train_eps0_note(const struct plan *p, bool eval, char *buf, size_t n
 void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3], bool *warned)
 {
 	double avg = sums[0] / sums[2];
+	/* a checkpoint taken at an epoch's end holds the next epoch's start as
+	 * its position; evaluating it alone names the epoch its weights ended,
+	 * as that epoch's own evaluation in the training run did */
+	int64_t epoch = p->train.eval_only && at->step > 0 && at->batch == 0 && at->epoch > 1 ? at->epoch - 1 : at->epoch;
 	if (rd)
-		rundir_metric_eval(rd, at->step, at->epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
+		rundir_metric_eval(rd, at->step, epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
 	if (isnan(avg))
 		avg = fabs(avg); /* "nan", as Python prints it, not "-nan" */
 	if (p->test_data.target == TGT_CLASS)

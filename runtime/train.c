@@ -1277,11 +1277,12 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			fsdp_optim_step(&t->fsdp, &t->oc, t->at.step, lr);
 		else
 			optim_step(&t->oc, t->sv, t->e.params, t->e.grads, t->e.trainable, t->at.step, lr);
-		in_step = 0;
-		/* every log_interval batches of the epoch (counted from its start, so
-		 * a run resumed mid-epoch logs where the uninterrupted one did), an
-		 * epoch's last, and the run's last */
-		bool log = t->at.batch % tr->log_interval == 0 || t->at.batch == t->s.num_batches || (tr->steps && t->at.step >= tr->steps);
+		/* a step whose batches complete a multiple of log_interval batches
+		 * of the epoch (counted from its start, so a run resumed mid-epoch
+		 * logs where the uninterrupted one did; under micro_batch a step
+		 * runs several), an epoch's last, and the run's last: as the GPU
+		 * trainer logs */
+		bool log = t->at.batch % tr->log_interval < in_step || t->at.batch == t->s.num_batches || (tr->steps && t->at.step >= tr->steps);
 		if (log) {
 			/* the logged loss is the step's mean over every rank's samples */
 			double v[2] = { step_loss, step_n };
@@ -1289,6 +1290,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 				return -1;
 			per_sample = v[0] / v[1];
 		}
+		in_step = 0;
 		step_loss = step_n = 0;
 		if (t->rank == 0 && (log || t->tty))
 			train_report_step(t->rd_ok ? &t->rd : NULL, t->tty, log, &t->at, t->at.batch * t->micro, t->s.num_samples, per_sample,

@@ -380,8 +380,12 @@ const char *train_eps0_note(const struct plan *p, bool eval, char *buf, size_t n
 void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckpt_state *at, const double sums[3], bool *warned)
 {
 	double avg = sums[0] / sums[2];
+	/* a checkpoint taken at an epoch's end holds the next epoch's start as
+	 * its position; evaluating it alone names the epoch its weights ended,
+	 * as that epoch's own evaluation in the training run did */
+	int64_t epoch = p->train.eval_only && at->step > 0 && at->batch == 0 && at->epoch > 1 ? at->epoch - 1 : at->epoch;
 	if (rd)
-		rundir_metric_eval(rd, at->step, at->epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
+		rundir_metric_eval(rd, at->step, epoch, avg, p->test_data.target == TGT_CLASS ? sums[1] / sums[2] : NAN);
 	if (isnan(avg))
 		avg = fabs(avg); /* "nan", as Python prints it, not "-nan" */
 	if (p->test_data.target == TGT_CLASS)
@@ -1177,7 +1181,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 	const struct plan *p = t->p;
 	const struct plan_train *tr = &p->train;
 	double te = util_now(), lr = 0;
-	int64_t seen = 0, micro_done = 0;
+	int64_t seen = 0;
 	int in_step = 0;
 	bool budget_spent = false;
 	double step_loss = 0, step_n = 0; /* this optimizer step's loss over its micro-batches */
@@ -1252,7 +1256,6 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		in_step++;
 		seen += b;
 		*images += b;
-		micro_done++;
 		double per_sample = tr->reduction == RED_SUM ? loss / b : loss;
 		t->ep_loss += per_sample * b;
 		t->ep_n += b;
@@ -1274,9 +1277,12 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			fsdp_optim_step(&t->fsdp, &t->oc, t->at.step, lr);
 		else
 			optim_step(&t->oc, t->sv, t->e.params, t->e.grads, t->e.trainable, t->at.step, lr);
-		in_step = 0;
-		/* every log_interval batches, an epoch's last, and the run's last */
-		bool log = micro_done % tr->log_interval == 0 || t->at.batch == t->s.num_batches || (tr->steps && t->at.step >= tr->steps);
+		/* a step whose batches complete a multiple of log_interval batches
+		 * of the epoch (counted from its start, so a run resumed mid-epoch
+		 * logs where the uninterrupted one did; under micro_batch a step
+		 * runs several), an epoch's last, and the run's last: as the GPU
+		 * trainer logs */
+		bool log = t->at.batch % tr->log_interval < in_step || t->at.batch == t->s.num_batches || (tr->steps && t->at.step >= tr->steps);
 		if (log) {
 			/* the logged loss is the step's mean over every rank's samples */
 			double v[2] = { step_loss, step_n };
@@ -1284,6 +1290,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 				return -1;
 			per_sample = v[0] / v[1];
 		}
+		in_step = 0;
 		step_loss = step_n = 0;
 		if (t->rank == 0 && (log || t->tty))
 			train_report_step(t->rd_ok ? &t->rd : NULL, t->tty, log, &t->at, t->at.batch * t->micro, t->s.num_samples, per_sample,

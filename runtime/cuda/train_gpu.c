@@ -715,7 +715,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	if (tg_set_epoch(t, t->at.epoch) != 0)
 		return -1;
 	double te = util_now();
-	int64_t seen = 0, micro_done = 0, graph_steps = 0;
+	int64_t seen = 0, graph_steps = 0;
 	bool budget_spent = false, timing = false;
 	while (t->at.batch < nb) {
 		int64_t sizes[64];
@@ -752,12 +752,11 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 		}
 		t->at.batch += count;
 		t->at.step++;
-		micro_done += count;
 		seen += samples;
 		t->ep_n += (double)samples;
 		*images += samples;
 		launch_beat();
-		bool log = micro_done % tr->log_interval < (int64_t)count || t->at.batch == nb || (tr->steps && t->at.step >= tr->steps);
+		bool log = t->at.batch % tr->log_interval < (int64_t)count || t->at.batch == nb || (tr->steps && t->at.step >= tr->steps);
 		if (log) {
 			/* the wait would be timed as a step: close the span first */
 			if (close_span(t, &timing, &graph_steps) != 0)

@@ -68,6 +68,14 @@ run resumed $net --threads 1 --set train.steps=0 --resume "$tmp/ck"
 [ "$(evalline "$tmp/resumed")" = "$(evalline "$tmp/ck")" ] ||
 	fail "resumed: $(evalline "$tmp/resumed"), the checkpointed run's $(evalline "$tmp/ck")"
 same "resumed" "$tmp/ck/weights.safetensors" "$tmp/resumed/weights.safetensors"
+# one taken at an epoch's end (5 batches of 8 of 40 samples) is evaluated
+# as that epoch's weights: its eval line names the step and the epoch the
+# training run's last one did, not the next epoch its position starts
+evalfull() { grep '"kind": "eval"' "$1/metrics.jsonl" | tail -n 1 | sed 's/^{"time": [0-9.]*, //'; }
+run ck5 $net --threads 1 --set train.steps=5 --save "$tmp/ck5"
+run resumed5 $net --threads 1 --set train.steps=0 --resume "$tmp/ck5"
+[ "$(evalfull "$tmp/resumed5")" = "$(evalfull "$tmp/ck5")" ] ||
+	fail "resumed at an epoch's end: $(evalfull "$tmp/resumed5"), the checkpointed run's $(evalfull "$tmp/ck5")"
 
 # no checkpoint to write
 "$TRAINC" $net --set train.steps=0 --save "$tmp/dir" --run-dir "$tmp/nodir" > "$tmp/out" 2>&1

@@ -247,23 +247,28 @@ static void on_file_shrank(const char *msg, size_t len)
 	say(note, strlen(note));
 }
 
-/* The notes a run stopped by a signal, or by a file that shrank under it,
- * ends with: how to resume from the --save folder's latest checkpoint, or
- * that there is none yet. */
-static void stop_notes(const char *save)
+/* The notes a run stopped by a signal, by a file that shrank under it, or
+ * by a failed rank ends with: how to resume from the --save folder's latest
+ * checkpoint, or that there is none yet (and when checkpoint_every, every
+ * so many steps, would write the first). */
+static void stop_notes(const char *save, int64_t every)
 {
 	if (save && !train_is_weights_file(save)) {
 		snprintf(stop_latest, sizeof stop_latest, "%s/latest", save);
-		char w[4200];
+		char w[4200], when[96];
 		const char *word = util_shell_word(save, w, sizeof w); /* for the commands the notes suggest */
+		if (every > 0)
+			snprintf(when, sizeof when, "train.checkpoint_every = %lld writes the first after step %lld", (long long)every,
+				 (long long)every);
+		else
+			snprintf(when, sizeof when, "train.checkpoint_every saves as it goes");
 		snprintf(stop_note, sizeof stop_note, "\ntrainc: stopped by a signal; --resume %s continues from its latest checkpoint\n",
 			 word);
-		snprintf(stop_note_none, sizeof stop_note_none,
-			 "\ntrainc: stopped by a signal before a checkpoint was saved in %s (train.checkpoint_every saves as it goes)\n", save);
+		snprintf(stop_note_none, sizeof stop_note_none, "\ntrainc: stopped by a signal before a checkpoint was saved in %s (%s)\n",
+			 save, when);
 		snprintf(fault_note, sizeof fault_note, "trainc: the checkpoints in %s are intact: --resume %s continues from the latest\n",
 			 save, word);
-		snprintf(fault_note_none, sizeof fault_note_none,
-			 "trainc: no checkpoint had been saved in %s yet (train.checkpoint_every saves as it goes)\n", save);
+		snprintf(fault_note_none, sizeof fault_note_none, "trainc: no checkpoint had been saved in %s yet (%s)\n", save, when);
 	} else {
 		snprintf(stop_note_none, sizeof stop_note_none, "\ntrainc: stopped by a signal; nothing was saved (--save DIR keeps checkpoints)\n");
 		snprintf(fault_note_none, sizeof fault_note_none, "trainc: nothing was saved (--save DIR keeps checkpoints)\n");
@@ -273,9 +278,9 @@ static void stop_notes(const char *save)
 /* A single rank stopped by Ctrl-C or SIGTERM says so, and how to go on,
  * then ends as the signal ends a process; a closed output pipe (| head)
  * no longer ends it, as it does not end ranks under the launcher. */
-static void single_rank_signals(const char *save)
+static void single_rank_signals(const char *save, int64_t every)
 {
-	stop_notes(save);
+	stop_notes(save, every);
 	bar_on_tty = isatty(STDOUT_FILENO);
 	int sigs[2] = { SIGINT, SIGTERM };
 	for (int i = 0; i < 2; i++) {
@@ -285,6 +290,14 @@ static void single_rank_signals(const char *save)
 			sigaction(sigs[i], &sa, NULL);
 	}
 	signal(SIGPIPE, SIG_IGN);
+}
+
+/* After a single rank's failure while running (its own words said), as
+ * after a job's: whether --resume of the --save folder can go on. */
+static void resume_note(int rc)
+{
+	if (rc == 1 && stop_latest[0])
+		fputs(pick_note(fault_note, fault_note_none), stderr);
 }
 
 /* A checkpoint folder is saved into by one run at a time: the folder is
@@ -416,11 +429,11 @@ static int launch_job(const struct plan *p, const struct compile_opts *o, const 
 	if (claimed != 0)
 		return claimed;
 	struct launch_opts lo = { o->world, p->parallel.timeout_s, 5.0, dir };
-	stop_notes(save);
+	stop_notes(save, p->train.checkpoint_every);
 	int rc = launch_run(&lo, argc, argv);
 	if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP) /* the job's stop note */
 		fputs(pick_note(stop_note, stop_note_none) + 1, stderr);
-	else if (rc == FILEMAP_EXIT_SHRANK) /* after the worker's word, said by the launcher */
+	else if (rc == FILEMAP_EXIT_SHRANK || (rc == 1 && stop_latest[0])) /* after the failure is said, by the launcher */
 		fputs(pick_note(fault_note, fault_note_none), stderr);
 	if (made)
 		rmdir(dir); /* fails, as it should, once the run wrote in it */
@@ -638,8 +651,9 @@ int main(int argc, char **argv)
 				fprintf(stderr, "trainc: worker %d: the launcher started %d ranks, but this command line makes %d\n", wrank, wworld,
 					o.world);
 		} else if (gpus > 0 && o.world == 1) {
-			single_rank_signals(save);
+			single_rank_signals(save, p->train.checkpoint_every);
 			rc = gpu_train(p, &to, 0);
+			resume_note(rc);
 		} else if (wrank >= 0) {
 			if (wworld != o.world) {
 				fprintf(stderr, "trainc: worker %d: the launcher started %d ranks, but this command line makes %d\n", wrank, wworld,
@@ -658,8 +672,9 @@ int main(int argc, char **argv)
 				rc = launch_job(p, &o, run_dir, save, argc, argv);
 			}
 		} else if (!resume || (rc = check_resume(p, resume, 1, gpus > 0 ? "--gpus" : "--cpus")) == 0) {
-			single_rank_signals(save);
+			single_rank_signals(save, p->train.checkpoint_every);
 			rc = train_run(p, &to);
+			resume_note(rc);
 		}
 		if (own_made)
 			rmdir(own_dir); /* fails, as it should, once the run wrote in it */

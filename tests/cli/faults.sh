@@ -34,10 +34,12 @@ finish_within() { # finish_within SECONDS PID: wait for the launcher to exit, re
 	wait "$2"
 }
 
-# 1. kill -9 of one worker mid-training
-"$TRAINC" $net $ranks $long --run-dir "$dir/a" > "$dir/out" 2> "$dir/err" &
+# 1. kill -9 of one worker mid-training, once it has saved a checkpoint:
+# the job says the checkpoints are intact and how to go on from them
+"$TRAINC" $net $ranks $long --set train.checkpoint_every=1 --save "$dir/ck" --run-dir "$dir/a" > "$dir/out" 2> "$dir/err" &
 L=$!
 wait_ranks $L 2
+for i in $(seq 100); do [ -e "$dir/ck/latest" ] && break; sleep 0.1; done
 r0=$(rank_pid $L 0); r1=$(rank_pid $L 1)
 kill -9 "$r1"
 set +e; finish_within 10 $L; rc=$?; set -e
@@ -47,7 +49,9 @@ grep -q 'rank 1 failed with signal SIGKILL' "$dir/err" || { echo "kill -9: cause
 # beside the cause (the GPU stand-in's own "fake NCCL:" lines aside)
 ! grep -q '^trainc: .*another rank died or stalled' "$dir/err" || { echo "kill -9: rank 0's broken collective said too"; cat "$dir/err"; exit 1; }
 sleep 0.2; gone "$r0" "$r1"
-echo "ok kill -9 of rank 1: exit $rc, named alone, nothing left"
+grep -qx "trainc: the checkpoints in $dir/ck are intact: --resume $dir/ck continues from the latest" "$dir/err" ||
+	{ echo "kill -9: no word on the checkpoints"; cat "$dir/err"; exit 1; }
+echo "ok kill -9 of rank 1: exit $rc, named alone, resumable, nothing left"
 
 # 2. SIGINT to the launcher (Ctrl-C: a job started by a shell without job
 # control, as this one is, ignores SIGINT, and trainc keeps that ignore)

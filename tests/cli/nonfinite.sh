@@ -57,6 +57,19 @@ trainc: stopped at a non-finite loss"
 	{ fail "one rank's loss: exit $rc, stderr:"; sed 's/^/    /' "$tmp/err"; }
 [ $failed = 0 ] && echo "ok a non-finite loss on one rank of two is said once, naming that rank"
 
+# with --save DIR, the run ends with whether --resume DIR can go on: at
+# step 3 no checkpoint of checkpoint_every = 4 has been written yet, at 1
+# rank and 2; with checkpoint_every = 2 one has
+for ranks in 1 2; do
+	"$TRAINC" "$tmp/nan.net" --cpus $ranks --set train.checkpoint_every=4 --save "$tmp/ck4-$ranks" --run-dir "$tmp/c4-$ranks" > /dev/null 2> "$tmp/err"
+	grep -qx "trainc: no checkpoint had been saved in $tmp/ck4-$ranks yet (train.checkpoint_every = 4 writes the first after step 4)" "$tmp/err" ||
+		{ fail "no checkpoint yet at $ranks rank(s), stderr:"; sed 's/^/    /' "$tmp/err"; }
+	"$TRAINC" "$tmp/nan.net" --cpus $ranks --set train.checkpoint_every=2 --save "$tmp/ck2-$ranks" --run-dir "$tmp/c2-$ranks" > /dev/null 2> "$tmp/err"
+	grep -qx "trainc: the checkpoints in $tmp/ck2-$ranks are intact: --resume $tmp/ck2-$ranks continues from the latest" "$tmp/err" ||
+		{ fail "a checkpoint at $ranks rank(s), stderr:"; sed 's/^/    /' "$tmp/err"; }
+done
+[ $failed = 0 ] && echo "ok a run stopped by a non-finite loss says whether --resume can go on"
+
 lib=$PWD/build/tests/trainc-fakecuda.so
 if [ -f "$lib" ]; then
 	export TRAINC_CUDA_LIB="$lib" TRAINC_FAKE_GPUS=2

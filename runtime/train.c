@@ -1397,7 +1397,7 @@ static void report_rank(struct trainer *t, double train_time)
 static int finish(struct trainer *t, double t0, double train_time, int64_t images)
 {
 	const struct train_opts *o = t->o;
-	if (t->rank == 0 && !t->p->train.eval_only)
+	if (t->rank == 0 && !t->p->train.eval_only && images > 0) /* not after "Nothing to train" */
 		printf("Training loop elapsed time: %.3f sec (%.0f images/s while training)\n", util_now() - t0,
 		       train_time > 0 ? (double)images * t->world / train_time : 0.0);
 	if (t->pipe_ok && t->rank == 0) {

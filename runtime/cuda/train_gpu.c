@@ -819,7 +819,7 @@ static int finish(struct gt *t, float loop_ms, double train_time, int64_t images
 {
 	const struct train_opts *o = t->o;
 	const struct plan *p = t->p;
-	if (t->rank == 0 && !p->train.eval_only) {
+	if (t->rank == 0 && !p->train.eval_only && images > 0) { /* not after "Nothing to train" */
 		printf("CUDA event elapsed time: %.4f sec\n", loop_ms / 1000.0);
 		printf("Training loop: %.0f images/s while training\n", train_time > 0 ? (double)images * t->world / train_time : 0.0);
 		if (t->graph_steps > 0) {

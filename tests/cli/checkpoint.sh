@@ -29,6 +29,7 @@ for w in 1 2; do
 	# resumed at its last step (mid-epoch): nothing more is trained
 	"$TRAINC" "$dir/net.net" --cpus $w --set train.steps=7 --resume "$dir/ck$w" --run-dir "$dir/again$w" > "$dir/out"
 	grep -q 'Nothing to train: train.steps is 7' "$dir/out" || { echo "resumed at the last step:"; cat "$dir/out"; exit 1; }
+	! grep -q 'elapsed time' "$dir/out" || { echo "nothing trained, yet a training time:"; cat "$dir/out"; exit 1; }
 	[ -z "$(losses "$dir/again$w")" ] || { echo "a run resumed at its last step trained on"; losses "$dir/again$w"; exit 1; }
 	$stcmp "$dir/half$w/weights.safetensors" "$dir/again$w/weights.safetensors" 0
 	# and saved into the checkpoint it resumed from: the step's folder is

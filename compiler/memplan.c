@@ -454,7 +454,7 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 	/* backward passes a step: global_batch's micro-batches, each in
 	 * microbatches pipeline chunks (runtime/train.c's train_batches) */
 	int64_t share = p->train.global_batch / world;
-	int64_t backwards = p->train.global_batch && batch > 0 ? share / batch : 1;
+	int64_t backwards = p->train.global_batch ? share / batch : 1;
 	if (p->parallel.microbatches > 1) {
 		batch = (batch + p->parallel.microbatches - 1) / p->parallel.microbatches;
 		backwards *= p->parallel.microbatches;

@@ -43,7 +43,6 @@ extern "C" {
 #include "runtime/store.h"
 }
 
-#define HINT_PEER COMM_HINT_PEER
 
 /* Remember which Gloo call runs and where, for the error message; used on
  * the line of the call itself. */
@@ -138,7 +137,7 @@ struct comm_gloo *comm_gloo_open(struct store_client *st, const char *prefix, in
 		gloo::transport::tcp::attr attr;
 		attr.hostname = host ? host : STORE_DEFAULT_HOST;
 		AT("gloo::transport::tcp::CreateDevice"), g->dev = gloo::transport::tcp::CreateDevice(attr);
-		hint = HINT_PEER;
+		hint = COMM_HINT_PEER;
 		g->ctx = std::make_shared<gloo::rendezvous::Context>(rank, world);
 		g->ctx->setTimeout(g->timeout);
 		StoreShim store(st, std::string(prefix) + "main/", timeout_s);
@@ -188,7 +187,8 @@ int comm_gloo_run(struct comm_gloo *g, const struct comm_req *r, char *err, size
 			break;
 		case COMM_REDUCE_SCATTER: {
 			size_t total = (size_t)(g->world * n);
-			AT("std::vector::resize"), g->stage.resize(total > g->stage.size() ? total : g->stage.size());
+			if (g->stage.size() < total)
+				AT("std::vector::resize"), g->stage.resize(total);
 			gloo::AlltoallOptions o(g->ctx);
 			o.setInput(const_cast<float *>((const float *)r->in), total);
 			o.setOutput(g->stage.data(), total);
@@ -234,7 +234,7 @@ int comm_gloo_run(struct comm_gloo *g, const struct comm_req *r, char *err, size
 		}
 		}
 	} catch (const std::exception &e) {
-		return fail(err, errlen, "%s:%d: %s failed: %s (hint: %s)", __FILE__, line, call, e.what(), HINT_PEER);
+		return fail(err, errlen, "%s:%d: %s failed: %s (hint: %s)", __FILE__, line, call, e.what(), COMM_HINT_PEER);
 	}
 	return 0;
 }

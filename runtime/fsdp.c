@@ -449,14 +449,9 @@ static void finish_scatter(struct fsdp *f, int u)
 		return;
 	wait_work(f, &f->scatter[u]);
 	const struct unit *un = &f->p->units[u];
-	float *dst = f->grad + f->at[u];
-	if (!f->stage) {
-		/* the one backward pass of the step wrote the shard itself */
-	} else if (f->fresh[u]) {
-		copy(f, dst, f->stage + f->at[u], un->shard);
-	} else {
-		add(f, dst, f->stage + f->at[u], un->shard);
-	}
+	/* without a stage, the step's one backward pass wrote the shard itself */
+	if (f->stage)
+		(f->fresh[u] ? copy : add)(f, f->grad + f->at[u], f->stage + f->at[u], un->shard);
 	f->fresh[u] = false;
 	if (f->g_slot[u] >= 0)
 		f->slot_g_unit[f->g_slot[u]] = -1;

@@ -292,11 +292,12 @@ static void single_rank_signals(const char *save, int64_t every)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-/* After a single rank's failure while running (its own words said), as
- * after a job's: whether --resume of the --save folder can go on. */
+/* After a run's or job's failure while running (its own words said), or a
+ * file that shrank under a job: whether --resume of the --save folder can
+ * go on. */
 static void resume_note(int rc)
 {
-	if (rc == 1 && stop_latest[0])
+	if (rc == FILEMAP_EXIT_SHRANK || (rc == 1 && stop_latest[0]))
 		fputs(pick_note(fault_note, fault_note_none), stderr);
 }
 
@@ -433,8 +434,8 @@ static int launch_job(const struct plan *p, const struct compile_opts *o, const 
 	int rc = launch_run(&lo, argc, argv);
 	if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP) /* the job's stop note */
 		fputs(pick_note(stop_note, stop_note_none) + 1, stderr);
-	else if (rc == FILEMAP_EXIT_SHRANK || (rc == 1 && stop_latest[0])) /* after the failure is said, by the launcher */
-		fputs(pick_note(fault_note, fault_note_none), stderr);
+	else /* after the failure is said, by the launcher */
+		resume_note(rc);
 	if (made)
 		rmdir(dir); /* fails, as it should, once the run wrote in it */
 	return rc;

@@ -143,8 +143,7 @@ static const char *prefixed(const struct safetensors_file *f, const char *name)
  * exports of BatchNorm models often leave it out). */
 static bool batch_count(const struct param *pr)
 {
-	const char *dot = strrchr(pr->name, '.');
-	return pr->dtype == DT_I64 && strcmp(dot ? dot + 1 : pr->name, "num_batches_tracked") == 0;
+	return pr->role == ROLE_NUM_BATCHES;
 }
 
 static int missing(const struct safetensors_file *f, const struct plan *p, const char **miss, int nmiss,

@@ -18,6 +18,7 @@
 #include "compiler/print.h"
 #include "grammar/arena.h"
 #include "grammar/diag.h"
+#include "tests/fuzz/fuzz_dir.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,12 +36,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-	snprintf(dir, sizeof dir, "%s/trainc-fuzz-XXXXXX", base);
-	if (!mkdtemp(dir)) {
-		perror("trainc fuzz: mkdtemp");
-		exit(1);
-	}
+	fuzz_make_dir(dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/input.net", dir);
 	atexit(cleanup);
 	devnull = fopen("/dev/null", "w");
@@ -53,11 +49,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	FILE *f = fopen(path, "wb");
-	if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0) {
-		perror("trainc fuzz: writing the input");
-		abort();
-	}
+	fuzz_write(path, data, size);
 	struct arena arena = { 0 };
 	struct diag d;
 	diag_init(&d, devnull);

@@ -26,6 +26,7 @@
 #include "runtime/idx.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
+#include "tests/fuzz/fuzz_dir.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -52,29 +53,15 @@ static void cleanup(void)
 	rmdir(dir);
 }
 
-static void write_file(const char *to, const void *bytes, size_t size)
-{
-	FILE *f = fopen(to, "wb");
-	if (!f || fwrite(bytes, 1, size, f) != size || fclose(f) != 0) {
-		perror("trainc fuzz: writing the input");
-		abort();
-	}
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-	snprintf(dir, sizeof dir, "%s/trainc-fuzz-XXXXXX", base);
-	if (!mkdtemp(dir)) {
-		perror("trainc fuzz: mkdtemp");
-		exit(1);
-	}
+	fuzz_make_dir(dir, sizeof dir);
 	snprintf(net_path, sizeof net_path, "%s/small.net", dir);
 	snprintf(path, sizeof path, "%s/input", dir);
 	atexit(cleanup);
-	write_file(net_path, model_text, sizeof model_text - 1);
+	fuzz_write(net_path, model_text, sizeof model_text - 1);
 	struct diag d;
 	diag_init(&d, stderr);
 	struct compile_opts o = { net_path, 1, NULL, 0, false, false };
@@ -122,7 +109,7 @@ static void parse_safetensors(const uint8_t *data, size_t size)
 static void load_weights(const uint8_t *data, size_t size)
 {
 	char err[1024];
-	write_file(path, data, size);
+	fuzz_write(path, data, size);
 	for (int strict = 0; strict < 2; strict++) {
 		memcpy(params, before, params_bytes);
 		if (weights_load(plan, params, path, strict, err, sizeof err) != 0 &&
@@ -137,7 +124,7 @@ static void read_idx(const uint8_t *data, size_t size)
 {
 	char err[1024];
 	struct idx_file f = { 0 };
-	write_file(path, data, size);
+	fuzz_write(path, data, size);
 	if (idx_open(&f, path, 0, err, sizeof err) == 0 && f.count <= 1 << 24) {
 		uint8_t *dst = malloc((size_t)f.count + 1);
 		if (!dst)

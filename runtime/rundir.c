@@ -299,26 +299,36 @@ static int run_git(const char *const *args, char *out, size_t outlen)
 	return WEXITSTATUS(status);
 }
 
-/* The commit HEAD of the work tree holding the .net file (40 or 64 hex
- * digits, or "" if none) and whether the file differs from it: 1, 0, or -1
- * when unknown.  An untracked or ignored file counts as different: the
- * commit does not hold what ran. */
-static void git_info(const char *net_path, char *commit, size_t clen, int *dirty)
+/* A .net file's directory and name, from its absolute path where realpath
+ * finds it (so a link counts in the work tree that holds its target). */
+struct git_path {
+	char dir[PATH_MAX];
+	char file[NAME_MAX + 1];
+};
+
+static bool split_path(const char *path, struct git_path *g)
 {
-	char abs[PATH_MAX], dir[PATH_MAX], out[256];
-	commit[0] = 0;
-	*dirty = -1;
-	if (!realpath(net_path, abs))
-		snprintf(abs, sizeof abs, "%s", net_path);
+	char abs[PATH_MAX];
+	if (!realpath(path, abs))
+		snprintf(abs, sizeof abs, "%s", path);
 	const char *slash = strrchr(abs, '/');
 	const char *file = slash ? slash + 1 : abs;
-	if (!slash)
-		snprintf(dir, sizeof dir, ".");
-	else if (slash == abs)
-		snprintf(dir, sizeof dir, "/");
-	else
-		snprintf(dir, sizeof dir, "%.*s", (int)(slash - abs), abs);
+	int n = !slash ? snprintf(g->dir, sizeof g->dir, ".")
+		: slash == abs ? snprintf(g->dir, sizeof g->dir, "/")
+		: snprintf(g->dir, sizeof g->dir, "%.*s", (int)(slash - abs), abs);
+	return n > 0 && (size_t)n < sizeof g->dir && snprintf(g->file, sizeof g->file, "%s", file) < (int)sizeof g->file;
+}
 
+/* The commit HEAD of the work tree holding dir (40 or 64 hex digits, or ""
+ * if none) and whether any of the nfiles names in dir differs from it: 1,
+ * 0, or -1 when unknown.  An untracked or ignored file counts as different:
+ * the commit does not hold what ran.  Two git processes, however many files
+ * (the .net files a run reads mostly share a directory). */
+static void git_info(const char *dir, const char **files, int nfiles, char *commit, size_t clen, int *dirty)
+{
+	char out[256];
+	commit[0] = 0;
+	*dirty = -1;
 	const char *head[] = { "git", "-C", dir, "rev-parse", "--verify", "-q", "HEAD", NULL };
 	if (run_git(head, out, sizeof out) != 0)
 		return;
@@ -327,9 +337,61 @@ static void git_info(const char *net_path, char *commit, size_t clen, int *dirty
 		return;
 	memcpy(commit, out, n);
 	commit[n] = 0;
-	const char *status[] = { "git", "-C", dir, "status", "--porcelain", "--ignored", "--", file, NULL };
+	const char **status = calloc((size_t)nfiles + 8, sizeof *status);
+	if (!status)
+		return;
+	const char *args[] = { "git", "-C", dir, "status", "--porcelain", "--ignored", "--" };
+	memcpy(status, args, sizeof args);
+	memcpy(status + 7, files, (size_t)nfiles * sizeof *files);
 	if (run_git(status, out, sizeof out) == 0)
 		*dirty = out[0] != 0;
+	free(status);
+}
+
+/* The main .net file's commit, and whether it or a file it imports differs
+ * from the commit of the work tree holding that file (1, 0, -1 unknown):
+ * each directory asked once, for all its files. */
+static void git_state(const struct plan *p, char *commit, size_t clen, int *dirty)
+{
+	commit[0] = 0;
+	*dirty = -1;
+	int max = 1;
+	for (const struct source *src = p->sources; src; src = src->next)
+		max++;
+	struct git_path *g = calloc((size_t)max, sizeof *g);
+	bool *ok = calloc((size_t)max, 2 * sizeof *ok), *asked = ok ? ok + max : NULL;
+	const char **files = calloc((size_t)max, sizeof *files);
+	int n = 0;
+	if (g && ok && files) {
+		ok[n] = split_path(p->path, &g[n]);
+		n++;
+		for (const struct source *src = p->sources; src; src = src->next)
+			if (src->path && strcmp(src->path, "--set") != 0 && strcmp(src->path, p->path) != 0) {
+				ok[n] = split_path(src->path, &g[n]);
+				n++;
+			}
+	}
+	for (int i = 0; i < n && (i == 0 || *dirty == 0); i++) {
+		if (asked[i] || !ok[i])
+			continue;
+		int nf = 0;
+		for (int j = i; j < n; j++)
+			if (!asked[j] && ok[j] && strcmp(g[i].dir, g[j].dir) == 0) {
+				asked[j] = true;
+				files[nf++] = g[j].file;
+			}
+		char c2[80];
+		int d2;
+		if (i == 0) {
+			git_info(g[i].dir, files, nf, commit, clen, dirty);
+		} else {
+			git_info(g[i].dir, files, nf, c2, sizeof c2, &d2);
+			*dirty = d2 == 1 ? 1 : *dirty;
+		}
+	}
+	free(g);
+	free(ok);
+	free(files);
 }
 
 /* ---- files ----------------------------------------------------------- */
@@ -379,17 +441,9 @@ static int write_run(struct rundir *r, const struct plan *p, const char *version
 	host[sizeof host - 1] = 0;
 	int dirty = -1;
 	commit[0] = 0;
-	if (p->path)
-		git_info(p->path, commit, sizeof commit, &dirty);
 	/* the files it imports count too, each in the repository that holds it */
-	for (const struct source *src = p->sources; src && dirty == 0; src = src->next) {
-		char c2[80];
-		int d2 = -1;
-		if (src->path && strcmp(src->path, "--set") != 0 && strcmp(src->path, p->path) != 0) {
-			git_info(src->path, c2, sizeof c2, &d2);
-			dirty = d2 == 1 ? 1 : dirty;
-		}
-	}
+	if (p->path)
+		git_state(p, commit, sizeof commit, &dirty);
 
 	FILE *f = open_in(r, "run.json", "w", file, sizeof file);
 	if (!f)

@@ -1,5 +1,5 @@
-# The run directory: run.json's git state covers the files a .net imports
-# (an edited import made a run look clean), and metrics.jsonl has a line
+# The run directory: run.json's git state covers the files a .net imports,
+# in its directory or another (an edited import made a run look clean), and metrics.jsonl has a line
 # per logged step, per epoch (the average loss) and per evaluation, each
 # with its step and epoch; model.net writes floats as they were written
 # (0.01, not 0.01000000000000000021) and reruns the same plan.
@@ -24,6 +24,18 @@ dirty import-edited true
 git -C "$repo" checkout -q sub.net
 printf '# edited\n' >> "$repo/main.net"
 dirty main-edited true
+git -C "$repo" checkout -q main.net
+# an import in another directory of the work tree is asked about too (git
+# is asked once per directory, for all the files there)
+mkdir "$repo/lib"
+git -C "$repo" mv sub.net lib/sub.net
+sed -i 's|import "sub.net"|import "lib/sub.net"|' "$repo/main.net"
+git -C "$repo" -c user.name=t -c user.email=t@example.com commit -qam lib || { echo "git failed"; exit 1; }
+dirty lib-clean false
+sed -i 's/net2 = linear(10, 5)/net2 = linear(10, 5, bias=false)/' "$repo/lib/sub.net"
+dirty lib-edited true
+git -C "$repo" checkout -q lib/sub.net
+dirty lib-restored false
 "$TRAINC" "$repo/main.net" --set "train.optimizer=sgd(lr=0.01, momentum=0.9)" --run-dir "$tmp/floats" > "$tmp/floats.log" 2>&1 ||
 	fail "run floats: $(cat "$tmp/floats.log")"
 

@@ -39,6 +39,24 @@ static bool plan_fits(struct diag *d, const struct plan *p, int64_t per_rank)
 	return false;
 }
 
+int64_t compile_rank_batch(const struct plan_train *t, int world, int64_t *micro)
+{
+	if (!t->global_batch) {
+		*micro = t->batch;
+		return t->batch;
+	}
+	/* rounded up: a training run's split is even (compile_file refuses
+	 * others), so this is its share.  train.steps = 0 splits nothing and
+	 * may run at a rank count that does not divide global_batch; its plan
+	 * is made for the largest share a rank would take were the samples
+	 * dealt out, as DistributedSampler pads every rank to ceil(n / world):
+	 * never 0 where global_batch is below the rank count, and never less
+	 * memory than any rank's share */
+	int64_t share = (t->global_batch + world - 1) / world;
+	*micro = t->micro_batch && t->micro_batch < share ? t->micro_batch : share;
+	return share;
+}
+
 /* The layer whose output the loss reads: the last, past device transfers. */
 static const struct node *last_layer(const struct plan *p)
 {
@@ -59,8 +77,8 @@ static int64_t run_steps(const struct plan *p)
 	if (p->train_data.kind != DATA_SYNTHETIC)
 		return 0;
 	/* as DistributedSampler pads, every rank takes ceil(n / world) */
-	int64_t n = (p->train_data.samples + p->world - 1) / p->world;
-	int64_t b = t->global_batch ? t->global_batch / p->world : t->batch;
+	int64_t n = (p->train_data.samples + p->world - 1) / p->world, micro;
+	int64_t b = compile_rank_batch(t, p->world, &micro);
 	int64_t per_epoch = t->drop_last ? n / b : (n + b - 1) / b;
 	return per_epoch * t->epochs;
 }
@@ -146,9 +164,12 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 	if (!ok || d->errors > before)
 		return NULL;
 	const struct plan_train *t = &p->train;
-	if (t->global_batch && !o->world_unknown) {
-		int64_t share = t->global_batch / p->world, micro = t->micro_batch ? t->micro_batch : share;
-		if (t->global_batch % p->world != 0 || share % micro != 0) {
+	int64_t per_rank, share = compile_rank_batch(t, p->world, &per_rank);
+	/* train.steps = 0 splits no training batch: only a training run needs
+	 * whole shares and micro-batches */
+	bool splits = !o->world_unknown && !t->eval_only;
+	if (t->global_batch && splits) {
+		if (t->global_batch % p->world != 0 || share % (t->micro_batch ? t->micro_batch : share) != 0) {
 			struct loc nowhere = { 0 };
 			if (t->micro_batch)
 				diag_error(d, s.train ? s.train->kind_loc : nowhere,
@@ -161,14 +182,13 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 			return NULL;
 		}
 	}
-	int64_t m = p->parallel.microbatches, per_rank = t->global_batch ? (t->micro_batch ? t->micro_batch : t->global_batch / p->world)
-											: t->batch;
+	int64_t m = p->parallel.microbatches;
 	if (m > 64) {
 		struct loc nowhere = { 0 };
 		diag_error(d, s.parallel ? s.parallel->kind_loc : nowhere, "microbatches = %lld: at most 64 micro-batches", (long long)m);
 		return NULL;
 	}
-	if (m > 1 && per_rank % m != 0 && !o->world_unknown) {
+	if (m > 1 && per_rank % m != 0 && splits) {
 		struct loc nowhere = { 0 };
 		diag_error(d, s.parallel ? s.parallel->kind_loc : nowhere,
 			   "microbatches = %lld does not divide the %s of %lld per rank; choose a divisor", (long long)m,

@@ -26,4 +26,11 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
  * unreadable is an error at its data statement, naming where the reader
  * looks.  False when one is. */
 bool compile_check_data(struct diag *d, const struct plan *p);
+/* The samples one of world ranks takes per optimizer step (batch, or its
+ * share of global_batch), and into *micro those of one forward and
+ * backward (micro_batch, or the whole share).  A training run's
+ * global_batch splits evenly (compile_file refuses it otherwise), so the
+ * step is share / micro micro-batches; under train.steps = 0 the share may
+ * be rounded up (see compile.c). */
+int64_t compile_rank_batch(const struct plan_train *t, int world, int64_t *micro);
 #endif

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/compile.h"
 #include "compiler/compile_impl.h"
 #include "compiler/conv_chunk.h"
 #include "compiler/emb_sort.h"
@@ -445,16 +446,10 @@ bool memplan_build(struct arena *a, struct diag *d, struct plan *p)
 {
 	(void)d;
 	int64_t world = p->world > 0 ? p->world : 1;
-	int64_t batch = p->train.batch;
-	if (p->train.global_batch) {
-		batch = p->train.micro_batch ? p->train.micro_batch : p->train.global_batch / world;
-		if (batch < 1)
-			batch = 1;
-	}
+	int64_t batch, share = compile_rank_batch(&p->train, (int)world, &batch);
 	/* backward passes a step: global_batch's micro-batches, each in
 	 * microbatches pipeline chunks (runtime/train.c's train_batches) */
-	int64_t share = p->train.global_batch / world;
-	int64_t backwards = p->train.global_batch ? share / batch : 1;
+	int64_t backwards = (share + batch - 1) / batch;
 	if (p->parallel.microbatches > 1) {
 		batch = (batch + p->parallel.microbatches - 1) / p->parallel.microbatches;
 		backwards *= p->parallel.microbatches;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/compile.h"
 #include "compiler/ops.h"
 
 const char *print_count(int64_t v, char *buf, int n)
@@ -214,9 +215,9 @@ static void workspace(FILE *out, const struct plan *p, int d)
 
 static void memory(FILE *out, const struct plan *p)
 {
-	int64_t batch = p->train.global_batch ? p->train.global_batch / p->world : p->train.batch;
+	int64_t micro, batch = compile_rank_batch(&p->train, p->world, &micro);
 	fprintf(out, "\nMemory per rank (MiB): %s, %d rank%s, batch %" PRId64 " per rank", mode_name(p), p->world, p->world == 1 ? "" : "s",
-		batch < 1 ? 1 : batch);
+		batch);
 	if (p->test_data.kind != DATA_NONE)
 		fprintf(out, ", test batch %" PRId64, p->train.test_batch);
 	fprintf(out, "\n");

@@ -13,6 +13,7 @@
  */
 #include "runtime/train.h"
 
+#include "compiler/compile.h"
 #include "compiler/ops.h"
 #include "compiler/print.h"
 
@@ -537,14 +538,10 @@ int train_batches(const struct plan *p, int world, int rank, int64_t train_n, in
 		  size_t errlen)
 {
 	const struct plan_train *tr = &p->train;
-	if (tr->global_batch) {
-		int64_t share = tr->global_batch / world;
-		b->micro = tr->micro_batch ? tr->micro_batch : share;
-		b->accum = (int)(share / b->micro);
-	} else {
-		b->micro = tr->batch;
-		b->accum = 1;
-	}
+	/* a training run's share is whole micro-batches; an evaluation's
+	 * uneven one (train.steps = 0) counts its last, short one too */
+	int64_t share = compile_rank_batch(tr, world, &b->micro);
+	b->accum = (int)((share + b->micro - 1) / b->micro);
 	b->chunks = p->parallel.microbatches > 1 ? (int)p->parallel.microbatches : 1;
 	/* in the dataset's order: the sizes are any order's, and nothing is allocated */
 	struct sampler s;
@@ -630,9 +627,11 @@ int train_agree_plan(struct store_client *st, const struct plan *p, int rank, in
 int train_resume_world(const struct plan *p, const char *resume, const char *flag, const struct ckpt_state *at, int world,
 		       int64_t micro, char *err, size_t errlen)
 {
-	/* the data order is the same at any world size only for a global batch */
+	/* the data order is the same at any world size only for a global
+	 * batch; train.steps = 0 reads no training batch, in any order */
 	int64_t samples = at->batch * at->micro * at->world;
-	if (at->world != world && (!p->train.global_batch || (micro > 0 && samples % (micro * world) != 0)))
+	if (at->world != world && !p->train.eval_only &&
+	    (!p->train.global_batch || (micro > 0 && samples % (micro * world) != 0)))
 		return util_fail(err, errlen,
 				 "%s was made by %d rank%s, this run has %d; with a per-rank batch the data order depends on the "
 				 "rank count, so resume with %s %d, use global_batch, or start from its weights with --init",
@@ -645,6 +644,16 @@ int train_resume_at(const struct plan *p, const char *resume, const char *flag, 
 {
 	if (train_resume_world(p, resume, flag, at, world, micro, err, errlen) != 0)
 		return -1;
+	if (p->train.eval_only && at->world != world) {
+		/* no batch of this run's is read, and the checkpoint's batches
+		 * need not map onto its: the position stays the checkpoint's,
+		 * where it names the evaluation's step and epoch (an epoch's
+		 * end is its last batch there, so that epoch is named) */
+		if (rank == 0)
+			printf("Resumed from %s at step %lld (epoch %lld, batch %lld of its %d rank%s)\n", resume, (long long)at->step,
+			       (long long)at->epoch, (long long)at->batch, at->world, at->world == 1 ? "" : "s");
+		return 0;
+	}
 	int64_t saved = at->batch;
 	if (at->world != world)
 		at->batch = at->batch * at->micro * at->world / (micro * world);

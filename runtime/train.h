@@ -120,11 +120,14 @@ int train_check_test_samples(const char *path, int64_t n, char *err, size_t errl
 struct store_client;
 int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen);
 /* Whether a checkpoint made at at->world ranks may resume at world (with a
- * per-rank batch of micro; 0: not known yet, only the rule checked). */
+ * per-rank batch of micro; 0: not known yet, only the rule checked); at
+ * any rank count under train.steps = 0, which reads no training batch. */
 int train_resume_world(const struct plan *p, const char *resume, const char *flag, const struct ckpt_state *at, int world,
 		       int64_t micro, char *err, size_t errlen);
 /* Where a loaded checkpoint resumes at this world size and batch (flag is
- * --cpus or --gpus, for the message); prints the position on rank 0. */
+ * --cpus or --gpus, for the message); prints the position on rank 0.
+ * Under train.steps = 0 at another rank count the checkpoint's position
+ * is kept as it is, to name the evaluation's step and epoch. */
 int train_resume_at(const struct plan *p, const char *resume, const char *flag, struct ckpt_state *at, int world, int64_t micro,
 		    int64_t num_batches, int rank, char *err, size_t errlen);
 /* What a trainer's setup returns where it refuses what the user gave (the

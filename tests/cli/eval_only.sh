@@ -7,7 +7,11 @@
 # statistics), at 1 rank and at 2 (DDP); FSDP sharded over 2 ranks
 # evaluates them as 1 rank does.  --save DIR is refused (no checkpoint to
 # write), a training batch of 1 is no reason to refuse, and a resumed
-# checkpoint is evaluated too.
+# checkpoint is evaluated too.  No training batch is split or read, so a
+# global_batch (or its micro_batch) that does not split over the ranks is
+# evaluated as 1 rank evaluates it, and a checkpoint of a per-rank batch is
+# evaluated at another rank count as its run's last evaluation was; both
+# stay refused for training.
 . "$(dirname "$0")/preamble.inc"
 net=tests/cli/nets/bn1d_mlp.net
 
@@ -20,6 +24,22 @@ i64() {
 # evalline DIR: the last evaluation's loss and accuracy in DIR/metrics.jsonl
 evalline() {
 	grep '"kind": "eval"' "$1/metrics.jsonl" | tail -n 1 | sed 's/.*\("loss": .*\)}$/\1/'
+}
+# lossof DIR: the last evaluation's loss in DIR/metrics.jsonl
+lossof() { evalline "$1" | sed 's/"loss": \([^,]*\),.*/\1/'; }
+# near NAME A B: the runs in $tmp/A and $tmp/B evaluate to the same loss
+# within 1e-12 relative (the ranks' sums add up in another order)
+near() {
+	awk -v a="$(lossof "$tmp/$2")" -v b="$(lossof "$tmp/$3")" 'BEGIN { d = a - b; exit !(a != "" && d * d <= 1e-24 * b * b) }' ||
+		fail "$1 evaluates to $(evalline "$tmp/$2"), expected $(evalline "$tmp/$3")"
+}
+# refused NAME MESSAGE ARGS...: a command that exits 2 saying MESSAGE
+refused() {
+	name=$1 msg=$2
+	shift 2
+	"$TRAINC" "$@" > "$tmp/out" 2>&1
+	rc=$?
+	[ $rc -eq 2 ] && grep -qF "$msg" "$tmp/out" || { fail "$name: exit $rc, expected 2 and \"$msg\":"; sed 's/^/    /' "$tmp/out"; }
 }
 run() { # NAME ARGS...: a run that must succeed
 	name=$1
@@ -52,10 +72,28 @@ done
 { cat $net; printf 'parallel fsdp { wrap = size(min_params=50) }\n'; } > "$tmp/fsdp.net"
 run fsdp "$tmp/fsdp.net" --cpus 2 --threads 1 --set train.steps=0 --init "$tmp/w2.safetensors" --save "$tmp/f.safetensors"
 run one "$net" --threads 1 --set train.steps=0 --init "$tmp/w2.safetensors"
-awk -v a="$(evalline "$tmp/fsdp" | sed 's/"loss": \([^,]*\),.*/\1/')" -v b="$(evalline "$tmp/one" | sed 's/"loss": \([^,]*\),.*/\1/')" \
-	'BEGIN { d = a - b; exit !(a != "" && d * d <= 1e-24 * b * b) }' ||
-	fail "FSDP over 2 ranks evaluates to $(evalline "$tmp/fsdp"), 1 rank to $(evalline "$tmp/one")"
+near "FSDP over 2 ranks" fsdp one
 same "FSDP" "$tmp/w2.safetensors" "$tmp/f.safetensors"
+
+# a global_batch of 10 over 3 ranks, or in micro-batches of 4 over 2: a
+# training run is refused, an evaluation is planned for a share of
+# ceil(10 / ranks) and evaluates as 1 rank does; check and print agree
+sed 's/; batch = 8;/; global_batch = 10;/' $net > "$tmp/gb.net"
+sed 's/; batch = 8;/; global_batch = 10; micro_batch = 4;/' $net > "$tmp/gbm.net"
+refused "global_batch 10 over 3 ranks, training" "global_batch 10 does not split evenly over 3 ranks" \
+	"$tmp/gb.net" --cpus 3 --threads 1 --set train.steps=1 --run-dir "$tmp/gbno"
+refused "micro_batch 4 over 2 ranks, training" "global_batch 10 does not split into 2 ranks of whole micro-batches of 4" \
+	check "$tmp/gbm.net" --cpus 2 --set train.steps=1
+run gb1 "$tmp/gb.net" --threads 1 --set train.steps=0 --init "$tmp/w2.safetensors"
+run gb3 "$tmp/gb.net" --cpus 3 --threads 1 --set train.steps=0 --init "$tmp/w2.safetensors" --save "$tmp/g.safetensors"
+run gbm2 "$tmp/gbm.net" --cpus 2 --threads 1 --set train.steps=0 --init "$tmp/w2.safetensors"
+near "global_batch 10 over 3 ranks" gb3 gb1
+near "global_batch 10 in micro-batches of 4 over 2 ranks" gbm2 gb1
+near "global_batch 10 at 1 rank" gb1 one
+same "global_batch 10 over 3 ranks" "$tmp/w2.safetensors" "$tmp/g.safetensors"
+"$TRAINC" check "$tmp/gb.net" --cpus 3 --set train.steps=0 > "$tmp/out" 2>&1 || { fail "check at 3 ranks:"; sed 's/^/    /' "$tmp/out"; }
+"$TRAINC" print "$tmp/gb.net" --cpus 3 --set train.steps=0 > "$tmp/out" 2>&1
+grep -q "3 ranks, batch 4 per rank" "$tmp/out" || { fail "print at 3 ranks:"; sed 's/^/    /' "$tmp/out"; }
 
 # the initial weights, and a training batch of 1 (refused for training)
 run init $net --threads 1 --set train.steps=0 --set train.batch=1 --save "$tmp/i.safetensors"
@@ -76,6 +114,24 @@ run ck5 $net --threads 1 --set train.steps=5 --save "$tmp/ck5"
 run resumed5 $net --threads 1 --set train.steps=0 --resume "$tmp/ck5"
 [ "$(evalfull "$tmp/resumed5")" = "$(evalfull "$tmp/ck5")" ] ||
 	fail "resumed at an epoch's end: $(evalfull "$tmp/resumed5"), the checkpointed run's $(evalfull "$tmp/ck5")"
+
+# a checkpoint of a per-rank batch made at 2 ranks, at an epoch's end (3
+# batches of 8 of a rank's 20 samples) and in the next epoch: training on
+# at 1 rank is refused, evaluating at 1 and 3 ranks gives its run's last
+# evaluation (DDP's, with rank 0's running statistics), its step and epoch
+for s in 3 4; do
+	run ckr$s $net --cpus 2 --threads 1 --set train.steps=$s --save "$tmp/ckr$s"
+	for n in 1 3; do
+		run ckr$s.$n $net --cpus $n --threads 1 --set train.steps=0 --resume "$tmp/ckr$s"
+		near "a checkpoint of 2 ranks after $s steps, at $n rank(s)" ckr$s.$n ckr$s
+		[ "$(evalfull "$tmp/ckr$s.$n" | sed 's/"loss": [^,]*, //')" = "$(evalfull "$tmp/ckr$s" | sed 's/"loss": [^,]*, //')" ] ||
+			fail "a checkpoint of 2 ranks after $s steps, at $n rank(s): $(evalfull "$tmp/ckr$s.$n"), its run's $(evalfull "$tmp/ckr$s")"
+		grep -q "^Resumed from $tmp/ckr$s at step $s (epoch [12], batch [0-9]* of its 2 ranks)$" "$tmp/ckr$s.$n.out" ||
+			{ fail "a checkpoint of 2 ranks after $s steps, at $n rank(s): no line naming its position:"; sed 's/^/    /' "$tmp/ckr$s.$n.out"; }
+	done
+done
+refused "a checkpoint of 2 ranks, training on at 1" "was made by 2 ranks, this run has 1; with a per-rank batch the data order depends on the rank count" \
+	$net --threads 1 --set train.steps=5 --resume "$tmp/ckr3" --run-dir "$tmp/ckrno"
 
 # no checkpoint to write
 "$TRAINC" $net --set train.steps=0 --save "$tmp/dir" --run-dir "$tmp/nodir" > "$tmp/out" 2>&1

@@ -33,23 +33,32 @@ for o in forward reverse shuffle; do
 		{ fail "kemu's own checks in $o order:"; grep -v '^ok' "$tmp/check-$o.log" | head -20; }
 done
 
-# ops ORDER SEED TAG NETS...: every op of NETS in that order
+# ops N ORDER SEED TAG NETS...: every op of NETS in that order, in the
+# background (each run is one thread and takes a minute or more: they share
+# the machine's cores); ops_report N says how run N went, after wait
 ops() {
-	o=$1 seed=$2 tag=$3
-	shift 3
-	TRAINC_KEMU_ORDER=$o TRAINC_KEMU_SEED=$seed TRAINC_FAKE_GPUS=3 build/tests/gpu_ops_kemu "$@" > "$tmp/ops-$tag.log" 2>&1 &&
-		echo "ok every op, $tag: $(tail -n 1 "$tmp/ops-$tag.log")" ||
-		{ fail "ops, $tag:"; grep -v '^ok' "$tmp/ops-$tag.log" | head -20; }
+	n=$1 o=$2 seed=$3
+	printf '%s\n' "$4" > "$tmp/ops-$n.tag"
+	shift 4
+	{ TRAINC_KEMU_ORDER=$o TRAINC_KEMU_SEED=$seed TRAINC_FAKE_GPUS=3 build/tests/gpu_ops_kemu "$@" > "$tmp/ops-$n.log" 2>&1
+	  echo $? > "$tmp/ops-$n.rc"; } &
 }
-ops reverse 1 "threads and blocks in reverse order" models/*.net tests/cli/nets/*.net
-ops shuffle 1 "threads and blocks shuffled (seed 1)" models/*.net tests/cli/nets/*.net
+ops_report() {
+	tag=$(cat "$tmp/ops-$1.tag")
+	[ "$(cat "$tmp/ops-$1.rc" 2> /dev/null)" = 0 ] &&
+		echo "ok every op, $tag: $(tail -n 1 "$tmp/ops-$1.log")" ||
+		{ fail "ops, $tag:"; grep -v '^ok' "$tmp/ops-$1.log" | head -20; }
+}
+ops 1 reverse 1 "threads and blocks in reverse order" models/*.net tests/cli/nets/*.net
+ops 2 shuffle 1 "threads and blocks shuffled (seed 1)" models/*.net tests/cli/nets/*.net
 small=
 for f in models/*.net tests/cli/nets/*.net; do
 	case $f in *mlp_50m.net) ;; *) small="$small $f" ;; esac
 done
 # shellcheck disable=SC2086
-ops shuffle 2 "threads and blocks shuffled (seed 2)" $small
-
+ops 3 shuffle 2 "threads and blocks shuffled (seed 2)" $small
+wait
+for n in 1 2 3; do ops_report $n; done
 # run TAG ORDER ARGS...: trainc over the kernel files in that order (or --cpus in ARGS)
 run() {
 	run_tag=$1 run_order=$2

@@ -359,25 +359,25 @@ static void git_state(const struct plan *p, char *commit, size_t clen, int *dirt
 	for (const struct source *src = p->sources; src; src = src->next)
 		max++;
 	struct git_path *g = calloc((size_t)max, sizeof *g);
-	bool *ok = calloc((size_t)max, 2 * sizeof *ok), *asked = ok ? ok + max : NULL;
+	bool *pending = calloc((size_t)max, sizeof *pending); /* split, and its directory not asked yet */
 	const char **files = calloc((size_t)max, sizeof *files);
 	int n = 0;
-	if (g && ok && files) {
-		ok[n] = split_path(p->path, &g[n]);
+	if (g && pending && files) {
+		pending[n] = split_path(p->path, &g[n]);
 		n++;
 		for (const struct source *src = p->sources; src; src = src->next)
 			if (src->path && strcmp(src->path, "--set") != 0 && strcmp(src->path, p->path) != 0) {
-				ok[n] = split_path(src->path, &g[n]);
+				pending[n] = split_path(src->path, &g[n]);
 				n++;
 			}
 	}
 	for (int i = 0; i < n && (i == 0 || *dirty == 0); i++) {
-		if (asked[i] || !ok[i])
+		if (!pending[i])
 			continue;
 		int nf = 0;
 		for (int j = i; j < n; j++)
-			if (!asked[j] && ok[j] && strcmp(g[i].dir, g[j].dir) == 0) {
-				asked[j] = true;
+			if (pending[j] && strcmp(g[i].dir, g[j].dir) == 0) {
+				pending[j] = false;
 				files[nf++] = g[j].file;
 			}
 		char c2[80];
@@ -390,7 +390,7 @@ static void git_state(const struct plan *p, char *commit, size_t clen, int *dirt
 		}
 	}
 	free(g);
-	free(ok);
+	free(pending);
 	free(files);
 }
 

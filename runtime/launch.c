@@ -10,15 +10,20 @@
  */
 #include "runtime/launch.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -57,7 +62,7 @@ struct worker {
 };
 
 static int sig_pipe[2] = { -1, -1 };
-static bool int_ignored, term_ignored; /* SIGINT, SIGTERM ignored when the job started */
+static bool int_ignored, term_ignored, hup_ignored; /* SIGINT, SIGTERM, SIGHUP ignored when the job started */
 /* on a terminal rank 0's stdout passes through as it comes, so that its
  * progress bar redraws in place (the other ranks' lines stay prefixed) */
 static bool relay_raw;
@@ -187,14 +192,14 @@ static ssize_t heed(struct worker *w, double t)
 /* The job's last word, from the failed rank's note: as it is, or for a
  * keyed one, rank 0's when every rank gave that key (they agree), else the
  * lowest such rank's, naming the ranks that gave it. */
-static void say_note(const struct worker *ws, int n, int failed)
+static void say_note(const struct worker *ws, int n, int base, int failed)
 {
 	const char *key = ws[failed].key;
-	bool *in = calloc((size_t)n, sizeof *in);
+	bool *in = calloc((size_t)(base + n), sizeof *in);
 	int who = failed, count = 0;
 	for (int r = n - 1; key[0] && in && r >= 0; r--)
 		if (ws[r].note_len && !strcmp(ws[r].key, key)) {
-			in[r] = true;
+			in[base + r] = true;
 			who = r;
 			count++;
 		}
@@ -207,9 +212,9 @@ static void say_note(const struct worker *ws, int n, int failed)
 	if (!key[0] || !in || count == n)
 		fprintf(stderr, "%.*s\n", len, text);
 	else if (len >= (int)k && !strncmp(text, lead, k))
-		fprintf(stderr, "%s%s: %.*s\n", lead, util_ranks(in, n, ranks, sizeof ranks), len - (int)k, text + k);
+		fprintf(stderr, "%s%s: %.*s\n", lead, util_ranks(in, base + n, ranks, sizeof ranks), len - (int)k, text + k);
 	else
-		fprintf(stderr, "%s: %.*s\n", util_ranks(in, n, ranks, sizeof ranks), len, text);
+		fprintf(stderr, "%s: %.*s\n", util_ranks(in, base + n, ranks, sizeof ranks), len, text);
 	free(in);
 }
 
@@ -266,23 +271,35 @@ static void setting(char **env, size_t *k, char *own, size_t cap, size_t *at, co
 	*at += (size_t)w + 1;
 }
 
+/* Where a worker stands in the job: what its environment tells it. */
+struct place {
+	int rank, local, world, nlocal, node; /* global rank, rank on this node, ranks in all, on this node */
+	int store_fd;                         /* the inherited store socket, or -1: TCP to the master */
+	const char *master_addr;              /* NULL: a job on this machine alone */
+	int master_port;
+	long job_pid;
+	const char *run_dir;
+};
+
 /* A worker's environment: the launcher's, less the variables it sets,
- * then those (rank, world, the store and beat descriptors, the run
- * directory), built before fork: a child of a process with threads may
- * call only async-signal-safe functions until it execs, and setenv
- * allocates (a child forked while another thread held the allocator's
- * lock waited for it forever).  The strings set here live in *own, one
- * block.  NULL if out of memory; else free the array and *own. */
-static char **worker_env(int rank, int world, int store_fd, int beat_fd, const char *run_dir, char **own)
+ * then those (ranks, the store, the beat descriptor, the run directory),
+ * built before fork: a child of a process with threads may call only
+ * async-signal-safe functions until it execs, and setenv allocates (a
+ * child forked while another thread held the allocator's lock waited for
+ * it forever).  The strings set here live in *own, one block.  NULL if out
+ * of memory; else free the array and *own. */
+static char **worker_env(const struct place *pl, int beat_fd, char **own)
 {
-	static const char *const ours[] = { "TRAINC_TTY",     "RANK",	       "LOCAL_RANK",     "WORLD_SIZE",	  "LOCAL_WORLD_SIZE",
-					    "TRAINC_STORE_FD", "TRAINC_BEAT_FD", "TRAINC_WORKER", "TRAINC_RUN_DIR" };
+	static const char *const ours[] = { "TRAINC_TTY",     "RANK",	       "LOCAL_RANK",	  "WORLD_SIZE",	    "LOCAL_WORLD_SIZE",
+					    "GROUP_RANK",     "MASTER_ADDR",   "MASTER_PORT",	  "TRAINC_STORE_FD", "TRAINC_BEAT_FD",
+					    "TRAINC_WORKER",  "TRAINC_JOB_PID", "TRAINC_RUN_DIR" };
 	enum { NOURS = sizeof ours / sizeof ours[0] };
 	size_t n = 0;
 	while (environ[n])
 		n++;
-	/* room for every NAME=VALUE below: 40 bytes each, and the path */
-	size_t cap = NOURS * 40 + (run_dir ? strlen(run_dir) : 0), at = 0, k = 0;
+	/* room for every NAME=VALUE below: 40 bytes each, the path and the address */
+	size_t cap = NOURS * 40 + (pl->run_dir ? strlen(pl->run_dir) : 0) + (pl->master_addr ? strlen(pl->master_addr) : 0);
+	size_t at = 0, k = 0;
 	char **env = calloc(n + NOURS + 1, sizeof *env);
 	*own = malloc(cap);
 	if (!env || !*own) {
@@ -299,34 +316,49 @@ static char **worker_env(int rank, int world, int store_fd, int beat_fd, const c
 		if (!set_here)
 			env[k++] = environ[i];
 	}
-	if (rank == 0 && relay_raw) /* its stdout reaches the terminal as written */
+	if (pl->rank == 0 && relay_raw) /* its stdout reaches the terminal as written */
 		setting(env, &k, *own, cap, &at, "TRAINC_TTY=1");
-	setting(env, &k, *own, cap, &at, "RANK=%d", rank);
-	setting(env, &k, *own, cap, &at, "LOCAL_RANK=%d", rank);
-	setting(env, &k, *own, cap, &at, "WORLD_SIZE=%d", world);
-	setting(env, &k, *own, cap, &at, "LOCAL_WORLD_SIZE=%d", world);
-	setting(env, &k, *own, cap, &at, "TRAINC_STORE_FD=%d", store_fd);
+	setting(env, &k, *own, cap, &at, "RANK=%d", pl->rank);
+	setting(env, &k, *own, cap, &at, "LOCAL_RANK=%d", pl->local);
+	setting(env, &k, *own, cap, &at, "WORLD_SIZE=%d", pl->world);
+	setting(env, &k, *own, cap, &at, "LOCAL_WORLD_SIZE=%d", pl->nlocal);
+	setting(env, &k, *own, cap, &at, "GROUP_RANK=%d", pl->node);
+	if (pl->master_addr) {
+		setting(env, &k, *own, cap, &at, "MASTER_ADDR=%s", pl->master_addr);
+		setting(env, &k, *own, cap, &at, "MASTER_PORT=%d", pl->master_port);
+	}
+	if (pl->store_fd >= 0) /* else the store is node 0's, at MASTER_ADDR:MASTER_PORT */
+		setting(env, &k, *own, cap, &at, "TRAINC_STORE_FD=%d", pl->store_fd);
 	setting(env, &k, *own, cap, &at, "TRAINC_BEAT_FD=%d", beat_fd);
 	setting(env, &k, *own, cap, &at, "TRAINC_WORKER=1");
-	if (run_dir)
-		setting(env, &k, *own, cap, &at, "TRAINC_RUN_DIR=%s", run_dir);
+	setting(env, &k, *own, cap, &at, "TRAINC_JOB_PID=%ld", pl->job_pid);
+	if (pl->run_dir)
+		setting(env, &k, *own, cap, &at, "TRAINC_RUN_DIR=%s", pl->run_dir);
 	env[k] = NULL;
 	return env;
 }
 
-static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], int beat[2], const char *run_dir, char **argv)
+static pid_t spawn(const struct place *pl, int out[2], int err[2], int beat[2], char **argv)
 {
 	char *own;
-	char **env = worker_env(rank, world, store_fd, beat[1], run_dir, &own);
+	char **env = worker_env(pl, beat[1], &own);
 	if (!env) {
 		errno = ENOMEM;
 		return -1;
 	}
 	char fail[96];
-	int nfail = snprintf(fail, sizeof fail, "trainc: cannot start worker %d: /proc/self/exe could not be run\n", rank);
+	int nfail = snprintf(fail, sizeof fail, "trainc: cannot start worker %d: /proc/self/exe could not be run\n", pl->rank);
 	pid_t parent = getpid();
+	/* signals wait until the child has dropped the launcher's handlers: one
+	 * that ran in the child would write to the launcher's signal pipe (a
+	 * SIGTERM from a stop that came as it was forked, read as the
+	 * launcher's own) */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
 	pid_t pid = fork();
 	if (pid != 0) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		free(env);
 		free(own);
 		return pid;
@@ -347,7 +379,11 @@ static pid_t spawn(int rank, int world, int store_fd, int out[2], int err[2], in
 		signal(SIGINT, SIG_DFL);
 	if (!term_ignored)
 		signal(SIGTERM, SIG_DFL);
+	if (!hup_ignored)
+		signal(SIGHUP, SIG_DFL);
+	signal(SIGCHLD, SIG_DFL);
 	signal(SIGPIPE, SIG_DFL);
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	execve("/proc/self/exe", argv, env);
 	ssize_t w = write(STDERR_FILENO, fail, (size_t)nfail < sizeof fail ? (size_t)nfail : sizeof fail - 1);
 	(void)w;
@@ -361,18 +397,234 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* ---- a job of several nodes ---- */
+
+/* One launcher's part in a job that spans nodes.  Keys in the store:
+ * job/conf (node 0's shape of the job, which every node's must equal),
+ * job/node/K (taken by node K's launcher), job/stop ("STATUS\tTEXT": the
+ * first failure, which stops every node), job/done/K (node K's exit
+ * status, which node 0 waits for before it ends). */
+struct nodes {
+	int n, me;
+	struct store_client *c;     /* this launcher's, used from its loop */
+	struct store_client *watch; /* the watcher thread's, blocked in a get of job/stop */
+	char said[1024];            /* what stopped the job, from another node: "STATUS\tTEXT" */
+	atomic_bool heard;          /* said is written */
+	bool stopped;               /* this node set job/stop */
+};
+
+/* Connect to the job's store: node 0 to its own server over a socket
+ * pair, the others over TCP to node 0, waiting up to timeout_s for it. */
+static struct store_client *node_client(struct store_server *st, const struct launch_opts *o, char *err, size_t errlen)
+{
+	if (st) {
+		int sp[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+			util_fail(err, errlen, "socketpair: %s", strerror(errno));
+			return NULL;
+		}
+		store_server_add_client(st, sp[0]);
+		struct store_client *c = store_client_open_fd(sp[1]);
+		if (!c) {
+			close(sp[1]);
+			util_fail(err, errlen, "out of memory");
+		}
+		return c;
+	}
+	struct store_client *c = store_client_connect_tcp(o->master_addr, o->master_port, o->timeout_s < 2 ? o->timeout_s : 2, err, errlen);
+	if (!c && o->timeout_s > 2) {
+		fprintf(stderr, "trainc: node %d: waiting up to %.0f s (parallel.timeout) for node 0's launcher at %s:%d\n", o->node,
+			o->timeout_s, o->master_addr, o->master_port);
+		c = store_client_connect_tcp(o->master_addr, o->master_port, o->timeout_s, err, errlen);
+	}
+	return c;
+}
+
+static void *watch_stop(void *arg)
+{
+	struct nodes *nd = arg;
+	char err[512];
+	for (;;) {
+		size_t len;
+		char *v = store_get(nd->watch, "job/stop", &len, 3600, err, sizeof err);
+		if (v) {
+			snprintf(nd->said, sizeof nd->said, "%s", v);
+			free(v);
+			break;
+		}
+		if (store_client_broken(nd->watch)) {
+			snprintf(nd->said, sizeof nd->said, "1\tlost the connection to node 0's launcher (%s)", err);
+			break;
+		}
+	}
+	atomic_store(&nd->heard, true);
+	unsigned char b = 0; /* a byte no signal has: another node stopped the job */
+	if (write(sig_pipe[1], &b, 1) < 0) {
+		/* the pipe is full: the loop wakes anyway */
+	}
+	return NULL;
+}
+
+/* Join the job's nodes: 0, or with a message in err the exit status: 2
+ * for a node that does not fit the job (another shape, a node rank
+ * taken), 1 where node 0 cannot be reached or served. */
+static int nodes_open(struct nodes *nd, struct store_server *st, const struct launch_opts *o, char *err, size_t errlen)
+{
+	nd->n = o->nnodes, nd->me = o->node;
+	char e[512], conf[128], key[64];
+	if (st && store_server_listen_tcp(st, o->master_addr, o->master_port, e, sizeof e) < 0) {
+		util_fail(err, errlen, "node 0 cannot serve the job's store at --master-addr %s --master-port %d: %s", o->master_addr,
+			  o->master_port, e);
+		return 1;
+	}
+	if (!(nd->c = node_client(st, o, e, sizeof e)) || !(nd->watch = node_client(st, o, e, sizeof e))) {
+		util_fail(err, errlen, "node %d cannot reach the job's store: %s", o->node, e);
+		return 1;
+	}
+	store_client_set_timeout(nd->c, o->timeout_s);
+	snprintf(conf, sizeof conf, "%d nodes of %d rank%s", o->nnodes, o->world, o->world == 1 ? "" : "s");
+	int64_t taken = 0;
+	snprintf(key, sizeof key, "job/node/%d", o->node);
+	if (store_add(nd->c, key, 1, &taken, e, sizeof e) != 0) {
+		util_fail(err, errlen, "node %d: %s", o->node, e);
+		return 1;
+	}
+	if (taken > 1) {
+		util_fail(err, errlen, "node %d: another launcher of this job took --node-rank %d already; give each node its own",
+			  o->node, o->node);
+		return 2;
+	}
+	if (o->node == 0) {
+		char pid[32];
+		snprintf(pid, sizeof pid, "%ld", (long)getpid());
+		if (store_set(nd->c, "job/conf", conf, strlen(conf), e, sizeof e) != 0 ||
+		    store_set(nd->c, "job/pid", pid, strlen(pid), e, sizeof e) != 0) {
+			util_fail(err, errlen, "node 0: %s", e);
+			return 1;
+		}
+	} else {
+		size_t len;
+		char *theirs = store_get(nd->c, "job/conf", &len, o->timeout_s, e, sizeof e);
+		if (!theirs) {
+			util_fail(err, errlen, "node %d: %s", o->node, e);
+			return 1;
+		}
+		bool same = !strcmp(theirs, conf);
+		if (!same)
+			util_fail(err, errlen,
+				  "node %d runs a job of %s, but node 0 one of %s; give every node the same --nnodes and --gpus or --cpus",
+				  o->node, conf, theirs);
+		free(theirs);
+		if (!same)
+			return 2;
+	}
+	pthread_t th;
+	if (pthread_create(&th, NULL, watch_stop, nd) != 0) {
+		util_fail(err, errlen, "node %d: cannot start a thread", o->node);
+		return 1;
+	}
+	pthread_detach(th);
+	return 0;
+}
+
+/* The job's PID as every node's workers name it: node 0's launcher's. */
+static long nodes_job_pid(struct nodes *nd)
+{
+	if (!nd->c || nd->me == 0)
+		return (long)getpid();
+	char e[512];
+	char *v = store_get(nd->c, "job/pid", NULL, 1, e, sizeof e);
+	long pid = v ? strtol(v, NULL, 10) : (long)getpid();
+	free(v);
+	return pid;
+}
+
+/* Tell every other node to stop, once: rc is this node's exit status. */
+static void nodes_stop(struct nodes *nd, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void nodes_stop(struct nodes *nd, int rc, const char *fmt, ...)
+{
+	if (!nd->c || nd->stopped || atomic_load(&nd->heard))
+		return;
+	nd->stopped = true;
+	char text[1024], e[512], own[16];
+	int k = snprintf(text, sizeof text, "%d\tnode %d: ", rc, nd->me);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text + k, sizeof text - (size_t)k, fmt, ap);
+	va_end(ap);
+	/* a text that names this node already is said as it is */
+	int m = snprintf(own, sizeof own, "node %d", nd->me);
+	if (!strncmp(text + k, own, (size_t)m))
+		memmove(text + k - (m + 2), text + k, strlen(text + k) + 1);
+	if (store_set(nd->c, "job/stop", text, strlen(text), e, sizeof e) != 0)
+		fprintf(stderr, "trainc: node %d cannot tell the other nodes to stop: %s\n", nd->me, e);
+}
+
+/* Say what another node stopped the job with; its exit status. */
+static int nodes_heard(struct nodes *nd)
+{
+	char *tab = strchr(nd->said, '\t');
+	int rc = atoi(nd->said);
+	fprintf(stderr, "trainc: the job stopped: %s\n", tab ? tab + 1 : nd->said);
+	return rc > 0 && rc < 256 ? rc : 1;
+}
+
+/* At the end of this node's ranks, which ended with rc: node K says so;
+ * node 0 waits (up to timeout_s) until every node has, and ends with the
+ * first failing node's status.  The job's exit status. */
+static int nodes_finish(struct nodes *nd, int rc, double timeout_s)
+{
+	char key[64], e[512], v[16];
+	if (!nd->c)
+		return rc;
+	if (nd->me != 0) {
+		snprintf(key, sizeof key, "job/done/%d", nd->me);
+		snprintf(v, sizeof v, "%d", rc);
+		if (store_set(nd->c, key, v, strlen(v), e, sizeof e) != 0 && rc == 0 && !atomic_load(&nd->heard))
+			fprintf(stderr, "trainc: node %d could not tell node 0 that its ranks ended: %s\n", nd->me, e);
+		return rc;
+	}
+	for (int k = 1; k < nd->n; k++) {
+		snprintf(key, sizeof key, "job/done/%d", k);
+		size_t len;
+		char *got = store_get(nd->c, key, &len, timeout_s, e, sizeof e);
+		int theirs = got ? atoi(got) : 1;
+		free(got);
+		if (!got && rc == 0)
+			fprintf(stderr, "trainc: node %d did not say how its ranks ended within %.0f s (parallel.timeout)\n", k, timeout_s);
+		else if (theirs != 0 && rc == 0 && !nd->stopped && !atomic_load(&nd->heard))
+			fprintf(stderr, "trainc: node %d's ranks ended with exit status %d\n", k, theirs);
+		if (rc == 0)
+			rc = theirs;
+	}
+	return rc;
+}
+
 int launch_run(const struct launch_opts *o, int argc, char **argv)
 {
 	(void)argc;
-	int n = o->world;
+	int n = o->world, base = o->node * o->world; /* this node's ranks: base .. base + n - 1 */
+	bool multi = o->nnodes > 1;
 	relay_raw = isatty(STDOUT_FILENO) && !getenv("TRAINC_PLAIN");
 	struct worker *ws = calloc((size_t)n, sizeof *ws);
-	struct store_server *store = store_server_new();
-	char err[256];
-	if (!ws || !store || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || store_server_start(store, err, sizeof err) != 0) {
-		fprintf(stderr, "trainc: cannot start the launcher: %s\n", ws && store ? err : "out of memory");
+	/* the store is served by node 0's launcher */
+	struct store_server *store = o->node == 0 ? store_server_new() : NULL;
+	static struct nodes nd; /* its watcher thread may outlive this call */
+	char err[512];
+	if (!ws || (o->node == 0 && !store) || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
+	    (store && store_server_start(store, err, sizeof err) != 0)) {
+		fprintf(stderr, "trainc: cannot start the launcher: %s\n", ws && (store || o->node) ? err : "out of memory");
 		return 1;
 	}
+	int joined = multi ? nodes_open(&nd, store, o, err, sizeof err) : 0;
+	if (joined != 0) {
+		fprintf(stderr, "trainc: %s\n", err);
+		/* a node that cannot join stops the others, which would wait for its ranks */
+		nodes_stop(&nd, joined, "%s", err);
+		store_server_free(store);
+		return joined;
+	}
+	long job_pid = nodes_job_pid(&nd);
 	struct sigaction sa = { 0 }, old;
 	sa.sa_handler = on_signal;
 	/* an ignore the job was started with (nohup, `trap '' INT`, a
@@ -384,7 +636,8 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		sigaction(SIGINT, &sa, NULL);
 	if (!term_ignored)
 		sigaction(SIGTERM, &sa, NULL);
-	if (sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+	hup_ignored = sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+	if (!hup_ignored)
 		sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGCHLD, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
@@ -401,7 +654,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		int sp[2], out[2], er[2], beat[2];
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0 ||
 		    pipe2(beat, O_CLOEXEC) != 0) {
-			fprintf(stderr, "trainc: cannot create pipes for worker %d: %s\n", r, strerror(errno));
+			fprintf(stderr, "trainc: cannot create pipes for worker %d: %s\n", base + r, strerror(errno));
 			signal_all(ws, r, SIGKILL);
 			return 1;
 		}
@@ -409,7 +662,9 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		int keep[3] = { sp[1], beat[1], -1 };
 		for (int k = 0; keep[k] >= 0; k++)
 			fcntl(keep[k], F_SETFD, 0);
-		ws[r].pid = spawn(r, n, sp[1], out, er, beat, o->run_dir, argv);
+		struct place pl = { base + r, r, n * o->nnodes, n, o->node, store ? sp[1] : -1, multi ? o->master_addr : NULL,
+				    o->master_port, job_pid, o->run_dir };
+		ws[r].pid = spawn(&pl, out, er, beat, argv);
 		for (int k = 0; keep[k] >= 0; k++)
 			fcntl(keep[k], F_SETFD, FD_CLOEXEC);
 		close(sp[1]);
@@ -417,12 +672,16 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		close(er[1]);
 		close(beat[1]);
 		if (ws[r].pid < 0) {
-			fprintf(stderr, "trainc: cannot fork worker %d: %s\n", r, strerror(errno));
+			fprintf(stderr, "trainc: cannot fork worker %d: %s\n", base + r, strerror(errno));
 			close(sp[0]);
 			signal_all(ws, r, SIGKILL);
+			nodes_stop(&nd, 1, "cannot fork worker %d", base + r);
 			return 1;
 		}
-		store_server_add_client(store, sp[0]);
+		if (store)
+			store_server_add_client(store, sp[0]);
+		else
+			close(sp[0]);
 		ws[r].out = out[0];
 		ws[r].err = er[0];
 		ws[r].beat = beat[0];
@@ -430,7 +689,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		ws[r].last_beat = start;
 	}
 	int failed = -1, stop_signal = 0, alive = n;
-	bool hang = false;
+	bool hang = false, remote = false; /* remote: another node stopped the job */
 	double kill_at = 0, term_at = 0;
 	char why[256] = "";
 	struct pollfd *pfd = calloc((size_t)n * 3 + 1, sizeof *pfd);
@@ -454,9 +713,9 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		last_round = t;
 		for (int r = 0; r < n; r++) {
 			struct pollfd *p = &pfd[1 + 3 * r];
-			if (p[0].fd >= 0 && (p[0].revents & (POLLIN | POLLHUP)) && !pump(&ws[r], r, 0, ws[r].out))
+			if (p[0].fd >= 0 && (p[0].revents & (POLLIN | POLLHUP)) && !pump(&ws[r], base + r, 0, ws[r].out))
 				close_fd(&ws[r].out);
-			if (p[1].fd >= 0 && (p[1].revents & (POLLIN | POLLHUP)) && !pump(&ws[r], r, 1, ws[r].err))
+			if (p[1].fd >= 0 && (p[1].revents & (POLLIN | POLLHUP)) && !pump(&ws[r], base + r, 1, ws[r].err))
 				close_fd(&ws[r].err);
 			if (p[2].fd >= 0 && (p[2].revents & (POLLIN | POLLHUP)) && heed(&ws[r], t) == 0)
 				close_fd(&ws[r].beat);
@@ -469,6 +728,13 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 				fprintf(stderr, "trainc: %s: stopping %d worker%s\n",
 					sig == SIGINT ? "interrupted" : sig == SIGHUP ? "hung up (the terminal closed)" : "terminated", n,
 					n == 1 ? "" : "s");
+				signal_all(ws, n, SIGTERM);
+				kill_at = t + o->grace_s;
+				nodes_stop(&nd, 128 + sig, "%s", sig == SIGINT ? "interrupted" : sig == SIGHUP ? "hung up" : "terminated");
+			}
+			if (sig == 0 && atomic_load(&nd.heard) && !remote && !stop_signal && failed < 0) {
+				/* another node failed (its launcher says how): ours stop */
+				remote = true;
 				signal_all(ws, n, SIGTERM);
 				kill_at = t + o->grace_s;
 			}
@@ -484,10 +750,11 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 				ws[r].exit_t = t;
 				alive--;
 				bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-				if (!ok && failed < 0 && !stop_signal) {
+				if (!ok && failed < 0 && !stop_signal && !remote) {
 					failed = r;
 					char st[64];
-					snprintf(why, sizeof why, "rank %d failed with %s", r, describe_status(status, st, sizeof st));
+					snprintf(why, sizeof why, "rank %d failed with %s", base + r, describe_status(status, st, sizeof st));
+					nodes_stop(&nd, 1, "%s", why);
 					/* the others a moment to end and say why on their own
 					 * (a rank that failed first may be the second to exit),
 					 * then SIGTERM, then SIGKILL after the grace */
@@ -498,19 +765,22 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		}
 		/* a hang: blame a silent rank that is stopped (SIGSTOP, a debugger),
 		 * else one that is not itself waiting for others, else any; the
-		 * longest silent of the first kind found */
+		 * longest silent of the first kind found.  In a job of several
+		 * nodes, ranks that are all waiting wait a little longer: the hung
+		 * rank may be another node's, which its launcher names */
 		int hung = -1;
 		for (int pass = 0; pass < 3 && hung < 0; pass++)
-			for (int r = 0; r < n && failed < 0 && !stop_signal; r++)
-				if (!ws[r].exited && t - ws[r].last_beat > o->timeout_s &&
+			for (int r = 0; r < n && failed < 0 && !stop_signal && !remote; r++)
+				if (!ws[r].exited && t - ws[r].last_beat > o->timeout_s + (multi && pass == 2 ? 10 : 0) &&
 				    (pass == 2 || (pass == 1 ? !ws[r].waiting : is_stopped(ws[r].pid))) &&
 				    (hung < 0 || ws[r].last_beat < ws[hung].last_beat))
 					hung = r;
 		if (hung >= 0) {
 			failed = hung;
 			hang = true;
-			snprintf(why, sizeof why, "rank %d made no progress for %.0f s (parallel.timeout); it is stopped as hung", hung,
+			snprintf(why, sizeof why, "rank %d made no progress for %.0f s (parallel.timeout); it is stopped as hung", base + hung,
 				 t - ws[hung].last_beat);
+			nodes_stop(&nd, 1, "%s", why);
 			signal_all(ws, n, SIGTERM);
 			kill_at = t + o->grace_s;
 			/* a stopped process takes no SIGTERM: end it now, not after the grace */
@@ -529,9 +799,9 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	}
 	/* drain what the workers wrote last */
 	for (int r = 0; r < n; r++) {
-		while (ws[r].out >= 0 && pump(&ws[r], r, 0, ws[r].out)) {
+		while (ws[r].out >= 0 && pump(&ws[r], base + r, 0, ws[r].out)) {
 		}
-		while (ws[r].err >= 0 && pump(&ws[r], r, 1, ws[r].err)) {
+		while (ws[r].err >= 0 && pump(&ws[r], base + r, 1, ws[r].err)) {
 		}
 		while (ws[r].beat >= 0 && heed(&ws[r], util_now()) > 0) {
 		}
@@ -541,7 +811,6 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		free(ws[r].partial[0]);
 		free(ws[r].partial[1]);
 	}
-	store_server_free(store);
 	/* a rank that failed saying why (a note) is the root cause over one that
 	 * failed without: the peer whose collective its end broke, if first;
 	 * but a rank whose collective broke (a "peer" note) is a consequence of
@@ -562,7 +831,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		if (cause >= 0) {
 			char st[64];
 			failed = cause;
-			snprintf(why, sizeof why, "rank %d failed with %s", cause, describe_status(ws[cause].status, st, sizeof st));
+			snprintf(why, sizeof why, "rank %d failed with %s", base + cause, describe_status(ws[cause].status, st, sizeof st));
 		}
 	}
 	int rc = 0;
@@ -571,7 +840,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	} else if (failed >= 0 && ws[failed].note_len) {
 		/* said once for the job, and its exit status is the job's */
 		end_raw_line();
-		say_note(ws, n, failed);
+		say_note(ws, n, base, failed);
 		rc = WIFEXITED(ws[failed].status) ? WEXITSTATUS(ws[failed].status) : 1;
 	} else if (failed >= 0) {
 		end_raw_line();
@@ -579,14 +848,22 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		struct worker *w = &ws[failed];
 		int k = w->ntail < TAIL_LINES ? w->ntail : TAIL_LINES;
 		if (k) {
-			fprintf(stderr, "trainc: last lines of rank %d's stderr:\n", failed);
+			fprintf(stderr, "trainc: last lines of rank %d's stderr:\n", base + failed);
 			for (int i = w->ntail - k; i < w->ntail; i++)
 				fprintf(stderr, "    %s\n", w->tail[i % TAIL_LINES]);
 		}
 		/* a rank that refused what the user gave (2) refuses the job; any
 		 * other end (a crash, a signal, a failure) fails it */
 		rc = WIFEXITED(w->status) && WEXITSTATUS(w->status) == 2 ? 2 : 1;
+	} else if (remote) {
+		end_raw_line();
+		rc = nodes_heard(&nd);
 	}
+	/* node 0 serves the store until every node has said how it ended: a
+	 * job that failed waits only as long as stopping ranks takes */
+	if (multi)
+		rc = nodes_finish(&nd, rc, rc == 0 ? o->timeout_s : o->grace_s + 10);
+	store_server_free(store);
 	free(pfd);
 	free(ws);
 	return rc;
@@ -670,15 +947,67 @@ const char *launch_run_dir(void)
 	return getenv("TRAINC_WORKER") ? getenv("TRAINC_RUN_DIR") : NULL;
 }
 
-int launch_store_fd(void)
+struct store_client *launch_store(double timeout_s, char *err, size_t errlen)
 {
-	const char *s = getenv("TRAINC_STORE_FD");
-	return s ? atoi(s) : -1;
+	const char *fd = getenv("TRAINC_STORE_FD"), *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+	struct store_client *c = NULL;
+	if (fd)
+		c = store_client_open_fd(atoi(fd));
+	else if (addr && port)
+		return store_client_connect_tcp(addr, atoi(port), timeout_s, err, errlen);
+	if (!c)
+		util_fail(err, errlen, "this worker has no connection to the launcher's store%s", fd ? " (out of memory)" : "");
+	return c;
+}
+
+/* Whether addr names this machine's loopback (127.0.0.0/8, ::1, localhost). */
+static bool loopback(const char *addr)
+{
+	struct addrinfo hints = { 0 }, *ai = NULL;
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(addr, NULL, &hints, &ai) != 0)
+		return false;
+	bool lo = true;
+	for (struct addrinfo *a = ai; a; a = a->ai_next)
+		if (a->ai_family == AF_INET)
+			lo = lo && (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+		else
+			lo = lo && a->ai_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr);
+	freeaddrinfo(ai);
+	return lo;
+}
+
+const char *launch_comm_host(char *buf, size_t n)
+{
+	const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+	if (!getenv("TRAINC_WORKER") || !addr || !port || loopback(addr))
+		return NULL;
+	/* the source address the kernel picks for a datagram to the master:
+	 * the interface other nodes reach this one on (no packet is sent) */
+	struct addrinfo hints = { 0 }, *ai = NULL;
+	hints.ai_socktype = SOCK_DGRAM;
+	if (getaddrinfo(addr, port, &hints, &ai) != 0)
+		return NULL;
+	const char *host = NULL;
+	int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_storage sa;
+	socklen_t sl = sizeof sa;
+	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 &&
+	    getnameinfo((struct sockaddr *)&sa, sl, buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST) == 0)
+		host = buf;
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return host;
 }
 
 int launch_job_pid(void)
 {
 	/* a worker's parent is its launcher: spawn() checked it, and a worker
-	 * dies with it */
+	 * dies with it; in a job of several nodes, node 0's launcher, whose
+	 * PID its launcher passes on */
+	const char *job = getenv("TRAINC_JOB_PID");
+	if (getenv("TRAINC_WORKER") && job && atoi(job) > 0)
+		return atoi(job);
 	return getenv("TRAINC_WORKER") ? (int)getppid() : (int)getpid();
 }

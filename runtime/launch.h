@@ -7,18 +7,29 @@
  * period, SIGKILL) and names the root cause; SIGINT and SIGTERM are passed
  * on; a worker that shows no progress for the job timeout is a failure.
  * Workers learn their place from the environment, torchrun's names:
- * RANK, WORLD_SIZE, LOCAL_RANK, plus TRAINC_STORE_FD, TRAINC_BEAT_FD and
- * TRAINC_RUN_DIR.
+ * RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
+ * MASTER_PORT, plus TRAINC_STORE_FD (or TRAINC_STORE_ADDR), TRAINC_BEAT_FD,
+ * TRAINC_JOB_PID and TRAINC_RUN_DIR.
+ * A job may span nodes (machines): one launcher per node, started by the
+ * user with the same command line but for --node-rank.  Node 0's launcher
+ * serves the store over TCP at the master address as well; the other
+ * nodes' launchers and workers connect to it there.  The launchers agree
+ * through the store: a node that fails sets a stop key that every other
+ * launcher watches for (and a lost connection to node 0 is a stop too), and
+ * node 0 ends only after every node has said how its ranks ended.
  */
 #ifndef LAUNCH_H
 #define LAUNCH_H
 #include <stddef.h>
 
 struct launch_opts {
-	int world;
+	int world;          /* ranks on this node */
 	double timeout_s;   /* a worker silent for this long has hung */
 	double grace_s;     /* between SIGTERM and SIGKILL */
 	const char *run_dir; /* the run directory claimed for the job, which rank 0 creates the run in */
+	int nnodes, node;    /* nodes of the job (1: this machine alone), this one's index */
+	const char *master_addr; /* with nnodes > 1: where node 0 serves the store */
+	int master_port;
 };
 
 /* Run argv as `world` workers; returns the launcher's exit status: 0 when
@@ -51,9 +62,16 @@ void launch_worker_note(const char *msg, size_t len);
 void launch_worker_stop(const char *key, const char *text);
 /* In a worker: the run directory the launcher claimed for the job, or NULL. */
 const char *launch_run_dir(void);
-/* In a worker: the store connection inherited from the launcher, or -1. */
-int launch_store_fd(void);
-/* The process that runs the job: the launcher, seen from a worker, else
- * this process.  It outlives every rank and holds the --save folder's lock. */
+/* In a worker: its connection to the job's store (inherited from its
+ * launcher, or over TCP to node 0's), waiting up to timeout_s for node 0's
+ * to be up; NULL with a message in err. */
+struct store_client *launch_store(double timeout_s, char *err, size_t errlen);
+/* In a worker: the address its collectives' sockets bind to, for peers to
+ * reach: NULL (loopback) in a job on one machine, else this machine's
+ * address on the route to the master (into buf). */
+const char *launch_comm_host(char *buf, size_t n);
+/* The process that runs the job: the launcher (node 0's in a job of
+ * several nodes), seen from a worker, else this process.  It outlives every
+ * rank and holds the --save folder's lock. */
 int launch_job_pid(void);
 #endif

@@ -850,6 +850,14 @@ broken:
 	return util_fail(err, errlen, "store: %s: %s", what, why);
 }
 
+bool store_client_broken(struct store_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	bool broken = c->broken[0] != 0;
+	pthread_mutex_unlock(&c->mu);
+	return broken;
+}
+
 static int check_key(const char *op, const char *key, char *err, size_t errlen)
 {
 	size_t n = key ? strlen(key) : 0;

@@ -13,6 +13,7 @@
  */
 #ifndef STORE_H
 #define STORE_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,6 +74,10 @@ struct store_client *store_client_connect_tcp(const char *host, int port, double
 void store_client_set_timeout(struct store_client *c, double timeout_s);
 
 void store_client_close(struct store_client *c);
+
+/* Whether the connection failed (the server went away, a reply broke the
+ * protocol): every later call fails.  A wait that timed out is not one. */
+bool store_client_broken(struct store_client *c);
 
 /* Set key to the len bytes at val, replacing any earlier value. */
 int store_set(struct store_client *c, const char *key, const void *val, size_t len, char *err, size_t errlen);

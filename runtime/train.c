@@ -885,19 +885,18 @@ static void checkpoint_missed(struct trainer *t)
 /* Communicator, plan check and DDP for a world above one. */
 static int join_job(struct trainer *t)
 {
-	int fd = launch_store_fd();
-	t->store = fd >= 0 ? store_client_open_fd(fd) : NULL;
-	if (!t->store) {
-		snprintf(t->err, sizeof t->err, "rank %d has no connection to the launcher's store", t->rank);
+	double timeout = t->p->parallel.timeout_s;
+	char e[512], hostbuf[256];
+	if (!(t->store = launch_store(timeout, e, sizeof e))) {
+		snprintf(t->err, sizeof t->err, "rank %d: %s", t->rank, e);
 		return -1;
 	}
-	double timeout = t->p->parallel.timeout_s;
 	store_client_set_timeout(t->store, timeout);
 	/* every rank must have compiled the same plan */
 	if (train_agree_plan(t->store, t->p, t->rank, t->world, t->err, sizeof t->err) != 0)
 		return -1;
 	/* collectives wait twice the job timeout: the launcher names a hung rank first */
-	t->comm = comm_open_gloo(t->store, t->rank, t->world, NULL, 2 * timeout, t->err, sizeof t->err);
+	t->comm = comm_open_gloo(t->store, t->rank, t->world, launch_comm_host(hostbuf, sizeof hostbuf), 2 * timeout, t->err, sizeof t->err);
 	if (!t->comm)
 		return -1;
 	if (t->sharded) {

@@ -49,6 +49,7 @@ static void usage(FILE *out)
 {
 	fputs("usage: trainc FILE.net [--gpus N | --cpus N] [--set section.key=value]... [--save PATH] [--resume DIR] [--init PATH]\n"
 	      "                       [--run-dir DIR] [--threads N]\n"
+	      "                       [--nnodes N --node-rank K [--master-addr HOST] [--master-port PORT]]\n"
 	      "       trainc check FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
 	      "       trainc print FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
 	      "       trainc graph FILE.net [--gpus N | --cpus N] [--set section.key=value]...\n"
@@ -73,7 +74,12 @@ static void usage(FILE *out)
 	      "               and shapes must match the model exactly; other float types are rounded)\n"
 	      "  --run-dir D  where the run's record goes (default runs/MODEL-TIME): the .net\n"
 	      "               text that ran, run.json (plan hash, git state), metrics.jsonl, weights\n"
-	      "  --threads N  compute threads per rank (default: the cores shared among the ranks)\n",
+	      "  --threads N  compute threads per rank (default: the cores shared among the ranks)\n"
+	      "  --nnodes N   a job over N machines: start trainc on each with the same command\n"
+	      "               but --node-rank (0 to N-1); --gpus and --cpus count one machine's\n"
+	      "  --node-rank K  this machine's place in the job; node 0 serves the rendezvous\n"
+	      "  --master-addr HOST, --master-port PORT  where node 0 listens (default\n"
+	      "               $MASTER_ADDR or 127.0.0.1, $MASTER_PORT or 29500)\n",
 	      out);
 }
 
@@ -109,8 +115,9 @@ static const char *weights_lookalike(const char *path)
  * sets it. */
 static int unknown_option(const char *a)
 {
-	static const char *const options[] = { "--gpus", "--cpus", "--save", "--init", "--resume", "--run-dir", "--threads", "--set",
-					       "--help", "--version" };
+	static const char *const options[] = { "--gpus",   "--cpus",	  "--save",	   "--init",	    "--resume",
+					       "--run-dir", "--threads", "--set",	   "--help",	    "--version",
+					       "--nnodes", "--node-rank", "--master-addr", "--master-port" };
 	static const char *const settings[] = { "epochs", "steps", "batch", "global_batch", "micro_batch", "test_batch", "seed",
 						"log_interval", "checkpoint_every", "shuffle", "drop_last", "clip_grad_norm" };
 	char key[64];
@@ -422,16 +429,17 @@ static int claim_run_dir(const char *run_dir, const char *model, const char *sav
  * current directory) is said once rather than found by rank 0 after the
  * ranks have met; rank 0 creates the run in it, and one the job left
  * empty is removed again. */
-static int launch_job(const struct plan *p, const struct compile_opts *o, const char *run_dir, const char *save, int argc, char **argv)
+static int launch_job(const struct plan *p, struct launch_opts *lo, const char *run_dir, const char *save, int argc, char **argv)
 {
 	char dir[RUNDIR_PATH_MAX];
-	bool made;
-	int claimed = claim_run_dir(run_dir, p->model_name, save, dir, sizeof dir, &made);
+	bool made = false;
+	/* rank 0 runs on node 0, whose launcher claims the run directory */
+	int claimed = lo->node == 0 ? claim_run_dir(run_dir, p->model_name, save, dir, sizeof dir, &made) : 0;
 	if (claimed != 0)
 		return claimed;
-	struct launch_opts lo = { o->world, p->parallel.timeout_s, 5.0, dir };
+	lo->run_dir = lo->node == 0 ? dir : NULL;
 	stop_notes(save, p->train.checkpoint_every);
-	int rc = launch_run(&lo, argc, argv);
+	int rc = launch_run(lo, argc, argv);
 	if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP) /* the job's stop note */
 		fputs(pick_note(stop_note, stop_note_none) + 1, stderr);
 	else /* after the failure is said, by the launcher */
@@ -446,6 +454,8 @@ int main(int argc, char **argv)
 	const char *cmd = "train", *file = NULL;
 	const char *sets[MAX_SETS];
 	int nsets = 0, gpus = -1, cpus = -1, threads = 0;
+	int nnodes = 0, node = -1, master_port = 0;
+	const char *master_addr = NULL;
 	const char *save = NULL, *init = NULL, *run_dir = NULL, *resume = NULL;
 	int i = 1;
 	if (argc > 1 && (!strcmp(argv[1], "check") || !strcmp(argv[1], "print") || !strcmp(argv[1], "graph"))) {
@@ -521,6 +531,29 @@ int main(int argc, char **argv)
 			*slot = argv[++i];
 			continue;
 		}
+		/* torchrun's spellings, with - or _ */
+		if (!strcmp(a, "--nnodes") || !strcmp(a, "--node-rank") || !strcmp(a, "--node_rank") || !strcmp(a, "--master-port") ||
+		    !strcmp(a, "--master_port")) {
+			int v, *slot = a[2] == 'n' && a[3] == 'n' ? &nnodes : a[2] == 'n' ? &node : &master_port;
+			bool port = slot == &master_port;
+			if ((slot == &node ? *slot >= 0 : *slot > 0))
+				return usage_error("%s is given twice; give it once", a);
+			if (i + 1 >= argc || !parse_count(argv[i + 1], &v) || v < (slot == &nnodes || port ? 1 : 0) ||
+			    v > (port ? 65535 : 4096))
+				return usage_error("%s takes a number from %d to %d%s", a, slot == &nnodes || port ? 1 : 0,
+						   port ? 65535 : 4096, i + 1 < argc ? "" : ", and none is given");
+			*slot = v;
+			i++;
+			continue;
+		}
+		if (!strcmp(a, "--master-addr") || !strcmp(a, "--master_addr")) {
+			if (i + 1 >= argc || !argv[i + 1][0] || argv[i + 1][0] == '-')
+				return usage_error("%s needs a host name or address", a);
+			if (master_addr)
+				return usage_error("%s is given twice; give it once", a);
+			master_addr = argv[++i];
+			continue;
+		}
 		if (!strcmp(a, "--threads")) {
 			if (threads)
 				return usage_error("--threads is given twice; give it once");
@@ -557,21 +590,43 @@ int main(int argc, char **argv)
 	}
 	if (gpus > 0 && cpus > 0)
 		return usage_error("give --gpus or --cpus, not both");
+	if (nnodes > 1 && node < 0 && !strcmp(cmd, "train"))
+		return usage_error("--nnodes %d needs --node-rank K: 0 on the machine that serves the rendezvous, 1 to %d on the others",
+				   nnodes, nnodes - 1);
+	if (nnodes <= 1 && (node > 0 || master_addr || master_port))
+		return usage_error("%s is for a job over several machines: give --nnodes N as well",
+				   node > 0 ? "--node-rank" : master_addr ? "--master-addr" : "--master-port");
+	if (node >= (nnodes > 0 ? nnodes : 1))
+		return usage_error("--node-rank %d is out of range: --nnodes %d makes nodes 0 to %d", node, nnodes, nnodes - 1);
+	if (strcmp(cmd, "train") != 0 && (save || init || resume || run_dir || threads || node > 0 || master_addr || master_port))
+		return usage_error("%s is for training; 'trainc %s' does not train", save ? "--save" : init ? "--init" : resume ? "--resume" :
+				   run_dir ? "--run-dir" : threads ? "--threads" : node > 0 ? "--node-rank" :
+				   master_addr ? "--master-addr" : "--master-port", cmd);
+	if (nnodes < 1)
+		nnodes = 1;
+	if (node < 0)
+		node = 0;
+	if (nnodes > 1 && !master_addr)
+		master_addr = getenv("MASTER_ADDR") && getenv("MASTER_ADDR")[0] ? getenv("MASTER_ADDR") : "127.0.0.1";
+	if (nnodes > 1 && !master_port) {
+		const char *env = getenv("MASTER_PORT");
+		if (env && (!parse_count(env, &master_port) || master_port < 1 || master_port > 65535))
+			return usage_error("MASTER_PORT=%s: the port must be a number from 1 to 65535", env);
+		if (!env)
+			master_port = 29500;
+	}
 	if (init && resume)
 		return usage_error("give --init (weights to start from) or --resume (a checkpoint to continue), not both");
-	if (strcmp(cmd, "train") != 0 && (save || init || resume || run_dir || threads))
-		return usage_error("%s is for training; 'trainc %s' does not train", save ? "--save" : init ? "--init" : resume ? "--resume" :
-				   run_dir ? "--run-dir" : "--threads", cmd);
 
 	struct arena arena = { 0 };
 	struct diag d;
 	diag_init(&d, stderr);
 	/* with --gpus or --cpus, a first look finds how many devices a rank owns;
 	 * the rank count, and what depends on it, comes with the second */
-	struct compile_opts o = { file, 1, sets, nsets, gpus > 0 || cpus > 0, gpus > 0 };
+	struct compile_opts o = { file, 1, sets, nsets, gpus > 0 || cpus > 0 || nnodes > 1, gpus > 0 };
 	struct plan *p = compile_file(&arena, &d, &o);
-	if (p && (gpus > 0 || cpus > 0)) {
-		int n = gpus > 0 ? gpus : cpus;
+	if (p && (gpus > 0 || cpus > 0 || nnodes > 1)) {
+		int n = gpus > 0 ? gpus : cpus > 0 ? cpus : 1;
 		if (n % p->ndevices != 0) {
 			/* point at the annotation that makes a rank own that many devices */
 			const char *flag = gpus > 0 ? "--gpus" : "--cpus";
@@ -585,7 +640,7 @@ int main(int argc, char **argv)
 			arena_release(&arena);
 			return 2;
 		}
-		o.world = n / p->ndevices;
+		o.world = n / p->ndevices * nnodes;
 		o.world_unknown = false;
 		p = compile_file(&arena, &d, &o);
 	}
@@ -627,9 +682,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "trainc: --save %s: train.steps = 0 trains nothing, so there is no checkpoint to write; "
 				"give --save FILE.safetensors for the weights, or train.steps >= 1\n", save);
 			rc = 2;
-		} else if (save && wrank < 0 && (check_save(save, resume, run_dir) != 0 || lock_save(save) != 0)) {
+		} else if (save && wrank < 0 && node == 0 && (check_save(save, resume, run_dir) != 0 || lock_save(save) != 0)) {
+			/* node 0's launcher checks and locks the --save folder for the
+			 * job (the other nodes see it on a shared file system) */
 			rc = util_refusal();
-		} else if (run_dir && wrank < 0 && rundir_check(run_dir, gerr, sizeof gerr) != 0) {
+		} else if (run_dir && wrank < 0 && node == 0 && rundir_check(run_dir, gerr, sizeof gerr) != 0) {
 			fprintf(stderr, "trainc: %s\n", gerr);
 			rc = util_refusal();
 		} else if (run_dir && wrank < 0 && o.world == 1 &&
@@ -670,7 +727,8 @@ int main(int argc, char **argv)
 			} else if (resume && (rc = check_resume(p, resume, o.world, gpus > 0 ? "--gpus" : "--cpus")) != 0) {
 				/* rc says which */
 			} else {
-				rc = launch_job(p, &o, run_dir, save, argc, argv);
+				struct launch_opts lo = { o.world / nnodes, p->parallel.timeout_s, 5.0, NULL, nnodes, node, master_addr, master_port };
+				rc = launch_job(p, &lo, run_dir, save, argc, argv);
 			}
 		} else if (!resume || (rc = check_resume(p, resume, 1, gpus > 0 ? "--gpus" : "--cpus")) == 0) {
 			single_rank_signals(save, p->train.checkpoint_every);

@@ -342,11 +342,10 @@ static int evaluate(struct gt *t)
 
 static int join_job(struct gt *t)
 {
-	int fd = launch_store_fd();
-	t->store = fd >= 0 ? store_client_open_fd(fd) : NULL;
-	if (!t->store)
-		return util_fail(t->err, sizeof t->err, "rank %d has no connection to the launcher's store", t->rank);
 	double timeout = t->p->parallel.timeout_s;
+	char e[512];
+	if (!(t->store = launch_store(timeout, e, sizeof e)))
+		return util_fail(t->err, sizeof t->err, "rank %d: %s", t->rank, e);
 	store_client_set_timeout(t->store, timeout);
 	if (train_agree_plan(t->store, t->p, t->rank, t->world, t->err, sizeof t->err) != 0)
 		return -1;

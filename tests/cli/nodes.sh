@@ -95,6 +95,48 @@ for net in $ddp $fsdp; do
 done
 echo "ok 2 nodes x 1 rank = --cpus 2 (DDP and FSDP, 12 steps)"
 
+# the same over this machine's own network address, where it has one
+# (Gloo then binds to the address on the route to the master, not loopback)
+addr=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' | grep -v '^127\.' | head -1)
+if [ -n "$addr" ]; then
+	what="2 nodes at $addr"
+	node 0 $ddp --cpus 1 --set train.steps=12 --set train.log_interval=1 --master-addr "$addr" --run-dir "$tmp/two"
+	node 1 $ddp --cpus 1 --set train.steps=12 --set train.log_interval=1 --master-addr "$addr"
+	finish "$n0" 120; rc0=$rc
+	finish "$n1" 30; rc1=$rc
+	[ "$rc0" = 0 ] && [ "$rc1" = 0 ] || { fail "$what: exit $rc0 and $rc1"; cat "$tmp/n0.err" "$tmp/n1.err"; }
+	"$TRAINC" $ddp --cpus 2 --set train.steps=12 --set train.log_interval=1 --run-dir "$tmp/one" > "$tmp/one.out" 2>&1
+	losses "$tmp/one.out" > "$tmp/one.loss"
+	losses "$tmp/n0.out" > "$tmp/two.loss"
+	[ -s "$tmp/one.loss" ] && cmp -s "$tmp/one.loss" "$tmp/two.loss" || fail "$what: losses differ from --cpus 2's"
+	rm -rf "$tmp/one" "$tmp/two"
+	next_port
+	echo "ok 2 nodes meeting at $addr train as --cpus 2"
+else
+	echo "ok (this machine has no IPv4 address but loopback: the 2-node run over the network is left out)"
+fi
+
+# over the GPU trainer (the host stand-in for CUDA, whose NCCL runs over
+# Gloo): each node's rank takes its node's GPU 0 (LOCAL_RANK)
+fake=$(pwd)/build/tests/trainc-fakecuda.so
+if [ -f "$fake" ]; then
+	what="2 nodes x 1 GPU"
+	export TRAINC_CUDA_LIB="$fake"
+	TRAINC_FAKE_GPUS=2 "$TRAINC" $ddp --gpus 2 --set train.steps=6 --set train.log_interval=1 --run-dir "$tmp/one" > "$tmp/one.out" 2>&1 ||
+		fail "$what: --gpus 2 failed"
+	TRAINC_FAKE_GPUS=1 pair $ddp --gpus 1 --set train.steps=6 --set train.log_interval=1 --run-dir "$tmp/two"
+	unset TRAINC_CUDA_LIB
+	[ "$rc0" = 0 ] && [ "$rc1" = 0 ] || { fail "$what: exit $rc0 and $rc1"; cat "$tmp/n0.err" "$tmp/n1.err"; }
+	losses "$tmp/one.out" > "$tmp/one.loss"
+	losses "$tmp/n0.out" > "$tmp/two.loss"
+	[ "$(wc -l < "$tmp/one.loss")" -eq 6 ] && cmp -s "$tmp/one.loss" "$tmp/two.loss" || fail "$what: losses differ from --gpus 2's"
+	rm -rf "$tmp/one" "$tmp/two"
+	next_port
+	echo "ok 2 nodes x --gpus 1 = --gpus 2 over the host stand-in for CUDA"
+else
+	echo "ok (trainc was configured without CUDA: the GPU trainer's 2-node run is left out)"
+fi
+
 # 2. a sharded checkpoint written by two nodes (one folder: a shared file
 # system) resumes on one machine as the run would have gone on
 what="sharded checkpoint over nodes"

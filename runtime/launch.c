@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
@@ -399,6 +401,8 @@ static void close_fd(int *fd)
 
 /* ---- a job of several nodes ---- */
 
+static bool loopback(const char *addr);
+
 /* One launcher's part in a job that spans nodes.  Keys in the store:
  * job/conf (node 0's shape of the job, which every node's must equal),
  * job/node/K (taken by node K's launcher), job/stop ("STATUS\tTEXT": the
@@ -411,6 +415,7 @@ struct nodes {
 	char said[1024];            /* what stopped the job, from another node: "STATUS\tTEXT" */
 	atomic_bool heard;          /* said is written */
 	bool stopped;               /* this node set job/stop */
+	bool outsider;              /* refused for a node rank another launcher has: it does not stop the job */
 };
 
 /* Connect to the job's store: node 0 to its own server over a socket
@@ -472,7 +477,12 @@ static int nodes_open(struct nodes *nd, struct store_server *st, const struct la
 {
 	nd->n = o->nnodes, nd->me = o->node;
 	char e[512], conf[128], key[64];
-	if (st && store_server_listen_tcp(st, o->master_addr, o->master_port, e, sizeof e) < 0) {
+	/* at a loopback master, on loopback alone; else on every interface, as
+	 * torchrun's store: a host name may resolve to another address here
+	 * (Debian's 127.0.1.1) than on the other nodes */
+	bool lo = loopback(o->master_addr);
+	if (st && (lo || store_server_listen_tcp(st, "::", o->master_port, e, sizeof e) < 0) &&
+	    store_server_listen_tcp(st, lo ? o->master_addr : "0.0.0.0", o->master_port, e, sizeof e) < 0) {
 		util_fail(err, errlen, "node 0 cannot serve the job's store at --master-addr %s --master-port %d: %s", o->master_addr,
 			  o->master_port, e);
 		return 1;
@@ -490,6 +500,7 @@ static int nodes_open(struct nodes *nd, struct store_server *st, const struct la
 		return 1;
 	}
 	if (taken > 1) {
+		nd->outsider = true;
 		util_fail(err, errlen, "node %d: another launcher of this job took --node-rank %d already; give each node its own",
 			  o->node, o->node);
 		return 2;
@@ -543,7 +554,7 @@ static long nodes_job_pid(struct nodes *nd)
 static void nodes_stop(struct nodes *nd, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void nodes_stop(struct nodes *nd, int rc, const char *fmt, ...)
 {
-	if (!nd->c || nd->stopped || atomic_load(&nd->heard))
+	if (!nd->c || nd->stopped || nd->outsider || atomic_load(&nd->heard))
 		return;
 	nd->stopped = true;
 	char text[1024], e[512], own[16];
@@ -584,13 +595,26 @@ static int nodes_finish(struct nodes *nd, int rc, double timeout_s)
 			fprintf(stderr, "trainc: node %d could not tell node 0 that its ranks ended: %s\n", nd->me, e);
 		return rc;
 	}
+	double until = util_now() + timeout_s;
+	int interrupted = 0; /* the signal that ended the wait */
 	for (int k = 1; k < nd->n; k++) {
 		snprintf(key, sizeof key, "job/done/%d", k);
 		size_t len;
-		char *got = store_get(nd->c, key, &len, timeout_s, e, sizeof e);
-		int theirs = got ? atoi(got) : 1;
+		char *got = NULL;
+		/* in steps of a second, so that Ctrl-C ends the wait */
+		while (!got && !interrupted && util_now() < until && !store_client_broken(nd->c)) {
+			got = store_get(nd->c, key, &len, 1.0, e, sizeof e);
+			unsigned char sig;
+			while (!got && read(sig_pipe[0], &sig, 1) == 1)
+				if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+					interrupted = sig;
+		}
+		if (interrupted)
+			return rc ? rc : 128 + interrupted;
+		bool said = got != NULL;
+		int theirs = said ? atoi(got) : 1;
 		free(got);
-		if (!got && rc == 0)
+		if (!said && rc == 0)
 			fprintf(stderr, "trainc: node %d did not say how its ranks ended within %.0f s (parallel.timeout)\n", k, timeout_s);
 		else if (theirs != 0 && rc == 0 && !nd->stopped && !atomic_load(&nd->heard))
 			fprintf(stderr, "trainc: node %d's ranks ended with exit status %d\n", k, theirs);
@@ -890,6 +914,12 @@ int launch_worker_rank(int *world)
 	return atoi(r);
 }
 
+int launch_local_world(int world)
+{
+	const char *n = getenv("LOCAL_WORLD_SIZE");
+	return getenv("TRAINC_WORKER") && n && atoi(n) > 0 ? atoi(n) : world;
+}
+
 static void beat(char what)
 {
 	int fd = beat_pipe();
@@ -960,45 +990,77 @@ struct store_client *launch_store(double timeout_s, char *err, size_t errlen)
 	return c;
 }
 
-/* Whether addr names this machine's loopback (127.0.0.0/8, ::1, localhost). */
+/* Whether addr is written as a loopback address: localhost, 127.0.0.0/8
+ * or ::1.  (A host name may resolve to one on its own machine alone, as
+ * Debian's 127.0.1.1 for the machine's name, and to another address on the
+ * other nodes: that is a job over a network.) */
 static bool loopback(const char *addr)
 {
-	struct addrinfo hints = { 0 }, *ai = NULL;
-	hints.ai_socktype = SOCK_STREAM;
-	if (getaddrinfo(addr, NULL, &hints, &ai) != 0)
-		return false;
-	bool lo = true;
-	for (struct addrinfo *a = ai; a; a = a->ai_next)
-		if (a->ai_family == AF_INET)
-			lo = lo && (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
-		else
-			lo = lo && a->ai_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr);
-	freeaddrinfo(ai);
-	return lo;
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (!strcmp(addr, "localhost"))
+		return true;
+	if (inet_pton(AF_INET, addr, &a4) == 1)
+		return ntohl(a4.s_addr) >> 24 == 127;
+	return inet_pton(AF_INET6, addr, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
-const char *launch_comm_host(char *buf, size_t n)
+/* The first IPv4 address of an interface that is up and not loopback
+ * into buf (or that of the interface named ifname): buf, or NULL. */
+static const char *interface_addr(const char *ifname, char *buf, size_t n)
 {
-	const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
-	if (!getenv("TRAINC_WORKER") || !addr || !port || loopback(addr))
+	struct ifaddrs *ifs = NULL;
+	const char *host = NULL;
+	if (getifaddrs(&ifs) != 0)
 		return NULL;
+	for (struct ifaddrs *i = ifs; i && !host; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    (ifname ? !strcmp(i->ifa_name, ifname) : (i->ifa_flags & IFF_UP) && !(i->ifa_flags & IFF_LOOPBACK)) &&
+		    getnameinfo(i->ifa_addr, sizeof(struct sockaddr_in), buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST) == 0)
+			host = buf;
+	freeifaddrs(ifs);
+	return host;
+}
+
+
+int launch_comm_host(const char **host, char *buf, size_t n, char *err, size_t errlen)
+{
+	const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT"), *ifname = getenv("GLOO_SOCKET_IFNAME");
+	*host = NULL;
+	if (!getenv("TRAINC_WORKER") || !addr || !port)
+		return 0;
+	/* PyTorch's setting: the interface to use, by name */
+	if (ifname && ifname[0]) {
+		*host = interface_addr(ifname, buf, n);
+		if (!*host)
+			return util_fail(err, errlen,
+					 "GLOO_SOCKET_IFNAME=%s: this machine has no interface of that name with an IPv4 address; "
+					 "name one that reaches the other nodes, or unset it",
+					 ifname);
+		return 0;
+	}
+	if (loopback(addr))
+		return 0;
 	/* the source address the kernel picks for a datagram to the master:
 	 * the interface other nodes reach this one on (no packet is sent) */
 	struct addrinfo hints = { 0 }, *ai = NULL;
 	hints.ai_socktype = SOCK_DGRAM;
 	if (getaddrinfo(addr, port, &hints, &ai) != 0)
-		return NULL;
-	const char *host = NULL;
+		return 0; /* the store's connection says what is wrong with it */
 	int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_storage sa;
 	socklen_t sl = sizeof sa;
 	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 &&
 	    getnameinfo((struct sockaddr *)&sa, sl, buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST) == 0)
-		host = buf;
+		*host = buf;
 	if (fd >= 0)
 		close(fd);
 	freeaddrinfo(ai);
-	return host;
+	/* the master's name is this machine's loopback here (node 0 under
+	 * Debian's 127.0.1.1): the machine's first network address instead */
+	if (*host && loopback(*host))
+		*host = interface_addr(NULL, buf, n);
+	return 0;
 }
 
 int launch_job_pid(void)

@@ -42,6 +42,9 @@ int launch_run(const struct launch_opts *o, int argc, char **argv);
 /* In a worker: its rank and world from the environment, or -1 when this
  * process is not a worker; readies launch_worker_note. */
 int launch_worker_rank(int *world);
+/* The ranks of the job on this machine: a worker's LOCAL_WORLD_SIZE, else
+ * world. */
+int launch_local_world(int world);
 /* In a worker: tell the launcher it is making progress (cheap; call per step). */
 void launch_beat(void);
 /* In a worker: around waits for other ranks (collectives, barriers), so a
@@ -67,9 +70,11 @@ const char *launch_run_dir(void);
  * to be up; NULL with a message in err. */
 struct store_client *launch_store(double timeout_s, char *err, size_t errlen);
 /* In a worker: the address its collectives' sockets bind to, for peers to
- * reach: NULL (loopback) in a job on one machine, else this machine's
- * address on the route to the master (into buf). */
-const char *launch_comm_host(char *buf, size_t n);
+ * reach, in *host: NULL (loopback) in a job on one machine, else the
+ * IPv4 address of the interface GLOO_SOCKET_IFNAME names, else this
+ * machine's address on the route to the master (in buf).  0, or -1 with a
+ * message in err (an interface that is not there). */
+int launch_comm_host(const char **host, char *buf, size_t n, char *err, size_t errlen);
 /* The process that runs the job: the launcher (node 0's in a job of
  * several nodes), seen from a worker, else this process.  It outlives every
  * rank and holds the --save folder's lock. */

@@ -896,7 +896,12 @@ static int join_job(struct trainer *t)
 	if (train_agree_plan(t->store, t->p, t->rank, t->world, t->err, sizeof t->err) != 0)
 		return -1;
 	/* collectives wait twice the job timeout: the launcher names a hung rank first */
-	t->comm = comm_open_gloo(t->store, t->rank, t->world, launch_comm_host(hostbuf, sizeof hostbuf), 2 * timeout, t->err, sizeof t->err);
+	const char *host;
+	if (launch_comm_host(&host, hostbuf, sizeof hostbuf, e, sizeof e) != 0) {
+		snprintf(t->err, sizeof t->err, "rank %d: %s", t->rank, e);
+		return -1;
+	}
+	t->comm = comm_open_gloo(t->store, t->rank, t->world, host, 2 * timeout, t->err, sizeof t->err);
 	if (!t->comm)
 		return -1;
 	if (t->sharded) {
@@ -971,7 +976,9 @@ static int setup(struct trainer *t)
 {
 	const struct plan *p = t->p;
 	const struct train_opts *o = t->o;
-	int threads = o->threads > 0 ? o->threads : kern_cpus() / t->world;
+	/* the ranks on this machine share its CPUs (a job over several
+	 * machines has a part of its ranks on each) */
+	int threads = o->threads > 0 ? o->threads : kern_cpus() / launch_local_world(t->world);
 	kern_set_threads(threads > 0 ? threads : 1);
 	/* one process with every CPU and no threads of its own to come (pipeline
 	 * stages would inherit the main thread's CPU) */

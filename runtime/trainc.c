@@ -663,9 +663,10 @@ int main(int argc, char **argv)
 		int wworld = 0, wrank = launch_worker_rank(&wworld);
 		/* a worker's word goes to the launcher, which says it once for the job */
 		filemap_catch(wrank >= 0 ? launch_worker_note : on_file_shrank);
-		if (threads > 0 && wrank < 0 && (int64_t)threads * o.world > kern_cpus())
+		int here = o.world / nnodes; /* this machine's ranks */
+		if (threads > 0 && wrank < 0 && (int64_t)threads * here > kern_cpus())
 			fprintf(stderr, "trainc: warning: %d thread%s on each of %d rank%s is more than the %d CPU%s this process may use; "
-				"expect a slower run\n", threads, threads == 1 ? "" : "s", o.world, o.world == 1 ? "" : "s", kern_cpus(),
+				"expect a slower run\n", threads, threads == 1 ? "" : "s", here, here == 1 ? "" : "s", kern_cpus(),
 				kern_cpus() == 1 ? "" : "s");
 		struct train_opts to = { save, init, resume, run_dir, TRAINC_VERSION, threads, 0, o.world, argc, argv };
 		if (wrank == 0 && launch_run_dir())

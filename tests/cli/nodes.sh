@@ -116,6 +116,19 @@ else
 	echo "ok (this machine has no IPv4 address but loopback: the 2-node run over the network is left out)"
 fi
 
+# GLOO_SOCKET_IFNAME, PyTorch's setting, names the interface Gloo binds to
+what="GLOO_SOCKET_IFNAME=lo"
+GLOO_SOCKET_IFNAME=lo pair models/toy.net --cpus 1 --run-dir "$tmp/g"
+[ "$rc0" = 0 ] && [ "$rc1" = 0 ] || { fail "$what: exit $rc0 and $rc1"; cat "$tmp/n0.err" "$tmp/n1.err"; }
+rm -rf "$tmp/g"
+next_port
+what="GLOO_SOCKET_IFNAME=nosuch0"
+GLOO_SOCKET_IFNAME=nosuch0 pair models/toy.net --cpus 1 --run-dir "$tmp/g"
+[ "$rc0" = 1 ] && [ "$rc1" = 1 ] || fail "$what: exit $rc0 and $rc1, expected 1 and 1"
+said 0 'GLOO_SOCKET_IFNAME=nosuch0: this machine has no interface of that name with an IPv4 address'
+next_port
+echo "ok GLOO_SOCKET_IFNAME: lo is used, an interface that is not there is said"
+
 # over the GPU trainer (the host stand-in for CUDA, whose NCCL runs over
 # Gloo): each node's rank takes its node's GPU 0 (LOCAL_RANK)
 fake=$(pwd)/build/tests/trainc-fakecuda.so
@@ -245,6 +258,8 @@ started 1 || fail "$what: node 1 did not start"
 rc2=$?
 [ "$rc2" = 2 ] || fail "$what: the second node 1 exit $rc2, expected 2"
 said 2 '^trainc: node 1: another launcher of this job took --node-rank 1 already'
+# the job it would have joined goes on
+kill -0 "$n0" 2>/dev/null && kill -0 "$n1" 2>/dev/null || fail "$what: the refused launcher stopped the job"
 kill -INT "$n1" "$n0" 2>/dev/null
 finish "$n0" 15
 finish "$n1" 15

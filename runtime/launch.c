@@ -614,8 +614,9 @@ static int nodes_finish(struct nodes *nd, int rc, double timeout_s)
 		bool said = got != NULL;
 		int theirs = said ? atoi(got) : 1;
 		free(got);
-		if (!said && rc == 0)
-			fprintf(stderr, "trainc: node %d did not say how its ranks ended within %.0f s (parallel.timeout)\n", k, timeout_s);
+		if (!said)
+			fprintf(stderr, "trainc: node %d's launcher did not say how its ranks ended within %.0f s%s; it may have been "
+				"killed, or its machine lost\n", k, timeout_s, rc == 0 ? " (parallel.timeout)" : "");
 		else if (theirs != 0 && rc == 0 && !nd->stopped && !atomic_load(&nd->heard))
 			fprintf(stderr, "trainc: node %d's ranks ended with exit status %d\n", k, theirs);
 		if (rc == 0)
@@ -714,7 +715,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	}
 	int failed = -1, stop_signal = 0, alive = n;
 	bool hang = false, remote = false; /* remote: another node stopped the job */
-	double kill_at = 0, term_at = 0;
+	double kill_at = 0, term_at = 0, stop_at = 0; /* stop_at: when to tell the other nodes */
 	char why[256] = "";
 	struct pollfd *pfd = calloc((size_t)n * 3 + 1, sizeof *pfd);
 	double last_round = util_now();
@@ -774,11 +775,20 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 				ws[r].exit_t = t;
 				alive--;
 				bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+				/* its last word, if it is still in the pipe */
+				while (ws[r].beat >= 0 && heed(&ws[r], t) > 0) {
+				}
 				if (!ok && failed < 0 && !stop_signal && !remote) {
 					failed = r;
 					char st[64];
 					snprintf(why, sizeof why, "rank %d failed with %s", base + r, describe_status(status, st, sizeof st));
-					nodes_stop(&nd, 1, "%s", why);
+					/* a rank whose collective broke as a peer went away
+					 * may be another node's consequence: that node's word
+					 * is awaited a moment before this one is given */
+					if (multi && ws[r].note_len && !strcmp(ws[r].key, "peer"))
+						stop_at = t + 2.0;
+					else
+						nodes_stop(&nd, 1, "%s", why);
 					/* the others a moment to end and say why on their own
 					 * (a rank that failed first may be the second to exit),
 					 * then SIGTERM, then SIGKILL after the grace */
@@ -811,6 +821,10 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 			for (int r = 0; r < n; r++)
 				if (!ws[r].exited && is_stopped(ws[r].pid))
 					kill(ws[r].pid, SIGKILL);
+		}
+		if (stop_at > 0 && t >= stop_at) {
+			nodes_stop(&nd, 1, "%s", why);
+			stop_at = 0;
 		}
 		if (term_at > 0 && t >= term_at) {
 			signal_all(ws, n, SIGTERM);
@@ -858,6 +872,13 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 			snprintf(why, sizeof why, "rank %d failed with %s", base + cause, describe_status(ws[cause].status, st, sizeof st));
 		}
 	}
+	/* this node's ranks broke as a peer went away, and another node said
+	 * why: its word is the job's */
+	if (failed >= 0 && !hang && ws[failed].note_len && !strcmp(ws[failed].key, "peer") && !nd.stopped &&
+	    atomic_load(&nd.heard)) {
+		failed = -1;
+		remote = true;
+	}
 	int rc = 0;
 	if (stop_signal) {
 		rc = 128 + stop_signal;
@@ -886,7 +907,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	/* node 0 serves the store until every node has said how it ended: a
 	 * job that failed waits only as long as stopping ranks takes */
 	if (multi)
-		rc = nodes_finish(&nd, rc, rc == 0 ? o->timeout_s : o->grace_s + 10);
+		rc = nodes_finish(&nd, rc, rc == 0 ? o->timeout_s : o->grace_s + 3);
 	store_server_free(store);
 	free(pfd);
 	free(ws);

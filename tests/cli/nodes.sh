@@ -1,12 +1,14 @@
 # A job over several nodes (--nnodes N --node-rank K), its nodes played by
-# launchers on this machine that meet at node 0's store over TCP on the
-# loopback address: 2 nodes of 1 rank train as --cpus 2 does (DDP and FSDP,
-# bit for bit), a sharded checkpoint saved by 2 nodes resumes at --cpus 2;
-# a worker killed on node 1, SIGINT to node 0, node 0's launcher killed, a
-# hung rank on node 1, nodes that disagree (ranks per node, settings, a node
-# rank twice), a node 1 without a node 0 and a port in use each end every
-# node within seconds, saying why on each, with nothing left running; and
-# the command line's errors.
+# launchers on this machine that meet at node 0's store over TCP (on the
+# loopback address, and on this machine's network address where it has
+# one): 2 nodes of 1 rank train as --cpus 2 does (DDP and FSDP, and over
+# the host stand-in for CUDA, bit for bit), GLOO_SOCKET_IFNAME is heeded,
+# and a sharded checkpoint saved by 2 nodes resumes at --cpus 2 exactly.
+# A worker killed on node 1, SIGINT to node 0, node 0's launcher killed,
+# node 1 killed whole, a hung rank on node 1, nodes that disagree (ranks
+# per node, settings, a node rank twice), a node 1 without a node 0 and a
+# port in use each end every node within seconds, saying why on each,
+# with nothing left running.  And the command line's errors.
 . "$(dirname "$0")/preamble.inc"
 long="--set train.steps=100000000 --set train.log_interval=100000"
 ddp=models/fashion_mnist_ddp.net
@@ -213,6 +215,23 @@ said 1 "lost the connection to node 0's launcher"
 none_left $w0 $w1
 next_port
 echo "ok node 0's launcher killed: node 1 exits 1, nothing left"
+
+# node 1 gone whole (its launcher and worker killed, as a machine lost):
+# node 0's rank finds its collective broken, and node 0 says node 1 went
+# silent
+what="node 1 killed whole"
+node 0 $ddp --cpus 1 $long --run-dir "$tmp/w"
+node 1 $ddp --cpus 1 $long
+started 0 && started 1 || fail "$what: the workers did not start"
+w0=$(workers 0) w1=$(workers 1)
+kill -9 "$n1" $w1
+wait "$n1" 2>/dev/null
+finish "$n0" 20; rc0=$rc
+[ "$rc0" = 1 ] || fail "$what: node 0 exit $rc0, expected 1"
+said 0 "^trainc: node 1's launcher did not say how its ranks ended within 8 s; it may have been killed"
+none_left $w0 $w1
+next_port
+echo "ok node 1 killed whole: node 0 exits 1 saying node 1 went silent"
 
 # 6. a hung rank on node 1: its launcher names it; node 0 stops with it
 what="a hung rank on node 1"

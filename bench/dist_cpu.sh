@@ -5,7 +5,8 @@
 #      waiting for the gradient all-reduce and how much of it the backward
 #      pass hid, and PyTorch DDP over gloo with the same model, batch, data
 #      and threads; also the wall time of the DDP tutorial's basic demo
-#      (2 ranks, one step of ToyModel), launch to exit, trainc vs PyTorch.
+#      (2 ranks, one step of ToyModel), launch to exit, trainc vs PyTorch;
+#      and the --cpus 2 run as a job of two nodes (--nnodes 2, both here).
 #   2. FSDP: planned and measured per-rank memory of a 50M-parameter MLP at
 #      1, 2 and 4 ranks; step time of FSDP against DDP on the seed CNN at 2
 #      ranks; the share of all-gather/reduce-scatter time hidden by compute.
@@ -49,6 +50,16 @@ printf "  trainc --cpus 1 (2 threads)   %8.0f images/s\n" "$r1"
 printf "  trainc --cpus 2 (1 thread)    %8.0f images/s   (%.2fx of --cpus 1)\n" "$r2" "$(calc "$r2 / $r1")"
 printf "  waiting on all-reduce         %8s%% of training time; %s%% of all-reduce time hidden\n" "$wait" "$hid"
 printf "  PyTorch DDP gloo, 2 ranks     %8.0f images/s   (trainc %.2fx)\n" "$pt" "$(calc "$r2 / $pt")"
+# the same two ranks as a job of two nodes (--nnodes 2), both on this
+# machine, meeting over TCP at node 0's store: what the rendezvous over the
+# network costs (one thread each, as --cpus 2 gives them)
+port=$((20000 + $$ % 20000))
+"$TRAINC" models/fashion_mnist_ddp.net --cpus 1 --threads 1 $steps --nnodes 2 --node-rank 1 --master-port $port \
+	> "$log/nodes1.log" 2>&1 &
+run nodes0 models/fashion_mnist_ddp.net --cpus 1 --threads 1 $steps --nnodes 2 --node-rank 0 --master-port $port
+wait
+rn=$(field nodes0 '.*(\([0-9.]*\) images\/s while training).*')
+printf "  2 nodes x 1 rank (TCP)        %8.0f images/s   (%.2fx of --cpus 2)\n" "$rn" "$(calc "$rn / $r2")"
 t0=$(date +%s.%N); "$TRAINC" models/toy.net --cpus 2 --run-dir "$log/toy" > /dev/null; t1=$(date +%s.%N)
 $PYTHON bench/torch_ddp.py toy > /dev/null 2>&1; t2=$(date +%s.%N)
 printf "  DDP tutorial demo (2 ranks, 1 step), launch to exit: trainc %.3f s, PyTorch %.3f s (%.0fx)\n" \

@@ -196,7 +196,8 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 		return NULL;
 	}
 	const struct plan_dataset *td = &p->train_data;
-	if (td->kind == DATA_SYNTHETIC && td->samples < p->world && !o->world_unknown) {
+	/* train.steps = 0 reads no training batch: any rank count evaluates */
+	if (td->kind == DATA_SYNTHETIC && td->samples < p->world && !o->world_unknown && !t->eval_only) {
 		diag_error(d, td->samples_loc, "%lld training samples cannot feed %d ranks; lower --cpus or --gpus, or add samples",
 			   (long long)td->samples, p->world);
 		return NULL;

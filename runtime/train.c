@@ -997,7 +997,8 @@ static int setup(struct trainer *t)
 	}
 	t->test_thread_on = t->has_test;
 	const struct plan_train *tr = &p->train;
-	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
+	/* train.steps = 0 reads no training batch: any rank count evaluates */
+	if (train_check_samples(&t->train, p->train.eval_only ? 1 : t->world, t->err, sizeof t->err) != 0)
 		return TRAIN_REFUSED;
 	/* every batch size convolutions will see: the training batch (or its
 	 * micro-batches), the epoch's last batch (chunked alike), the test batches */

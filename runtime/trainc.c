@@ -390,7 +390,7 @@ static int check_data(const struct plan *p, int world)
 		int rc = train_open_data(p, sets[i], &ds, err, sizeof err);
 		if (rc == 0) {
 			n[i] = ds.n;
-			rc = i == 0 ? train_check_samples(&ds, world, err, sizeof err) :
+			rc = i == 0 ? train_check_samples(&ds, p->train.eval_only ? 1 : world, err, sizeof err) :
 				      train_check_test_samples(ds.images_path, ds.n, err, sizeof err);
 			dataset_close(&ds);
 		}

@@ -438,7 +438,8 @@ static int setup(struct gt *t)
 					     sizeof t->err) != 0)
 			return TRAIN_REFUSED;
 	}
-	if (train_check_samples(&t->train, t->world, t->err, sizeof t->err) != 0)
+	/* train.steps = 0 reads no training batch: any rank count evaluates */
+	if (train_check_samples(&t->train, t->p->train.eval_only ? 1 : t->world, t->err, sizeof t->err) != 0)
 		return TRAIN_REFUSED;
 	/* every batch size convolutions will see: the micro-batch (or its
 	 * pipeline chunks), the epoch's last one (chunked alike), the test batch

@@ -10,7 +10,8 @@
 # checkpoint is evaluated too.  No training batch is split or read, so a
 # global_batch (or its micro_batch) that does not split over the ranks is
 # evaluated as 1 rank evaluates it, and a checkpoint of a per-rank batch is
-# evaluated at another rank count as its run's last evaluation was; both
+# evaluated at another rank count as its run's last evaluation was, and a
+# training set with fewer samples than ranks is no reason to refuse; all
 # stay refused for training.
 . "$(dirname "$0")/preamble.inc"
 net=tests/cli/nets/bn1d_mlp.net
@@ -132,6 +133,23 @@ for s in 3 4; do
 done
 refused "a checkpoint of 2 ranks, training on at 1" "was made by 2 ranks, this run has 1; with a per-rank batch the data order depends on the rank count" \
 	$net --threads 1 --set train.steps=5 --resume "$tmp/ckr3" --run-dir "$tmp/ckrno"
+
+# fewer training samples than ranks: nothing is read from them, so 3
+# ranks evaluate as 1 does; training at 3 ranks stays refused
+cat > "$tmp/few.net" <<'EOF'
+model MLP {
+    input(12)
+    fc1 = linear(12, 4)
+}
+data  { train = synthetic(input=randn(12), target=randn(4), samples=2)
+        test = synthetic(input=randn(12), target=randn(4), samples=10) }
+train { loss = mse; optimizer = sgd(lr=0.05); batch = 1 }
+parallel ddp
+EOF
+refused "2 training samples, training at 3 ranks" "2 training samples cannot feed 3 ranks" "$tmp/few.net" --cpus 3 --run-dir "$tmp/fewno"
+run few3 "$tmp/few.net" --cpus 3 --threads 1 --set train.steps=0
+run few1 "$tmp/few.net" --threads 1 --set train.steps=0
+near "2 training samples, evaluated at 3 ranks" few3 few1
 
 # no checkpoint to write
 "$TRAINC" $net --set train.steps=0 --save "$tmp/dir" --run-dir "$tmp/nodir" > "$tmp/out" 2>&1

@@ -169,14 +169,14 @@ echo "steps $STEPS (steady state over steps $((SKIP + 1))..$STEPS), batch $BATCH
 quiet 1
 
 for t in $THREADS; do
-	best "trainc_t$t" "$TC" "$NET" --threads "$t" --set train.steps="$STEPS" --set train.log_interval=1
+	best "trainc_t$t" "$TC" "$NET" --cpus 1 --threads "$t" --set train.steps="$STEPS" --set train.log_interval=1
 	best "torch_t$t" "$PYTHON" "$ROOT/bench/torch_cnn.py" --threads "$t" --steps "$STEPS" --skip "$SKIP" --batch "$BATCH"
 	# upper bound for trainc's first step: a whole run of one step (its test pass included)
-	once "trainc_1step_t$t" "$TC" "$NET" --threads "$t" --set train.steps=1
+	once "trainc_1step_t$t" "$TC" "$NET" --cpus 1 --threads "$t" --set train.steps=1
 done
 # peak memory of training alone, at the first thread count
 t1=${THREADS%% *}
-once "trainc_train_only_t$t1" "$TC" "$NET" --threads "$t1" --set train.steps="$SKIP" --set train.test_batch="$BATCH"
+once "trainc_train_only_t$t1" "$TC" "$NET" --cpus 1 --threads "$t1" --set train.steps="$SKIP" --set train.test_batch="$BATCH"
 once "torch_train_only_t$t1" "$PYTHON" "$ROOT/bench/torch_cnn.py" --threads "$t1" --steps "$SKIP" --skip 0 --test-batch 0
 
 echo

@@ -51,7 +51,7 @@ echo "logs and perf data in $LOG; $THREADS thread(s)"
 # (about 40 ms a step at one thread).
 steps=$((SKIP + 200 * PERF_SECONDS / 4 + 100))
 python3 "$ROOT/bench/steptime.py" --steps 1 --skip 0 --log "$LOG/steady.log" -- \
-	"$TC" "$NET" --threads "$THREADS" --set train.steps="$steps" --set train.log_interval=1 >"$LOG/steady.kv" &
+	"$TC" "$NET" --cpus 1 --threads "$THREADS" --set train.steps="$steps" --set train.log_interval=1 >"$LOG/steady.kv" &
 spid=$!
 n=0
 while ! grep -q "Train Epoch: 1 \[$((SKIP * 64))/" "$LOG/steady.log" 2>/dev/null; do
@@ -82,7 +82,7 @@ perf report -i "$LOG/steady.data" --children --sort sym -g none --stdio 2>/dev/n
 	grep -E '\] (exec_|forward_node|backward_node|kern_[a-z0-9_]+$|optim_|adadelta|train_run|loader_|dataset_)' | head -24
 
 # 2. oneDNN's timing per primitive
-ONEDNN_VERBOSE=1 "$TC" "$NET" --threads "$THREADS" --set train.steps=60 --set train.log_interval=1 >"$LOG/onednn.out" 2>&1
+ONEDNN_VERBOSE=1 "$TC" "$NET" --cpus 1 --threads "$THREADS" --set train.steps=60 --set train.log_interval=1 >"$LOG/onednn.out" 2>&1
 echo
 echo "== 2. oneDNN primitives, steps 11-60 (ms per step; 'mb4' is a chunk of 4 images) =="
 awk -F, '
@@ -98,7 +98,7 @@ awk -F, '
 
 # 3. start-up
 python3 "$ROOT/bench/steptime.py" --steps 1 --skip 0 --log "$LOG/startup.log" -- \
-	perf record -q -k CLOCK_MONOTONIC -F 1999 -o "$LOG/startup.data" -- "$TC" "$NET" --threads "$THREADS" \
+	perf record -q -k CLOCK_MONOTONIC -F 1999 -o "$LOG/startup.data" -- "$TC" "$NET" --cpus 1 --threads "$THREADS" \
 	--set train.steps=1 --set train.log_interval=1 >"$LOG/startup.kv"
 t0=$(tr ' ' '\n' <"$LOG/startup.kv" | sed -n 's/^t0=//p')
 first=$(tr ' ' '\n' <"$LOG/startup.kv" | sed -n 's/^first_step_s=//p')

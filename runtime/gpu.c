@@ -65,6 +65,18 @@ int gpu_open(int *count, char *err, size_t errlen)
 	return 0;
 }
 
+bool gpu_maybe(void)
+{
+	char path[PATH_MAX + 32];
+	lib_path(path, sizeof path);
+	if (access(path, F_OK) != 0)
+		return false;
+	void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+	if (drv)
+		dlclose(drv);
+	return drv != NULL;
+}
+
 int gpu_train(const struct plan *p, const struct train_opts *o, int device)
 {
 	return train_entry(p, o, device);

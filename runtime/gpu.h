@@ -6,6 +6,7 @@
  */
 #ifndef GPU_H
 #define GPU_H
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "compiler/ir.h"
@@ -14,6 +15,10 @@
 /* Load the library and count the GPUs: 0 with *count, or -1 with a message
  * in err saying what is missing and what to do instead. */
 int gpu_open(int *count, char *err, size_t errlen);
+/* Whether trainc has its GPU library (built with CUDA) and the NVIDIA
+ * driver's library loads here: a machine that may have GPUs for it.  Cheap
+ * where either is absent. */
+bool gpu_maybe(void);
 /* Train one rank on GPU `device` (gpu_open first); the exit status. */
 int gpu_train(const struct plan *p, const struct train_opts *o, int device);
 #endif

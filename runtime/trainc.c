@@ -64,7 +64,8 @@ static void usage(FILE *out)
 	      "options:\n"
 	      "  --gpus N     N GPUs: N/D ranks when each rank owns D devices (@device), over NCCL;\n"
 	      "               needs trainc-cuda.so (built with CUDA) and a GPU\n"
-	      "  --cpus N     N CPU devices: N/D worker processes when each rank owns D devices\n"
+	      "  --cpus N     N CPU devices: N/D worker processes when each rank owns D devices;\n"
+	      "               with neither, training takes every GPU present, else one CPU rank\n"
 	      "  --set k=v    override a data, train or parallel setting, e.g. --set train.epochs=1\n"
 	      "  --save PATH  PATH.safetensors: after training, the weights with PyTorch's names;\n"
 	      "               any other PATH: a checkpoint directory (weights, optimizer state,\n"
@@ -618,6 +619,21 @@ int main(int argc, char **argv)
 	if (init && resume)
 		return usage_error("give --init (weights to start from) or --resume (a checkpoint to continue), not both");
 
+	/* training without --gpus or --cpus: every GPU present, as the seed
+	 * programs take torch.cuda.device_count(), else one rank on the CPU.
+	 * The workers are told the count (--gpus N on their command line). */
+	bool auto_gpus = false;
+	if (!strcmp(cmd, "train") && gpus < 0 && cpus < 0 && launch_worker_rank(&(int){ 0 }) < 0 && gpu_maybe()) {
+		int ngpu = 0;
+		char gerr[1024];
+		if (gpu_open(&ngpu, gerr, sizeof gerr) == 0 && ngpu > 0) {
+			gpus = ngpu;
+			auto_gpus = true;
+		} else {
+			fprintf(stderr, "trainc: training on the CPU: %s\n", gerr);
+		}
+	}
+
 	struct arena arena = { 0 };
 	struct diag d;
 	diag_init(&d, stderr);
@@ -625,6 +641,21 @@ int main(int argc, char **argv)
 	 * the rank count, and what depends on it, comes with the second */
 	struct compile_opts o = { file, 1, sets, nsets, gpus > 0 || cpus > 0 || nnodes > 1, gpus > 0 };
 	struct plan *p = compile_file(&arena, &d, &o);
+	if (p && auto_gpus && gpus % p->ndevices != 0) {
+		/* the most GPUs that whole ranks take; fewer than one rank's: the CPU */
+		int found = gpus;
+		gpus -= gpus % p->ndevices;
+		if (gpus == 0) {
+			fprintf(stderr, "trainc: training on the CPU: a rank of this model takes %d GPUs, and %d %s visible\n", p->ndevices,
+				found, found == 1 ? "is" : "are");
+			gpus = -1;
+			auto_gpus = false;
+			o.world_unknown = nnodes > 1; /* a job over machines compiles again below, with its ranks */
+			o.gpu = false;
+			if (!o.world_unknown)
+				p = compile_file(&arena, &d, &o);
+		}
+	}
 	if (p && (gpus > 0 || cpus > 0 || nnodes > 1)) {
 		int n = gpus > 0 ? gpus : cpus > 0 ? cpus : 1;
 		if (n % p->ndevices != 0) {
@@ -668,7 +699,22 @@ int main(int argc, char **argv)
 			fprintf(stderr, "trainc: warning: %d thread%s on each of %d rank%s is more than the %d CPU%s this process may use; "
 				"expect a slower run\n", threads, threads == 1 ? "" : "s", here, here == 1 ? "" : "s", kern_cpus(),
 				kern_cpus() == 1 ? "" : "s");
-		struct train_opts to = { save, init, resume, run_dir, TRAINC_VERSION, threads, 0, o.world, argc, argv };
+		/* the workers' command line: this one, with the GPUs found here */
+		char count[16], **wargv = argv;
+		int wargc = argc;
+		if (auto_gpus && (wargv = calloc((size_t)argc + 3, sizeof *wargv))) {
+			snprintf(count, sizeof count, "%d", gpus);
+			memcpy(wargv, argv, (size_t)argc * sizeof *argv);
+			static char gpus_flag[] = "--gpus";
+			wargv[wargc++] = gpus_flag;
+			wargv[wargc++] = count;
+			wargv[wargc] = NULL;
+		} else if (auto_gpus) {
+			fprintf(stderr, "trainc: out of memory\n");
+			arena_release(&arena);
+			return 1;
+		}
+		struct train_opts to = { save, init, resume, run_dir, TRAINC_VERSION, threads, 0, o.world, wargc, wargv };
 		if (wrank == 0 && launch_run_dir())
 			to.run_dir = launch_run_dir();
 		char gerr[1024], own_dir[RUNDIR_PATH_MAX];
@@ -729,7 +775,7 @@ int main(int argc, char **argv)
 				/* rc says which */
 			} else {
 				struct launch_opts lo = { o.world / nnodes, p->parallel.timeout_s, 5.0, NULL, nnodes, node, master_addr, master_port };
-				rc = launch_job(p, &lo, run_dir, save, argc, argv);
+				rc = launch_job(p, &lo, run_dir, save, wargc, wargv);
 			}
 		} else if (!resume || (rc = check_resume(p, resume, 1, gpus > 0 ? "--gpus" : "--cpus")) == 0) {
 			single_rank_signals(save, p->train.checkpoint_every);
@@ -738,6 +784,8 @@ int main(int argc, char **argv)
 		}
 		if (own_made)
 			rmdir(own_dir); /* fails, as it should, once the run wrote in it */
+		if (wargv != argv)
+			free(wargv);
 	}
 	arena_release(&arena);
 	return rc;

@@ -619,28 +619,38 @@ int main(int argc, char **argv)
 	if (init && resume)
 		return usage_error("give --init (weights to start from) or --resume (a checkpoint to continue), not both");
 
-	/* training without --gpus or --cpus: every GPU present, as the seed
-	 * programs take torch.cuda.device_count(), else one rank on the CPU.
-	 * The workers are told the count (--gpus N on their command line). */
-	bool auto_gpus = false;
-	if (!strcmp(cmd, "train") && gpus < 0 && cpus < 0 && launch_worker_rank(&(int){ 0 }) < 0 && gpu_maybe()) {
-		int ngpu = 0;
-		char gerr[1024];
-		if (gpu_open(&ngpu, gerr, sizeof gerr) == 0 && ngpu > 0) {
-			gpus = ngpu;
-			auto_gpus = true;
-		} else {
-			fprintf(stderr, "trainc: training on the CPU: %s\n", gerr);
-		}
-	}
-
 	struct arena arena = { 0 };
 	struct diag d;
 	diag_init(&d, stderr);
 	/* with --gpus or --cpus, a first look finds how many devices a rank owns;
 	 * the rank count, and what depends on it, comes with the second */
 	struct compile_opts o = { file, 1, sets, nsets, gpus > 0 || cpus > 0 || nnodes > 1, gpus > 0 };
-	struct plan *p = compile_file(&arena, &d, &o);
+	/* training without --gpus or --cpus: every GPU present, as the seed
+	 * programs take torch.cuda.device_count(), else one rank on the CPU.
+	 * The file is looked at first, so that its errors are said before the
+	 * GPU libraries load; the workers are told the count (--gpus N). */
+	bool auto_gpus = false;
+	struct plan *p = NULL;
+	if (!strcmp(cmd, "train") && gpus < 0 && cpus < 0 && launch_worker_rank(&(int){ 0 }) < 0 && gpu_maybe()) {
+		o.world_unknown = true;
+		p = compile_file(&arena, &d, &o);
+		int ngpu = 0;
+		char gerr[1024];
+		if (!p || d.errors) {
+			/* said below */
+		} else if (gpu_open(&ngpu, gerr, sizeof gerr) == 0 && ngpu > 0) {
+			gpus = ngpu;
+			auto_gpus = true;
+			o.gpu = true;
+		} else {
+			fprintf(stderr, "trainc: training on the CPU: %s\n", gerr);
+			o.world_unknown = nnodes > 1; /* a job over machines compiles again below, with its ranks */
+			if (!o.world_unknown)
+				p = compile_file(&arena, &d, &o);
+		}
+	} else {
+		p = compile_file(&arena, &d, &o);
+	}
 	if (p && auto_gpus && gpus % p->ndevices != 0) {
 		/* the most GPUs that whole ranks take; fewer than one rank's: the CPU */
 		int found = gpus;

@@ -97,6 +97,13 @@ if [ -f "$fake" ] && mkdir "$tmp/drv" && cc -shared -o "$tmp/drv/libcuda.so.1" -
 	rc=$?
 	[ $rc = 0 ] && grep -q '^trainc: training on the CPU: cannot load the GPU library' "$tmp/err" ||
 		{ fail "no flag, a broken GPU library: exit $rc:"; cat "$tmp/out" "$tmp/err"; }
+	# the file's errors come before the GPU library is loaded: with the
+	# library broken, only the error is said
+	printf 'model m {\n  x = input(4)\n  y = linear(x, 2\n}\n' > "$tmp/bad.net"
+	LD_LIBRARY_PATH=$tmp/drv TRAINC_CUDA_LIB=$tmp/bad.so "$TRAINC" "$tmp/bad.net" > "$tmp/out" 2> "$tmp/err"
+	rc=$?
+	[ $rc = 2 ] && grep -q 'bad.net:4:1: error' "$tmp/err" && ! grep -q 'GPU' "$tmp/err" ||
+		{ fail "no flag, a file with an error: exit $rc, not the error alone:"; cat "$tmp/err"; }
 	echo "ok without --gpus or --cpus: every GPU present, else the CPU"
 else
 	echo "ok (no stand-in for CUDA or no C compiler here: the choice of GPUs without --gpus is left out)"

@@ -52,11 +52,12 @@ printf "  waiting on all-reduce         %8s%% of training time; %s%% of all-redu
 printf "  PyTorch DDP gloo, 2 ranks     %8.0f images/s   (trainc %.2fx)\n" "$pt" "$(calc "$r2 / $pt")"
 # the same two ranks as a job of two nodes (--nnodes 2), both on this
 # machine, meeting over TCP at node 0's store: what the rendezvous over the
-# network costs (one thread each, as --cpus 2 gives them)
+# network costs (the nodes find they share this machine's CPUs and take
+# half each, as --cpus 2's ranks do)
 port=$((20000 + $$ % 20000))
-"$TRAINC" models/fashion_mnist_ddp.net --cpus 1 --threads 1 $steps --nnodes 2 --node-rank 1 --master-port $port \
+"$TRAINC" models/fashion_mnist_ddp.net --cpus 1 $steps --nnodes 2 --node-rank 1 --master-port $port \
 	> "$log/nodes1.log" 2>&1 &
-run nodes0 models/fashion_mnist_ddp.net --cpus 1 --threads 1 $steps --nnodes 2 --node-rank 0 --master-port $port
+run nodes0 models/fashion_mnist_ddp.net --cpus 1 $steps --nnodes 2 --node-rank 0 --master-port $port
 wait
 rn=$(field nodes0 '.*(\([0-9.]*\) images\/s while training).*')
 printf "  2 nodes x 1 rank (TCP)        %8.0f images/s   (%.2fx of --cpus 2)\n" "$rn" "$(calc "$rn / $r2")"

@@ -28,6 +28,11 @@ void kern_set_threads(int n);
  * cpusets narrow it), at least 1. */
 int kern_cpus(void);
 
+/* Names the CPUs this process may run on, machine and all, in buf (the
+ * kernel's boot id and the affinity mask): two processes with the same
+ * name compete for the same CPUs, whichever node of a job started them. */
+void kern_cpus_name(char *buf, size_t n);
+
 /* Put each of the n kernel threads on a CPU of its own when n > 1 threads
  * are exactly the CPUs the process may run on, unless OMP_PROC_BIND,
  * OMP_PLACES or GOMP_CPU_AFFINITY is set (OpenMP's own placement; set

@@ -16,7 +16,9 @@
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 void kern_set_threads(int n)
@@ -34,6 +36,35 @@ int kern_cpus(void)
 		return CPU_COUNT(&allowed);
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n > 0 ? (int)n : 1;
+}
+
+void kern_cpus_name(char *buf, size_t n)
+{
+	char boot[64] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (!f || !fgets(boot, sizeof boot, f)) /* no /proc: the host name alone */
+		gethostname(boot, sizeof boot - 1);
+	if (f)
+		fclose(f);
+	boot[strcspn(boot, "\n")] = 0;
+	if (n == 0)
+		return;
+	int w = snprintf(buf, n, "%s/", boot);
+	size_t at = w < 0 ? 0 : (size_t)w < n ? (size_t)w : n - 1;
+	cpu_set_t allowed;
+	if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+		CPU_ZERO(&allowed);
+	/* the mask in hex, a nibble at a time, up to its highest CPU */
+	int top = CPU_SETSIZE;
+	while (top > 0 && !CPU_ISSET(top - 1, &allowed))
+		top--;
+	for (int c = (top + 3) / 4 * 4 - 4; c >= 0 && at + 1 < n; c -= 4) {
+		int nib = 0;
+		for (int k = 0; k < 4; k++)
+			nib |= CPU_ISSET(c + k, &allowed) ? 1 << k : 0;
+		buf[at++] = "0123456789abcdef"[nib];
+		buf[at] = 0;
+	}
 }
 
 /* The process's CPUs before kern_pin_threads, for the threads started

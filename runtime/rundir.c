@@ -428,7 +428,7 @@ static int write_model(struct rundir *r, const struct plan *p, char *err, size_t
 	return finish(f, file, err, errlen);
 }
 
-static int write_run(struct rundir *r, const struct plan *p, const char *version, int argc, char **argv,
+static int write_run(struct rundir *r, const struct plan *p, const char *version, int argc, char **argv, int threads,
 		     char *err, size_t errlen)
 {
 	char file[RUNDIR_PATH_MAX + 32], stamp[32], host[256], abs[PATH_MAX], cwd[PATH_MAX], commit[80];
@@ -469,6 +469,8 @@ static int write_run(struct rundir *r, const struct plan *p, const char *version
 		put_string(f, cwd);
 	else
 		fputs("null", f);
+	if (threads > 0)
+		fprintf(f, ",\n  \"threads\": %d", threads);
 	fprintf(f, ",\n  \"start_time\": \"%s\",\n  \"hostname\": ", stamp);
 	put_string(f, host);
 	fprintf(f, ",\n  \"pid\": %ld,\n  \"git_commit\": ", (long)getpid());
@@ -481,13 +483,13 @@ static int write_run(struct rundir *r, const struct plan *p, const char *version
 }
 
 int rundir_create(struct rundir *r, const char *dir, const struct plan *p, const char *version, int argc,
-		  char **argv, char *err, size_t errlen)
+		  char **argv, int threads, char *err, size_t errlen)
 {
 	memset(r, 0, sizeof *r);
 	r->t0 = util_now();
 	if ((dir ? claim_named(r, dir, false, err, errlen) : claim_default(r, p->model_name, err, errlen)) != 0)
 		return -1;
-	if (write_model(r, p, err, errlen) != 0 || write_run(r, p, version, argc, argv, err, errlen) != 0)
+	if (write_model(r, p, err, errlen) != 0 || write_run(r, p, version, argc, argv, threads, err, errlen) != 0)
 		return -1;
 	char file[RUNDIR_PATH_MAX + 32];
 	r->metrics = open_in(r, "metrics.jsonl", "a", file, sizeof file);

@@ -34,12 +34,13 @@ struct rundir {
  * runs/<model>-<local YYYYmmdd-HHMMSS> under the current directory, with
  * -2, -3, ... appended if taken; else dir itself (made with its parents),
  * which may exist only if empty.  version is trainc's version string;
- * argv[0..argc) the command line to record.  Git is asked, with a time
+ * argv[0..argc) the command line to record; threads, each CPU rank's
+ * kernel threads (0 on GPUs: not recorded).  Git is asked, with a time
  * limit, for the .net file's commit and whether the file differs from it;
  * without git or outside a work tree both are null.  Returns 0, or -1 with
  * a message in err. */
 int rundir_create(struct rundir *r, const char *dir, const struct plan *p, const char *version, int argc,
-		  char **argv, char *err, size_t errlen);
+		  char **argv, int threads, char *err, size_t errlen);
 
 /* Append {"time": <seconds since creation>, <json_fields>} and a newline to
  * metrics.jsonl and flush.  json_fields is the inside of an object

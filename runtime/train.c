@@ -163,6 +163,7 @@ struct trainer {
 	const struct plan *p;
 	const struct train_opts *o;
 	int rank, world;
+	int threads; /* each kernel's OpenMP threads */
 	struct dataset train, test;
 	bool has_test;
 	pthread_t test_thread;
@@ -597,28 +598,32 @@ int train_check_test_samples(const char *path, int64_t n, char *err, size_t errl
 			 path ? ": " : "");
 }
 
-int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen)
+int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, int *sharers, char *err, size_t errlen)
 {
 	double timeout = p->parallel.timeout_s;
-	char key[64], mine[32];
+	enum { HASH_LEN = 16 };
+	char key[64], mine[HASH_LEN + 1 + 320];
 	snprintf(key, sizeof key, "plan/%d", rank);
-	snprintf(mine, sizeof mine, "%016llx", (unsigned long long)p->hash);
+	snprintf(mine, sizeof mine, "%016llx ", (unsigned long long)p->hash);
+	kern_cpus_name(mine + HASH_LEN + 1, sizeof mine - HASH_LEN - 1);
 	if (store_set(st, key, mine, strlen(mine), err, errlen) != 0)
 		return -1;
+	*sharers = 0;
 	for (int r = 0; r < world; r++) {
 		snprintf(key, sizeof key, "plan/%d", r);
 		size_t len;
 		char *theirs = store_get(st, key, &len, timeout, err, errlen);
 		if (!theirs)
 			return -1;
-		bool same = len == strlen(mine) && memcmp(theirs, mine, len) == 0;
+		bool same = len > HASH_LEN && memcmp(theirs, mine, HASH_LEN) == 0;
 		if (!same) {
 			snprintf(err, errlen,
-				 "rank %d compiled a different plan (%.*s) than rank %d (%s); every rank must run the same .net file and options",
-				 r, (int)len, theirs, rank, mine);
+				 "rank %d compiled a different plan (%.*s) than rank %d (%.*s); every rank must run the same .net file and options",
+				 r, len < HASH_LEN ? (int)len : HASH_LEN, theirs, rank, HASH_LEN, mine);
 			free(theirs);
 			return -1;
 		}
+		*sharers += len == strlen(mine) && memcmp(theirs, mine, len) == 0;
 		free(theirs);
 	}
 	return 0;
@@ -893,8 +898,16 @@ static int join_job(struct trainer *t)
 	}
 	store_client_set_timeout(t->store, timeout);
 	/* every rank must have compiled the same plan */
-	if (train_agree_plan(t->store, t->p, t->rank, t->world, t->err, sizeof t->err) != 0)
+	int sharers;
+	if (train_agree_plan(t->store, t->p, t->rank, t->world, &sharers, t->err, sizeof t->err) != 0)
 		return -1;
+	/* nodes of one job on one machine (or on CPUs a container shares)
+	 * divide its CPUs between all their ranks, not each node's alone */
+	if (t->o->threads <= 0 && sharers > launch_local_world(t->world)) {
+		int threads = kern_cpus() / sharers;
+		t->threads = threads > 0 ? threads : 1;
+		kern_set_threads(t->threads);
+	}
 	/* collectives wait twice the job timeout: the launcher names a hung rank first */
 	const char *host;
 	if (launch_comm_host(&host, hostbuf, sizeof hostbuf, e, sizeof e) != 0) {
@@ -979,11 +992,12 @@ static int setup(struct trainer *t)
 	/* the ranks on this machine share its CPUs (a job over several
 	 * machines has a part of its ranks on each) */
 	int threads = o->threads > 0 ? o->threads : kern_cpus() / launch_local_world(t->world);
-	kern_set_threads(threads > 0 ? threads : 1);
+	t->threads = threads > 0 ? threads : 1;
+	kern_set_threads(t->threads);
 	/* one process with every CPU and no threads of its own to come (pipeline
 	 * stages would inherit the main thread's CPU) */
 	if (t->world == 1 && p->ndevices == 1 && p->parallel.microbatches <= 1)
-		kern_pin_threads(threads);
+		kern_pin_threads(t->threads);
 	if (train_open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
 		return TRAIN_REFUSED;
 	t->has_test = p->test_data.kind != DATA_NONE;
@@ -1047,13 +1061,13 @@ static int setup(struct trainer *t)
 			return -1;
 	}
 	if (t->use_pipe) {
-		if (pipe_init(&t->pipe, &t->e, threads > 0 ? threads : 1, t->err, sizeof t->err) != 0)
+		if (pipe_init(&t->pipe, &t->e, t->threads, t->err, sizeof t->err) != 0)
 			return -1;
 		t->pipe_ok = true;
 		t->e.after_backward = NULL; /* buckets start after the last micro-batch, in ddp_finish */
 	}
 	if (t->rank == 0) {
-		if (rundir_create(&t->rd, o->run_dir, p, o->version, o->argc, o->argv, t->err, sizeof t->err) != 0)
+		if (rundir_create(&t->rd, o->run_dir, p, o->version, o->argc, o->argv, t->threads, t->err, sizeof t->err) != 0)
 			return TRAIN_REFUSED; /* one that cannot be made where it is, or written (a full disk: 1) */
 		t->rd_ok = true;
 	}

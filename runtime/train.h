@@ -116,9 +116,10 @@ int train_check_samples(const struct dataset *ds, int world, char *err, size_t e
  * which divides by its size, needs): 0, or -1 with a message naming the
  * file (path, or NULL for synthetic data). */
 int train_check_test_samples(const char *path, int64_t n, char *err, size_t errlen);
-/* Every rank checks through the store that all compiled the same plan. */
+/* Every rank checks through the store that all compiled the same plan;
+ * *sharers counts the ranks that run on this rank's CPUs (itself too). */
 struct store_client;
-int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, char *err, size_t errlen);
+int train_agree_plan(struct store_client *st, const struct plan *p, int rank, int world, int *sharers, char *err, size_t errlen);
 /* Whether a checkpoint made at at->world ranks may resume at world (with a
  * per-rank batch of micro; 0: not known yet, only the rule checked); at
  * any rank count under train.steps = 0, which reads no training batch. */

@@ -454,7 +454,7 @@ static char *argv_[] = { (char *)"trainc", (char *)"train", (char *)"a\"b\nc\\d"
 static void test_rundir_named(void)
 {
 	struct rundir r;
-	CHECK(rundir_create(&r, at("runs/one/deep"), P, "9.8.7", 4, argv_, err, sizeof err) == 0);
+	CHECK(rundir_create(&r, at("runs/one/deep"), P, "9.8.7", 4, argv_, 3, err, sizeof err) == 0);
 	CHECK_STR(rundir_path(&r), at("runs/one/deep"));
 	CHECK_STR(read_text(at("runs/one/deep/model.net")), P->text);
 	const char *j = read_text(at("runs/one/deep/run.json"));
@@ -467,6 +467,7 @@ static void test_rundir_named(void)
 	CHECK(contains(j, "\"net_file\": \"") && contains(j, "/net.net\""));
 	CHECK(contains(j, "\"start_time\": \"20") && contains(j, "Z\",\n"));
 	CHECK(contains(j, "\"hostname\": \""));
+	CHECK(contains(j, "\"threads\": 3,\n"));
 	CHECK(contains(j, "\"git_commit\": null") && contains(j, "\"git_dirty\": null"));
 
 	CHECK(rundir_metric_step(&r, 3, 1, 0.25, 1e-3, 1234.5) == 0);
@@ -496,11 +497,11 @@ static void test_rundir_named(void)
 
 	/* an existing empty directory is taken; a non-empty one or a file is refused */
 	CHECK(mkdir(at("empty"), 0777) == 0);
-	CHECK(rundir_create(&r, at("empty"), P, "v", 0, NULL, err, sizeof err) == 0);
+	CHECK(rundir_create(&r, at("empty"), P, "v", 0, NULL, 0, err, sizeof err) == 0);
 	rundir_close(&r);
-	CHECK(rundir_create(&r, at("empty"), P, "v", 0, NULL, err, sizeof err) == -1);
+	CHECK(rundir_create(&r, at("empty"), P, "v", 0, NULL, 0, err, sizeof err) == -1);
 	CHECK(contains(err, "/empty: the run directory is not empty; pick another one or remove it"));
-	CHECK(rundir_create(&r, at("net.net"), P, "v", 0, NULL, err, sizeof err) == -1);
+	CHECK(rundir_create(&r, at("net.net"), P, "v", 0, NULL, 0, err, sizeof err) == -1);
 	CHECK(contains(err, "net.net: exists and is not a directory"));
 	CHECK(rundir_metric(&r, "") == -1 && contains(r.err, "not open"));
 }
@@ -511,9 +512,9 @@ static void test_rundir_default(void)
 	CHECK(getcwd(cwd, sizeof cwd) != NULL);
 	CHECK(chdir(tmp) == 0);
 	struct rundir r1, r2, r3;
-	CHECK(rundir_create(&r1, NULL, P, "v", 0, NULL, err, sizeof err) == 0);
-	CHECK(rundir_create(&r2, NULL, P, "v", 0, NULL, err, sizeof err) == 0);
-	CHECK(rundir_create(&r3, NULL, P, "v", 0, NULL, err, sizeof err) == 0);
+	CHECK(rundir_create(&r1, NULL, P, "v", 0, NULL, 0, err, sizeof err) == 0);
+	CHECK(rundir_create(&r2, NULL, P, "v", 0, NULL, 0, err, sizeof err) == 0);
+	CHECK(rundir_create(&r3, NULL, P, "v", 0, NULL, 0, err, sizeof err) == 0);
 	const char *a = rundir_path(&r1), *b = rundir_path(&r2), *c = rundir_path(&r3);
 	CHECK(!strncmp(a, "runs/Net-20", 11) && strlen(a) == strlen("runs/Net-20240101-120000"));
 	CHECK(strcmp(a, b) != 0 && strcmp(b, c) != 0 && strcmp(a, c) != 0);
@@ -554,11 +555,12 @@ static void test_rundir_git(void)
 	CHECK(strlen(head) == 40);
 
 	struct rundir r;
-	CHECK(rundir_create(&r, at("gitrun1"), p, "v", 0, NULL, err, sizeof err) == 0);
+	CHECK(rundir_create(&r, at("gitrun1"), p, "v", 0, NULL, 0, err, sizeof err) == 0);
 	rundir_close(&r);
 	const char *j = read_text(at("gitrun1/run.json"));
 	snprintf(want, sizeof want, "\"git_commit\": \"%s\"", head);
 	CHECK(contains(j, want) && contains(j, "\"git_dirty\": false"));
+	CHECK(!strstr(j, "\"threads\"")); /* 0: a GPU run's, not recorded */
 
 	FILE *f = fopen(at("repo/m.net"), "a");
 	CHECK(f != NULL);
@@ -566,7 +568,7 @@ static void test_rundir_git(void)
 		fputs("# edited\n", f);
 		fclose(f);
 	}
-	CHECK(rundir_create(&r, at("gitrun2"), p, "v", 0, NULL, err, sizeof err) == 0);
+	CHECK(rundir_create(&r, at("gitrun2"), p, "v", 0, NULL, 0, err, sizeof err) == 0);
 	rundir_close(&r);
 	j = read_text(at("gitrun2/run.json"));
 	CHECK(contains(j, want) && contains(j, "\"git_dirty\": true"));
@@ -576,7 +578,7 @@ static void test_rundir_git(void)
 	char saved[4096];
 	snprintf(saved, sizeof saved, "%s", path ? path : "/usr/bin:/bin");
 	setenv("PATH", at("nothing-here"), 1);
-	CHECK(rundir_create(&r, at("gitrun3"), p, "v", 0, NULL, err, sizeof err) == 0);
+	CHECK(rundir_create(&r, at("gitrun3"), p, "v", 0, NULL, 0, err, sizeof err) == 0);
 	setenv("PATH", saved, 1);
 	rundir_close(&r);
 	j = read_text(at("gitrun3/run.json"));

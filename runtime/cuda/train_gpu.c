@@ -347,7 +347,7 @@ static int join_job(struct gt *t)
 	if (!(t->store = launch_store(timeout, e, sizeof e)))
 		return util_fail(t->err, sizeof t->err, "rank %d: %s", t->rank, e);
 	store_client_set_timeout(t->store, timeout);
-	if (train_agree_plan(t->store, t->p, t->rank, t->world, t->err, sizeof t->err) != 0)
+	if (train_agree_plan(t->store, t->p, t->rank, t->world, &(int){ 0 }, t->err, sizeof t->err) != 0)
 		return -1;
 	/* one communicator per GPU of the rank, as ProcessGroupNCCL keeps one per device */
 	for (int d = 0; d < t->ngpu; d++) {
@@ -547,7 +547,7 @@ static int setup(struct gt *t)
 	if (loaded != 0)
 		return loaded;
 	if (t->rank == 0) {
-		if (rundir_create(&t->rd, t->o->run_dir, p, t->o->version, t->o->argc, t->o->argv, t->err, sizeof t->err) != 0)
+		if (rundir_create(&t->rd, t->o->run_dir, p, t->o->version, t->o->argc, t->o->argv, 0, t->err, sizeof t->err) != 0)
 			return TRAIN_REFUSED; /* one that cannot be made where it is, or written (a full disk: 1) */
 		t->rd_ok = true;
 	}

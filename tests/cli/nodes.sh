@@ -2,7 +2,8 @@
 # launchers on this machine that meet at node 0's store over TCP (on the
 # loopback address, and on this machine's network address where it has
 # one): 2 nodes of 1 rank train as --cpus 2 does (DDP and FSDP, and over
-# the host stand-in for CUDA, bit for bit), GLOO_SOCKET_IFNAME is heeded,
+# the host stand-in for CUDA, bit for bit; on one machine they share its
+# CPUs as --cpus 2's ranks do), GLOO_SOCKET_IFNAME is heeded,
 # and a sharded checkpoint saved by 2 nodes resumes at --cpus 2 exactly.
 # A worker killed on node 1, SIGINT to node 0, node 0's launcher killed,
 # node 1 killed whole, a hung rank on node 1, nodes that disagree (ranks
@@ -81,6 +82,7 @@ for net in $ddp $fsdp; do
 	what="2 nodes, $(basename $net)"
 	"$TRAINC" $net --cpus 2 --set train.steps=12 --set train.log_interval=1 --run-dir "$tmp/one" > "$tmp/one.out" 2>&1 ||
 		fail "$what: --cpus 2 failed"
+	t_one=$(grep -o '"threads": [0-9]*' "$tmp/one/run.json")
 	rm -rf "$tmp/one"
 	pair $net --cpus 1 --set train.steps=12 --set train.log_interval=1 --run-dir "$tmp/two"
 	[ "$rc0" = 0 ] && [ "$rc1" = 0 ] || { fail "$what: exit $rc0 and $rc1"; cat "$tmp/n0.err" "$tmp/n1.err"; }
@@ -92,6 +94,10 @@ for net in $ddp $fsdp; do
 	[ -s "$tmp/n1.out" ] && ! grep -qv '^\[rank 1\]' "$tmp/n1.out" || fail "$what: node 1's lines are not rank 1's alone"
 	# rank 0's node keeps the run record
 	[ -f "$tmp/two/run.json" ] || fail "$what: no run record from node 0"
+	# both nodes on this machine divide its CPUs between the 2 ranks, as
+	# --cpus 2 does, not each node's among its own
+	t_two=$(grep -o '"threads": [0-9]*' "$tmp/two/run.json")
+	[ -n "$t_one" ] && [ "$t_one" = "$t_two" ] || fail "$what: threads per rank: --cpus 2 ${t_one:-none}, 2 nodes ${t_two:-none}"
 	rm -rf "$tmp/two"
 	next_port
 done

@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -394,6 +395,39 @@ static void git_state(const struct plan *p, char *commit, size_t clen, int *dirt
 	free(files);
 }
 
+/* git_state on a thread of its own, started early (rundir_git_begin) so
+ * that its processes run while the run sets up; write_run takes its
+ * answer, or asks git itself where none was started. */
+static struct {
+	pthread_t th;
+	bool on;
+	const struct plan *p;
+	char commit[80];
+	int dirty;
+} early;
+
+static void *git_early(void *arg)
+{
+	(void)arg;
+	git_state(early.p, early.commit, sizeof early.commit, &early.dirty);
+	return NULL;
+}
+
+void rundir_git_begin(const struct plan *p)
+{
+	if (early.on || !p->path)
+		return;
+	early.p = p;
+	early.on = pthread_create(&early.th, NULL, git_early, NULL) == 0;
+}
+
+void rundir_git_end(void)
+{
+	if (early.on)
+		pthread_join(early.th, NULL);
+	early.on = false;
+}
+
 /* ---- files ----------------------------------------------------------- */
 
 static FILE *open_in(struct rundir *r, const char *name, const char *mode, char *file, size_t flen)
@@ -442,8 +476,13 @@ static int write_run(struct rundir *r, const struct plan *p, const char *version
 	int dirty = -1;
 	commit[0] = 0;
 	/* the files it imports count too, each in the repository that holds it */
-	if (p->path)
+	if (early.on && early.p == p) {
+		rundir_git_end();
+		snprintf(commit, sizeof commit, "%s", early.commit);
+		dirty = early.dirty;
+	} else if (p->path) {
 		git_state(p, commit, sizeof commit, &dirty);
+	}
 
 	FILE *f = open_in(r, "run.json", "w", file, sizeof file);
 	if (!f)

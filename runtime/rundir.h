@@ -30,6 +30,13 @@ struct rundir {
 	bool warned;                /* a failed write was said on stderr */
 };
 
+/* Ask git about p's files (for run.json) on a thread of its own, so that
+ * its processes run while the run sets up; rundir_create takes the
+ * answer.  rundir_git_end waits for it (a run that ends before it creates
+ * its directory); both may be called again. */
+void rundir_git_begin(const struct plan *p);
+void rundir_git_end(void);
+
 /* Create the run directory and write model.net and run.json.  dir NULL:
  * runs/<model>-<local YYYYmmdd-HHMMSS> under the current directory, with
  * -2, -3, ... appended if taken; else dir itself (made with its parents),

@@ -991,6 +991,9 @@ static int setup(struct trainer *t)
 	const struct train_opts *o = t->o;
 	/* the ranks on this machine share its CPUs (a job over several
 	 * machines has a part of its ranks on each) */
+	/* rank 0's run.json asks git about the .net files meanwhile */
+	if (t->rank == 0)
+		rundir_git_begin(p);
 	int threads = o->threads > 0 ? o->threads : kern_cpus() / launch_local_world(t->world);
 	t->threads = threads > 0 ? threads : 1;
 	kern_set_threads(t->threads);
@@ -1357,6 +1360,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 
 static void teardown(struct trainer *t)
 {
+	rundir_git_end();
 	if (t->loader_ok)
 		loader_stop(&t->l);
 	if (t->ddp_ok)

@@ -171,6 +171,13 @@ struct trainer {
 	atomic_bool test_done; /* the loader has set test_rc */
 	int test_rc;
 	char test_err[512];
+	/* an mnist() training set loads on a thread of its own while the model
+	 * is set up; train holds its header (dataset_mnist_peek) until then */
+	pthread_t train_thread;
+	bool train_thread_on;
+	struct dataset train_loaded;
+	int train_rc;
+	char train_err[512];
 	struct exec e;
 	bool exec_ok;
 	int64_t start_step; /* the optimizer step the run started at (a checkpoint's) */
@@ -235,6 +242,31 @@ static void *load_test(void *arg)
 	t->test_rc = train_open_data(t->p, &t->p->test_data, &t->test, t->test_err, sizeof t->test_err);
 	atomic_store_explicit(&t->test_done, true, memory_order_release);
 	return NULL;
+}
+
+static void *load_train(void *arg)
+{
+	struct trainer *t = arg;
+	kern_unpin_this_thread(); /* not only the main thread's CPU */
+	t->train_rc = train_open_data(t->p, &t->p->train_data, &t->train_loaded, t->train_err, sizeof t->train_err);
+	return NULL;
+}
+
+/* Join the training set's loader: 0 with the whole set in t->train, or
+ * TRAIN_REFUSED with its error in t->err. */
+static int train_ready(struct trainer *t)
+{
+	if (!t->train_thread_on)
+		return 0;
+	pthread_join(t->train_thread, NULL);
+	t->train_thread_on = false;
+	if (t->train_rc != 0) {
+		snprintf(t->err, sizeof t->err, "%s", t->train_err);
+		return TRAIN_REFUSED;
+	}
+	dataset_close(&t->train); /* the header */
+	t->train = t->train_loaded;
+	return 0;
 }
 
 /* Join the test set's loader; its error, if any, becomes the run's. */
@@ -1001,8 +1033,20 @@ static int setup(struct trainer *t)
 	 * stages would inherit the main thread's CPU) */
 	if (t->world == 1 && p->ndevices == 1 && p->parallel.microbatches <= 1)
 		kern_pin_threads(t->threads);
-	if (train_open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0)
+	/* an mnist() training set is checked by its headers now and loaded
+	 * (decompressed, or its cached copy checked) while the model is set up */
+	if (p->train_data.kind == DATA_MNIST) {
+		if (dataset_mnist_peek(&t->train, p->train_data.root, p->train_data.split, t->err, sizeof t->err) != 0 ||
+		    check_images(&p->train_data, &t->train, t->err, sizeof t->err) != 0)
+			return TRAIN_REFUSED;
+		if (pthread_create(&t->train_thread, NULL, load_train, t) != 0) {
+			snprintf(t->err, sizeof t->err, "cannot start the thread that loads the training set");
+			return -1;
+		}
+		t->train_thread_on = true;
+	} else if (train_open_data(p, &p->train_data, &t->train, t->err, sizeof t->err) != 0) {
 		return TRAIN_REFUSED;
+	}
 	t->has_test = p->test_data.kind != DATA_NONE;
 	/* the test set loads in the background: the first step need not wait
 	 * for it, but wrong or missing files stop the run before it trains */
@@ -1069,6 +1113,10 @@ static int setup(struct trainer *t)
 		t->pipe_ok = true;
 		t->e.after_backward = NULL; /* buckets start after the last micro-batch, in ddp_finish */
 	}
+	/* the training set, whole, before a run record is made */
+	int ready = train_ready(t);
+	if (ready != 0)
+		return ready;
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, o->run_dir, p, o->version, o->argc, o->argv, t->threads, t->err, sizeof t->err) != 0)
 			return TRAIN_REFUSED; /* one that cannot be made where it is, or written (a full disk: 1) */
@@ -1384,6 +1432,11 @@ static void teardown(struct trainer *t)
 	sampler_free(&t->s);
 	if (t->exec_ok)
 		exec_free(&t->e);
+	if (t->train_thread_on) { /* a run that failed while the training set loaded */
+		pthread_join(t->train_thread, NULL);
+		t->train_thread_on = false;
+		dataset_close(&t->train_loaded);
+	}
 	dataset_close(&t->train);
 	if (t->test_thread_on)
 		test_ready(t);

@@ -72,6 +72,23 @@ sed "s|$tmp/ok\"|$tmp/notest\"|g" "$tmp/ok.net" > "$tmp/notest.net"
 for args in "--threads 1" "--cpus 2" "--set train.steps=0"; do
 	short "$tmp/notest.net" "$tmp/notest/t10k-images-idx3-ubyte: the test set has no samples; give it some, or leave data.test out" $args
 done
+# a training label past the classes, found as the set loads (on a thread of
+# its own while the model is set up): named with the file and byte, exit
+# 2, no run record, at one rank and in a job
+mkdir -p "$tmp/badlabel"
+idx "$tmp/badlabel" train 28
+printf '\0\0\010\001\0\0\0\002\001\014' > "$tmp/badlabel/train-labels-idx1-ubyte"
+sed "s|mnist(\"$tmp/ok\")|mnist(\"$tmp/badlabel\")|" "$tmp/ok.net" > "$tmp/badlabel.net"
+for ranks in --threads=1 --cpus=2; do
+	rm -rf "$tmp/bl"
+	"$TRAINC" "$tmp/badlabel.net" --set 'data.test=mnist("'"$tmp"'/ok", split="train")' ${ranks%%=*} ${ranks#*=} --run-dir "$tmp/bl" > "$tmp/out" 2>&1
+	rc=$?
+	[ $rc -eq 2 ] && grep -q "$tmp/badlabel/train-labels-idx1-ubyte: byte 9: label 12 of sample 1 is not below the 10 classes" "$tmp/out" ||
+		{ fail "a bad training label ($ranks): exit $rc:"; sed 's/^/    /' "$tmp/out"; }
+	[ -e "$tmp/bl/run.json" ] && fail "a bad training label ($ranks): a run record was made"
+	grep -q "Loss" "$tmp/out" && fail "a bad training label ($ranks): trained"
+done
+
 # a folder without the dataset is named at the data statement (file:line:col,
 # exit 2, as other mistakes in the file), before any worker starts
 for ranks in --threads=1 --cpus=2; do

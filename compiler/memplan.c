@@ -400,46 +400,102 @@ static bool eval_fits(struct arena *a, struct plan *p, int64_t batch, int64_t ev
 	return true;
 }
 
+/* Evaluation may take up to this much for its activations and workspace
+ * on a device where training takes less: a small training batch would
+ * otherwise evaluate a few samples at a time (the seed CNN at batch 2: 2
+ * a chunk, 2.5 s for the 10,000 test images against 1 s at 112). */
+enum { EVAL_ROOM = 32 << 20 };
+
+/* The activations and workspace of one device training at batch and
+ * evaluating in chunks of eval, the workspace sized for both. */
+static int64_t eval_room(struct arena *a, struct plan *p, int dev, int64_t batch, int64_t eval)
+{
+	plan_dev_acts(a, p, dev, batch, eval, eval);
+	return p->dev[dev].act_copy + p->dev[dev].bytes[REG_WORK];
+}
+
+/* The largest chunk in (lo, hi] whose activations and workspace fit
+ * room[dev] on every device (lo if none): up to 16 samples a chunk, then a
+ * multiple of 16, as the convolutions cut chunks into pieces of up to 16
+ * images, as large as divide them. */
+static int64_t eval_grow(struct arena *a, struct plan *p, int64_t batch, int64_t lo, int64_t hi, const int64_t *room)
+{
+	int64_t ok = lo;
+	while (ok < hi) {
+		int64_t mid = ok + (hi - ok + 1) / 2;
+		bool fits = true;
+		for (int dev = 0; dev < p->ndevices && fits; dev++)
+			fits = eval_room(a, p, dev, batch, mid) <= room[dev];
+		if (fits)
+			ok = mid;
+		else
+			hi = mid - 1;
+	}
+	if (ok < p->train.test_batch && ok >= 32)
+		ok -= ok % 16;
+	for (; ok > lo; ok--) {
+		bool fits = true;
+		for (int dev = 0; dev < p->ndevices && fits; dev++)
+			fits = eval_room(a, p, dev, batch, ok) <= room[dev];
+		if (fits)
+			break;
+	}
+	return ok;
+}
+
 /* Evaluation's chunk: test_batch where the memory planned for training
  * at the per-rank batch holds it, else the largest chunk that fits, and
  * at least the smaller of the two batches.  Evaluation keeps nothing for a
  * backward, so its chunk is often several times the training batch: fewer,
  * larger forwards, and under FSDP fewer gathers of each unit.  Every
- * region stays as large as with chunks of at most the training batch. */
+ * region stays as large as with chunks of at most the training batch,
+ * except where training's activations and workspace take less than
+ * EVAL_ROOM: evaluation may grow them up to it. */
 static void plan_eval_batch(struct arena *a, struct plan *p, int64_t batch)
 {
 	int64_t lo = p->train.test_batch < batch ? p->train.test_batch : batch, hi = p->train.test_batch;
-	int64_t acts[PLAN_MAX_DEVICES];
+	int64_t acts[PLAN_MAX_DEVICES], room[PLAN_MAX_DEVICES];
+	bool small = true;
 	p->act_batch = batch;
 	p->eval_batch = lo;
 	for (int dev = 0; dev < p->ndevices; dev++) {
 		plan_dev_acts(a, p, dev, batch, lo, lo);
 		acts[dev] = p->dev[dev].act_copy;
+		room[dev] = acts[dev] + p->dev[dev].bytes[REG_WORK];
+		small &= room[dev] < EVAL_ROOM;
 		/* each sample takes 4 bytes at least: no chunk beyond that fits */
 		if (hi > acts[dev] / 4)
 			hi = acts[dev] / 4;
 	}
-	if (hi <= lo)
-		return;
 	/* the activations grow with the chunk: the largest that fits them,
 	 * then down past any whose convolution chunks the workspace cannot take */
 	int64_t ok = lo;
-	while (ok < hi) {
-		int64_t mid = ok + (hi - ok + 1) / 2;
-		if (eval_fits(a, p, batch, mid, acts))
-			ok = mid;
-		else
-			hi = mid - 1;
+	if (hi > lo) {
+		while (ok < hi) {
+			int64_t mid = ok + (hi - ok + 1) / 2;
+			if (eval_fits(a, p, batch, mid, acts))
+				ok = mid;
+			else
+				hi = mid - 1;
+		}
+		/* a multiple of 16 where the chunk is larger: the convolutions cut it
+		 * into pieces of up to 16 images, as large as divide it */
+		if (ok < p->train.test_batch && ok >= 32)
+			ok -= ok % 16;
+		while (ok > lo && !eval_fits(a, p, batch, ok, acts))
+			ok--;
 	}
-	/* a multiple of 16 where the chunk is larger: the convolutions cut it
-	 * into pieces of up to 16 images, as large as divide it */
-	if (ok < p->train.test_batch && ok >= 32)
-		ok -= ok % 16;
-	while (ok > lo && !eval_fits(a, p, batch, ok, acts))
-		ok--;
-	p->eval_batch = ok;
+	/* training's memory is small: evaluation, where there is a test set,
+	 * may take up to EVAL_ROOM (each sample 4 bytes at least) */
+	int64_t grown = ok, top = p->train.test_batch < EVAL_ROOM / 4 ? p->train.test_batch : EVAL_ROOM / 4;
+	if (small && ok < top && p->test_data.kind != DATA_NONE) {
+		for (int dev = 0; dev < p->ndevices; dev++)
+			room[dev] = EVAL_ROOM;
+		grown = eval_grow(a, p, batch, ok, top, room);
+	}
+	p->eval_batch = grown > ok ? grown : ok;
 	for (int dev = 0; dev < p->ndevices; dev++)
-		plan_dev_acts(a, p, dev, batch, ok, lo);
+		plan_dev_acts(a, p, dev, batch, p->eval_batch, grown > ok ? grown : lo);
 }
 
 bool memplan_build(struct arena *a, struct diag *d, struct plan *p)

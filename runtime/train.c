@@ -543,7 +543,7 @@ static int check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain
 		 * memory planned for training holds where that is less */
 		char test[160], fix[160];
 		if (p->eval_batch < p->train.test_batch) {
-			snprintf(test, sizeof test, "the last evaluation chunk (of %lld test samples each: the memory planned for training holds no more)",
+			snprintf(test, sizeof test, "the last evaluation chunk (of %lld test samples each: the memory planned for evaluation holds no more)",
 				 (long long)p->eval_batch);
 			snprintf(fix, sizeof fix, "set train.test_batch to %lld or less, so that the last test batch holds 2 or more",
 				 (long long)p->eval_batch);

@@ -250,7 +250,7 @@ static void test_memplan_workspace(void)
 
 /* Evaluation's chunk: test_batch where training's memory holds it, else
  * the largest chunk that fits; every region as large as with chunks of at
- * most the training batch. */
+ * most the training batch, unless training's take under 32 MiB. */
 static void test_memplan_eval_chunk(void)
 {
 	struct plan *small = compile_path("models/mnist_cnn.net", 1, "train.test_batch=64");
@@ -271,6 +271,19 @@ static void test_memplan_eval_chunk(void)
 	/* a pipeline's chunks of 16 leave room for evaluation's in each copy */
 	CHECK(piped->act_batch == 16 && piped->eval_batch > 16 && piped->dev[0].bytes[REG_ACTS] == 4 * piped->dev[0].act_copy);
 	CHECK(fits->eval_batch == 100);
+	/* training at batch 2 takes little memory: evaluation may take up to
+	 * 32 MiB of activations and workspace for chunks larger than 2 */
+	struct plan *tiny = compile_path("models/mnist_cnn.net", 1, "train.batch=2");
+	const char *both[2] = { "train.batch=2", "train.test_batch=2" };
+	struct plan *tiny_only = compile_file(&A, &D, &(struct compile_opts){ "models/mnist_cnn.net", 1, both, 2, false, false });
+	CHECK(tiny && tiny_only);
+	if (!tiny || !tiny_only)
+		return;
+	int64_t room = tiny->dev[0].act_copy + tiny->dev[0].bytes[REG_WORK];
+	CHECK(tiny->act_batch == 2 && tiny->eval_batch >= 16 && room <= 32 << 20);
+	CHECK(room > tiny_only->dev[0].act_copy + tiny_only->dev[0].bytes[REG_WORK]);
+	/* training's own memory past 32 MiB: evaluation keeps within it (above) */
+	CHECK(p->dev[0].act_copy + p->dev[0].bytes[REG_WORK] > 32 << 20);
 }
 
 static void test_hash(void)

@@ -407,11 +407,12 @@ static bool eval_fits(struct arena *a, struct plan *p, int64_t batch, int64_t ev
 enum { EVAL_ROOM = 32 << 20 };
 
 /* The activations and workspace of one device training at batch and
- * evaluating in chunks of eval, the workspace sized for both. */
+ * evaluating in chunks of eval, the workspace sized for both: every copy
+ * of the activations a pipeline keeps, though evaluation uses the first. */
 static int64_t eval_room(struct arena *a, struct plan *p, int dev, int64_t batch, int64_t eval)
 {
 	plan_dev_acts(a, p, dev, batch, eval, eval);
-	return p->dev[dev].act_copy + p->dev[dev].bytes[REG_WORK];
+	return p->dev[dev].bytes[REG_ACTS] + p->dev[dev].bytes[REG_WORK];
 }
 
 /* The largest chunk in (lo, hi] whose activations and workspace fit
@@ -461,7 +462,7 @@ static void plan_eval_batch(struct arena *a, struct plan *p, int64_t batch)
 	for (int dev = 0; dev < p->ndevices; dev++) {
 		plan_dev_acts(a, p, dev, batch, lo, lo);
 		acts[dev] = p->dev[dev].act_copy;
-		room[dev] = acts[dev] + p->dev[dev].bytes[REG_WORK];
+		room[dev] = p->dev[dev].bytes[REG_ACTS] + p->dev[dev].bytes[REG_WORK];
 		small &= room[dev] < EVAL_ROOM;
 		/* each sample takes 4 bytes at least: no chunk beyond that fits */
 		if (hi > acts[dev] / 4)

@@ -282,6 +282,12 @@ static void test_memplan_eval_chunk(void)
 	int64_t room = tiny->dev[0].act_copy + tiny->dev[0].bytes[REG_WORK];
 	CHECK(tiny->act_batch == 2 && tiny->eval_batch >= 16 && room <= 32 << 20);
 	CHECK(room > tiny_only->dev[0].act_copy + tiny_only->dev[0].bytes[REG_WORK]);
+	/* a pipeline keeps a copy of the activations per micro-batch: all of
+	 * them count towards the 32 MiB */
+	const char *piped_small[2] = { "train.batch=16", "parallel.microbatches=8" };
+	struct plan *ps = compile_file(&A, &D, &(struct compile_opts){ "models/mnist_cnn.net", 1, piped_small, 2, false, false });
+	CHECK(ps && ps->act_batch == 2 && ps->dev[0].bytes[REG_ACTS] == 8 * ps->dev[0].act_copy);
+	CHECK(ps && ps->dev[0].bytes[REG_ACTS] + ps->dev[0].bytes[REG_WORK] <= 32 << 20);
 	/* training's own memory past 32 MiB: evaluation keeps within it (above) */
 	CHECK(p->dev[0].act_copy + p->dev[0].bytes[REG_WORK] > 32 << 20);
 }

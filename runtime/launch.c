@@ -284,8 +284,7 @@ struct place {
 };
 
 /* A worker's environment: the launcher's, less the variables it sets,
- * then those (ranks, the store, the beat descriptor, the run directory,
- * OPENBLAS_NUM_THREADS=1 unless the launcher's has a value),
+ * then those (ranks, the store, the beat descriptor, the run directory),
  * built before fork: a child of a process with threads may call only
  * async-signal-safe functions until it execs, and setenv allocates (a
  * child forked while another thread held the allocator's lock waited for
@@ -301,10 +300,9 @@ static char **worker_env(const struct place *pl, int beat_fd, char **own)
 	while (environ[n])
 		n++;
 	/* room for every NAME=VALUE below: 40 bytes each, the path and the address */
-	size_t cap = (NOURS + 1) * 40 + (pl->run_dir ? strlen(pl->run_dir) : 0) + (pl->master_addr ? strlen(pl->master_addr) : 0);
+	size_t cap = NOURS * 40 + (pl->run_dir ? strlen(pl->run_dir) : 0) + (pl->master_addr ? strlen(pl->master_addr) : 0);
 	size_t at = 0, k = 0;
-	bool blas_threads = false;
-	char **env = calloc(n + NOURS + 2, sizeof *env);
+	char **env = calloc(n + NOURS + 1, sizeof *env);
 	*own = malloc(cap);
 	if (!env || !*own) {
 		free(env);
@@ -319,13 +317,7 @@ static char **worker_env(const struct place *pl, int beat_fd, char **own)
 		}
 		if (!set_here)
 			env[k++] = environ[i];
-		blas_threads |= strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) == 0;
 	}
-	/* the kernels hold OpenBLAS at one thread: without this its threaded
-	 * build starts a server thread per CPU at load, which spins a while,
-	 * taking the CPUs the ranks start on (a user's setting stays) */
-	if (!blas_threads)
-		setting(env, &k, *own, cap, &at, "OPENBLAS_NUM_THREADS=1");
 	if (pl->rank == 0 && relay_raw) /* its stdout reaches the terminal as written */
 		setting(env, &k, *own, cap, &at, "TRAINC_TTY=1");
 	setting(env, &k, *own, cap, &at, "RANK=%d", pl->rank);

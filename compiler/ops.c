@@ -727,11 +727,18 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		n->out.d[1] = n->a.apool.oh;
 		n->out.d[2] = n->a.apool.ow;
 		return true;
-	case OP_ZEROPAD2D:
-		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
+	case OP_ZEROPAD2D: {
+		/* the last two dimensions, as F.pad pads them, whatever comes
+		 * before them: (height, width), (channels, height, width), ... */
+		if (in.rank < 2) {
+			diag_error(d, n->loc, "%s expects (height, width) input per sample, or more dimensions before them, but the "
+				   "layer before it gives %s", n->what, shape_str(&in, b1, sizeof b1));
 			return false;
-		return padded(d, n, "height", "top", "bottom", in.d[1], n->a.pad.top, n->a.pad.bottom, &n->out.d[1]) &&
-		       padded(d, n, "width", "left", "right", in.d[2], n->a.pad.left, n->a.pad.right, &n->out.d[2]);
+		}
+		int h = in.rank - 2, w = in.rank - 1;
+		return padded(d, n, "height", "top", "bottom", in.d[h], n->a.pad.top, n->a.pad.bottom, &n->out.d[h]) &&
+		       padded(d, n, "width", "left", "right", in.d[w], n->a.pad.left, n->a.pad.right, &n->out.d[w]);
+	}
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D:
 		/* BatchNorm1d takes (N, C) or (N, C, L): per sample (C,) or
 		 * (C, L), the channels first either way */

@@ -306,10 +306,14 @@ struct pad2d_desc exec_pad_desc(const struct plan *p, const struct node *nd, int
 {
 	const struct shape *in = &p->nodes[nd->in].out;
 	struct pad2d_desc d = { 0 };
+	/* the last two dimensions padded; those before them count as channels */
+	int64_t c = 1;
+	for (int k = 0; k + 2 < in->rank; k++)
+		c *= in->d[k];
 	d.n = (int)n;
-	d.c = (int)in->d[0];
-	d.h = (int)in->d[1];
-	d.w = (int)in->d[2];
+	d.c = (int)c;
+	d.h = (int)in->d[in->rank - 2];
+	d.w = (int)in->d[in->rank - 1];
 	d.left = (int)nd->a.pad.left;
 	d.right = (int)nd->a.pad.right;
 	d.top = (int)nd->a.pad.top;

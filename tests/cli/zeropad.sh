@@ -10,7 +10,8 @@
 # PyTorch's state_dict names, so the hidden pads take no index.  The
 # reference values and files come from tests/golden/zeropad_torch.py.
 # A checkpoint resumes where "same" means what it meant (padding=1 for a
-# kernel of 3), and not after a pad changes.
+# kernel of 3), and not after a pad changes.  Samples of rank 2 and 4 are
+# padded in their last two dimensions, as F.pad pads them.
 . "$(dirname "$0")/preamble.inc"
 . tests/cli/torch_ref.inc
 mnist_files "$tmp/data" 40 20
@@ -46,4 +47,28 @@ sed -e 's/conv2d(1, 4, kernel=4, padding="same")/conv2d(1, 4, kernel=3, padding=
 sed -e 's/conv2d(1, 4, kernel=4, padding="same")/conv2d(1, 4, kernel=3, padding="same")/' $net > "$tmp/same.net"
 "$TRAINC" "$tmp/one.net" --set train.steps=2 --save "$tmp/ck1" --run-dir "$tmp/r1" > "$tmp/r1.out" 2>&1 || fail "one.net: $(cat "$tmp/r1.out")"
 resume same ck1 "$tmp/same.net" || fail "padding=\"same\" did not resume padding=1: $(cat "$tmp/same.out")"
+
+# zeropad2d pads the last two dimensions of a sample of any rank from 2, as
+# F.pad does: (5, 6) and (2, 3, 5, 6) samples train as (1, 5, 6) and
+# (6, 5, 6) samples of the same values, bit for bit (synthetic data draws
+# by element index); a (6,) sample is refused at the layer
+shaped() { # NAME SHAPE: a net of SHAPE samples padded, flattened, classified
+	printf 'model M {\n    input(%s)\n    zeropad2d((1, 2, -1, 0))\n    flatten\n    linear(10)\n}\n' "$2" > "$tmp/$1.net"
+	printf 'data { train = synthetic(input=randn(%s), target=classes(10), samples=64) }\n' "$2" >> "$tmp/$1.net"
+	printf 'train { loss = cross_entropy; optimizer = sgd(lr=0.1); batch = 16; steps = 5; log_interval = 1 }\n' >> "$tmp/$1.net"
+	rm -rf "$tmp/run-$1" "$tmp/$1.safetensors"
+	"$TRAINC" "$tmp/$1.net" --save "$tmp/$1.safetensors" --run-dir "$tmp/run-$1" > "$tmp/$1.out" 2>&1 || fail "$2 samples: $(cat "$tmp/$1.out")"
+	grep -o 'Loss: [0-9.e+-]*' "$tmp/$1.out" > "$tmp/$1.loss"
+}
+for pair in "5, 6|1, 5, 6" "2, 3, 5, 6|6, 5, 6"; do
+	shaped a "${pair%%|*}"
+	shaped b "${pair#*|}"
+	[ "$(wc -l < "$tmp/a.loss")" = 5 ] && cmp -s "$tmp/a.loss" "$tmp/b.loss" && build/tests/stcmp "$tmp/a.safetensors" "$tmp/b.safetensors" 0 > /dev/null ||
+		fail "(${pair%%|*}) samples do not train as (${pair#*|}): $(paste "$tmp/a.loss" "$tmp/b.loss" | head -3)"
+done
+"$TRAINC" print "$tmp/a.net" | grep -q 'ZeroPad2d((1, 2, -1, 0)) *# (2, 3, 4, 9)' || fail "(2, 3, 5, 6) padded: $("$TRAINC" print "$tmp/a.net")"
+printf 'model M {\n    input(6)\n    zeropad2d(1)\n    linear(10)\n}\n' > "$tmp/flat.net"
+"$TRAINC" check "$tmp/flat.net" > "$tmp/flat.out" 2>&1
+grep -q 'flat.net:3:5: error: layer 0 (zeropad2d) expects (height, width) input per sample, or more dimensions before them, but the layer before it gives (6,)' "$tmp/flat.out" ||
+	fail "a (6,) sample padded: $(cat "$tmp/flat.out")"
 exit $failed

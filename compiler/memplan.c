@@ -406,41 +406,42 @@ static bool eval_fits(struct arena *a, struct plan *p, int64_t batch, int64_t ev
  * a chunk, 2.5 s for the 10,000 test images against 1 s at 112). */
 enum { EVAL_ROOM = 32 << 20 };
 
-/* The activations and workspace of one device training at batch and
- * evaluating in chunks of eval, the workspace sized for both: every copy
- * of the activations a pipeline keeps, though evaluation uses the first. */
-static int64_t eval_room(struct arena *a, struct plan *p, int dev, int64_t batch, int64_t eval)
+/* Whether evaluation at eval, the activations and workspace sized for it
+ * as for training at batch, takes at most EVAL_ROOM on every device:
+ * every copy of the activations a pipeline keeps counts, though
+ * evaluation uses the first.  (limit: unused; eval_fits's shape.) */
+static bool eval_room_fits(struct arena *a, struct plan *p, int64_t batch, int64_t eval, const int64_t *limit)
 {
-	plan_dev_acts(a, p, dev, batch, eval, eval);
-	return p->dev[dev].bytes[REG_ACTS] + p->dev[dev].bytes[REG_WORK];
+	(void)limit;
+	for (int dev = 0; dev < p->ndevices; dev++) {
+		plan_dev_acts(a, p, dev, batch, eval, eval);
+		if (p->dev[dev].bytes[REG_ACTS] + p->dev[dev].bytes[REG_WORK] > EVAL_ROOM)
+			return false;
+	}
+	return true;
 }
 
-/* The largest chunk in (lo, hi] whose activations and workspace fit
- * room[dev] on every device (lo if none): up to 16 samples a chunk, then a
- * multiple of 16, as the convolutions cut chunks into pieces of up to 16
- * images, as large as divide them. */
-static int64_t eval_grow(struct arena *a, struct plan *p, int64_t batch, int64_t lo, int64_t hi, const int64_t *room)
+/* The largest chunk in [lo, hi] that fits(limit) (lo if none): the
+ * largest that fits, then a multiple of 16 above 32 below test_batch, as
+ * the convolutions cut chunks into pieces of up to 16 images, as large as
+ * divide them, then down past any that does not fit. */
+static int64_t largest_chunk(struct arena *a, struct plan *p, int64_t batch, int64_t lo, int64_t hi,
+			     bool (*fits)(struct arena *, struct plan *, int64_t, int64_t, const int64_t *), const int64_t *limit)
 {
+	if (hi <= lo)
+		return lo;
 	int64_t ok = lo;
 	while (ok < hi) {
 		int64_t mid = ok + (hi - ok + 1) / 2;
-		bool fits = true;
-		for (int dev = 0; dev < p->ndevices && fits; dev++)
-			fits = eval_room(a, p, dev, batch, mid) <= room[dev];
-		if (fits)
+		if (fits(a, p, batch, mid, limit))
 			ok = mid;
 		else
 			hi = mid - 1;
 	}
 	if (ok < p->train.test_batch && ok >= 32)
 		ok -= ok % 16;
-	for (; ok > lo; ok--) {
-		bool fits = true;
-		for (int dev = 0; dev < p->ndevices && fits; dev++)
-			fits = eval_room(a, p, dev, batch, ok) <= room[dev];
-		if (fits)
-			break;
-	}
+	while (ok > lo && !fits(a, p, batch, ok, limit))
+		ok--;
 	return ok;
 }
 
@@ -451,52 +452,32 @@ static int64_t eval_grow(struct arena *a, struct plan *p, int64_t batch, int64_t
  * larger forwards, and under FSDP fewer gathers of each unit.  Every
  * region stays as large as with chunks of at most the training batch,
  * except where training's activations and workspace take less than
- * EVAL_ROOM: evaluation may grow them up to it. */
+ * EVAL_ROOM and there is a test set: evaluation may grow them up to it. */
 static void plan_eval_batch(struct arena *a, struct plan *p, int64_t batch)
 {
 	int64_t lo = p->train.test_batch < batch ? p->train.test_batch : batch, hi = p->train.test_batch;
-	int64_t acts[PLAN_MAX_DEVICES], room[PLAN_MAX_DEVICES];
+	int64_t acts[PLAN_MAX_DEVICES];
 	bool small = true;
 	p->act_batch = batch;
 	p->eval_batch = lo;
 	for (int dev = 0; dev < p->ndevices; dev++) {
 		plan_dev_acts(a, p, dev, batch, lo, lo);
 		acts[dev] = p->dev[dev].act_copy;
-		room[dev] = p->dev[dev].bytes[REG_ACTS] + p->dev[dev].bytes[REG_WORK];
-		small &= room[dev] < EVAL_ROOM;
+		small &= p->dev[dev].bytes[REG_ACTS] + p->dev[dev].bytes[REG_WORK] < EVAL_ROOM;
 		/* each sample takes 4 bytes at least: no chunk beyond that fits */
 		if (hi > acts[dev] / 4)
 			hi = acts[dev] / 4;
 	}
-	/* the activations grow with the chunk: the largest that fits them,
-	 * then down past any whose convolution chunks the workspace cannot take */
-	int64_t ok = lo;
-	if (hi > lo) {
-		while (ok < hi) {
-			int64_t mid = ok + (hi - ok + 1) / 2;
-			if (eval_fits(a, p, batch, mid, acts))
-				ok = mid;
-			else
-				hi = mid - 1;
-		}
-		/* a multiple of 16 where the chunk is larger: the convolutions cut it
-		 * into pieces of up to 16 images, as large as divide it */
-		if (ok < p->train.test_batch && ok >= 32)
-			ok -= ok % 16;
-		while (ok > lo && !eval_fits(a, p, batch, ok, acts))
-			ok--;
-	}
+	/* the activations grow with the chunk: the largest that fits them
+	 * and whose convolution chunks the workspace can take */
+	int64_t ok = largest_chunk(a, p, batch, lo, hi, eval_fits, acts);
 	/* training's memory is small: evaluation, where there is a test set,
 	 * may take up to EVAL_ROOM (each sample 4 bytes at least) */
-	int64_t grown = ok, top = p->train.test_batch < EVAL_ROOM / 4 ? p->train.test_batch : EVAL_ROOM / 4;
-	if (small && ok < top && p->test_data.kind != DATA_NONE) {
-		for (int dev = 0; dev < p->ndevices; dev++)
-			room[dev] = EVAL_ROOM;
-		grown = eval_grow(a, p, batch, ok, top, room);
-	}
-	p->eval_batch = grown > ok ? grown : ok;
+	int64_t top = p->train.test_batch < EVAL_ROOM / 4 ? p->train.test_batch : EVAL_ROOM / 4;
+	int64_t grown = small && p->test_data.kind != DATA_NONE ? largest_chunk(a, p, batch, ok, top, eval_room_fits, NULL) : ok;
+	p->eval_batch = grown;
 	for (int dev = 0; dev < p->ndevices; dev++)
-		plan_dev_acts(a, p, dev, batch, p->eval_batch, grown > ok ? grown : lo);
+		plan_dev_acts(a, p, dev, batch, grown, grown > ok ? grown : lo);
 }
 
 bool memplan_build(struct arena *a, struct diag *d, struct plan *p)

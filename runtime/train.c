@@ -1021,11 +1021,12 @@ static int setup(struct trainer *t)
 {
 	const struct plan *p = t->p;
 	const struct train_opts *o = t->o;
-	/* the ranks on this machine share its CPUs (a job over several
-	 * machines has a part of its ranks on each) */
 	/* rank 0's run.json asks git about the .net files meanwhile */
 	if (t->rank == 0)
 		rundir_git_begin(p);
+	/* the ranks on this machine share its CPUs (a job over several
+	 * machines has a part of its ranks on each; join_job counts nodes
+	 * that share this machine) */
 	int threads = o->threads > 0 ? o->threads : kern_cpus() / launch_local_world(t->world);
 	t->threads = threads > 0 ? threads : 1;
 	kern_set_threads(t->threads);

@@ -408,11 +408,12 @@ static bool loopback(const char *addr);
  * job/node/K (taken by node K's launcher), job/stop ("STATUS\tTEXT": the
  * first failure, which stops every node), job/done/K (node K's exit
  * status, which node 0 waits for before it ends). */
+enum { STOP_MAX = 4096 }; /* job/stop's text: a failure and its rank's last lines */
 struct nodes {
 	int n, me;
 	struct store_client *c;     /* this launcher's, used from its loop */
 	struct store_client *watch; /* the watcher thread's, blocked in a get of job/stop */
-	char said[1024];            /* what stopped the job, from another node: "STATUS\tTEXT" */
+	char said[STOP_MAX];        /* what stopped the job, from another node: "STATUS\tTEXT" */
 	atomic_bool heard;          /* said is written */
 	bool stopped;               /* this node set job/stop */
 	bool outsider;              /* refused for a node rank another launcher has: it does not stop the job */
@@ -557,7 +558,7 @@ static void nodes_stop(struct nodes *nd, int rc, const char *fmt, ...)
 	if (!nd->c || nd->stopped || nd->outsider || atomic_load(&nd->heard))
 		return;
 	nd->stopped = true;
-	char text[1024], e[512], own[16];
+	char text[STOP_MAX], e[512], own[16];
 	int k = snprintf(text, sizeof text, "%d\tnode %d: ", rc, nd->me);
 	va_list ap;
 	va_start(ap, fmt);
@@ -569,6 +570,30 @@ static void nodes_stop(struct nodes *nd, int rc, const char *fmt, ...)
 		memmove(text + k - (m + 2), text + k, strlen(text + k) + 1);
 	if (store_set(nd->c, "job/stop", text, strlen(text), e, sizeof e) != 0)
 		fprintf(stderr, "trainc: node %d cannot tell the other nodes to stop: %s\n", nd->me, e);
+}
+
+/* Rank (this node's worker w) failed with why: why, followed by what the
+ * rank said of it (its note, else its last lines of stderr), as the
+ * other nodes are told: they may have stopped before a line of their own
+ * said the same.  Its stderr is read first, as far as it has come. */
+static void failure_text(struct worker *w, int rank, const char *why, char *text, size_t len)
+{
+	struct pollfd p = { w->err, POLLIN, 0 };
+	while (w->err >= 0 && poll(&p, 1, 0) > 0)
+		if (!pump(w, rank, 1, w->err))
+			close_fd(&w->err);
+	size_t k = (size_t)snprintf(text, len, "%s", why);
+	int lines = w->ntail < 3 ? w->ntail : 3;
+	if (w->note_len && strcmp(w->key, "peer") != 0) {
+		int n = w->note_len;
+		while (n > 0 && w->note[n - 1] == '\n')
+			n--;
+		snprintf(text + k, len - k, "\n%.*s", n, w->note);
+	} else if (lines) {
+		k += (size_t)snprintf(text + k, len - k, "\ntrainc: last lines of rank %d's stderr:", rank);
+		for (int i = w->ntail - lines; i < w->ntail && k < len; i++)
+			k += (size_t)snprintf(text + k, len - k, "\n    %s", w->tail[i % TAIL_LINES]);
+	}
 }
 
 /* Say what another node stopped the job with; its exit status. */
@@ -785,10 +810,13 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 					/* a rank whose collective broke as a peer went away
 					 * may be another node's consequence: that node's word
 					 * is awaited a moment before this one is given */
-					if (multi && ws[r].note_len && !strcmp(ws[r].key, "peer"))
+					if (multi && ws[r].note_len && !strcmp(ws[r].key, "peer")) {
 						stop_at = t + 2.0;
-					else
-						nodes_stop(&nd, 1, "%s", why);
+					} else if (multi) {
+						char text[STOP_MAX - 64];
+						failure_text(&ws[r], base + r, why, text, sizeof text);
+						nodes_stop(&nd, 1, "%s", text);
+					}
 					/* the others a moment to end and say why on their own
 					 * (a rank that failed first may be the second to exit),
 					 * then SIGTERM, then SIGKILL after the grace */

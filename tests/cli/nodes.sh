@@ -135,7 +135,19 @@ GLOO_SOCKET_IFNAME=nosuch0 pair models/toy.net --cpus 1 --run-dir "$tmp/g"
 [ "$rc0" = 1 ] && [ "$rc1" = 1 ] || fail "$what: exit $rc0 and $rc1, expected 1 and 1"
 said 0 'GLOO_SOCKET_IFNAME=nosuch0: this machine has no interface of that name with an IPv4 address'
 next_port
-echo "ok GLOO_SOCKET_IFNAME: lo is used, an interface that is not there is said"
+# node 1's alone: node 0's rank, waiting for it, is stopped before it says
+# anything of its own, and node 0 says what node 1's rank said
+what="GLOO_SOCKET_IFNAME=nosuch0 on node 1"
+GLOO_SOCKET_IFNAME=lo node 0 models/toy.net --cpus 1 --run-dir "$tmp/g"
+GLOO_SOCKET_IFNAME=nosuch0 node 1 models/toy.net --cpus 1
+finish "$n0" 60; rc0=$rc
+finish "$n1" 30; rc1=$rc
+[ "$rc0" = 1 ] && [ "$rc1" = 1 ] || fail "$what: exit $rc0 and $rc1, expected 1 and 1"
+said 0 "the job stopped: node 1: rank 1 failed with exit code 1"
+said 0 "^    trainc: rank 1: GLOO_SOCKET_IFNAME=nosuch0: this machine has no interface of that name"
+rm -rf "$tmp/g"
+next_port
+echo "ok GLOO_SOCKET_IFNAME: lo is used, an interface that is not there is said, on the other node too"
 
 # over the GPU trainer (the host stand-in for CUDA, whose NCCL runs over
 # Gloo): each node's rank takes its node's GPU 0 (LOCAL_RANK)

@@ -17,6 +17,7 @@
  */
 #include "runtime/safetensors.h"
 #include "runtime/filemap.h"
+#include "runtime/torchfile.h"
 #include "runtime/util.h"
 
 #include <dirent.h>
@@ -541,9 +542,15 @@ static int check_layout(struct safetensors_file *f, uint64_t header_len, uint64_
 int safetensors_parse(struct safetensors_file *f, const void *bytes, size_t size, const char *label,
 		      char *err, size_t errlen)
 {
+	if (torchfile_is_zip(bytes, size))
+		return torchfile_parse(f, bytes, size, label, err, errlen);
 	memset(f, 0, sizeof *f);
 	snprintf(f->path, sizeof f->path, "%s", label);
 	const unsigned char *b = bytes;
+	if (torchfile_is_legacy(bytes, size))
+		return util_fail(err, errlen, "%s: byte 0: a pickle, as torch.save wrote before PyTorch 1.6 (or with "
+			    "_use_new_zipfile_serialization=False); save it again with torch.save(model.state_dict(), PATH) "
+			    "in PyTorch 1.6 or later", f->path);
 	if (size < 8)
 		return util_fail(err, errlen, "%s: byte 0: file is %zu bytes, too short for the 8-byte header length; "
 			    "this is not a safetensors file", f->path, size);
@@ -929,13 +936,31 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 	for (int i = 0; i < 8; i++)
 		o.p[i] = (char)(hl >> (8 * i) & 0xff);
 
+	struct safetensors_piece *pc = malloc((size_t)(n + 1) * sizeof *pc);
+	int rc = -1;
+	if (!pc) {
+		util_fail(err, errlen, "%s: out of memory", path);
+	} else {
+		pc[0] = (struct safetensors_piece){ o.p, o.len };
+		for (int k = 0; k < n; k++)
+			pc[k + 1] = (struct safetensors_piece){ order[k]->data, tensor_bytes(order[k]) };
+		rc = safetensors_write_pieces(path, pc, n + 1, err, errlen);
+	}
+	free(pc);
+	free(order);
+	free(o.p);
+	return rc;
+}
+
+int safetensors_write_pieces(const char *path, const struct safetensors_piece *pc, int n, char *err, size_t errlen)
+{
+	uint64_t total = 0;
+	for (int k = 0; k < n; k++)
+		total += pc[k].len;
 	char tmp[PATH_MAX + 32], dir[PATH_MAX]; /* any path the kernel takes, and the temporary name's ending */
 	int w = snprintf(tmp, sizeof tmp, "%s.tmp.%d.XXXXXX", path, (int)getpid());
-	if (w < 0 || (size_t)w >= sizeof tmp) {
-		free(order);
-		free(o.p);
+	if (w < 0 || (size_t)w >= sizeof tmp)
 		return util_fail(err, errlen, "%.200s...: path too long", path);
-	}
 	const char *slash = strrchr(path, '/');
 	if (!slash)
 		snprintf(dir, sizeof dir, ".");
@@ -948,18 +973,15 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
 		int e = errno;
-		free(order);
-		free(o.p);
 		return util_fail(err, errlen, "%s: cannot create a temporary file in %s: %s; check that the directory "
 			    "exists and is writable", path, dir, strerror(e));
 	}
 	/* mkstemp makes 0600; a checkpoint is an ordinary file, as under umask 022 */
 	fchmod(fd, 0644);
 	uint64_t done = 0;
-	int rc = write_all(fd, o.p, o.len, &done);
-	for (int k = 0; rc == 0 && k < n; k++) {
-		rc = write_all(fd, order[k]->data, tensor_bytes(order[k]), &done);
-	}
+	int rc = 0;
+	for (int k = 0; rc == 0 && k < n; k++)
+		rc = write_all(fd, pc[k].data, pc[k].len, &done);
 	const char *what = "write";
 	if (rc == 0 && fsync(fd) != 0)
 		rc = -1, what = "fsync";
@@ -968,13 +990,11 @@ int safetensors_write_typed(const char *path, const struct safetensors_typed *t,
 		rc = -1, what = "close", e = errno;
 	if (rc == 0 && rename(tmp, path) != 0)
 		rc = -1, what = "rename", e = errno;
-	free(order);
-	free(o.p);
 	if (rc != 0) {
 		unlink(tmp);
 		return util_fail(err, errlen, "%s: %s of %s failed after %llu of %llu bytes: %s; check free disk space and "
 			    "permissions", path, what, tmp, (unsigned long long)done,
-			    (unsigned long long)(8 + hl + data_len), strerror(e));
+			    (unsigned long long)total, strerror(e));
 	}
 	/* the rename is durable only once the directory entry is on disk */
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -90,8 +90,22 @@ int safetensors_write(const char *path, const struct safetensors_tensor *t, int 
 int safetensors_write_typed(const char *path, const struct safetensors_typed *t, int n,
 			    const struct safetensors_meta *meta, int nmeta, char *err, size_t errlen);
 
+/* One piece of a file safetensors_write_pieces writes. */
+struct safetensors_piece {
+	const void *data;
+	uint64_t len;
+};
+
+/* Write the pieces one after another to path, atomically and durably as
+ * safetensors_write does (for the other weights format, runtime/torchfile.h).
+ * Returns 0, or -1 with a message in err. */
+int safetensors_write_pieces(const char *path, const struct safetensors_piece *pc, int n, char *err, size_t errlen);
+
 /* Map path and validate it.  Returns 0, or -1 with a message in err naming
- * the file, the byte offset and, where one is at fault, the tensor. */
+ * the file, the byte offset and, where one is at fault, the tensor.  A
+ * torch.save archive (a ZIP file) is read as well, into the same table
+ * (runtime/torchfile.h), and a pickle of older PyTorch is refused saying
+ * how to save it again. */
 int safetensors_open(struct safetensors_file *f, const char *path, char *err, size_t errlen);
 
 /* The same over bytes already in memory, which must outlive f; label names

@@ -520,7 +520,7 @@ const char *train_batch_words(char *buf, size_t n, int64_t micro, int accum)
 bool train_is_weights_file(const char *path)
 {
 	size_t n = strlen(path);
-	return n > 12 && strcasecmp(path + n - 12, ".safetensors") == 0;
+	return (n > 12 && strcasecmp(path + n - 12, ".safetensors") == 0) || weights_torch_name(path);
 }
 
 /* Whether every batch norm sees more than one value per channel at the

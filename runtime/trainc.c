@@ -67,12 +67,14 @@ static void usage(FILE *out)
 	      "  --cpus N     N CPU devices: N/D worker processes when each rank owns D devices;\n"
 	      "               with neither, training takes every GPU present, else one CPU rank\n"
 	      "  --set k=v    override a data, train or parallel setting, e.g. --set train.epochs=1\n"
-	      "  --save PATH  PATH.safetensors: after training, the weights with PyTorch's names;\n"
+	      "  --save PATH  PATH.safetensors or PATH.pt (torch.save's format): after training,\n"
+	      "               the weights with PyTorch's names (a state_dict);\n"
 	      "               any other PATH: a checkpoint directory (weights, optimizer state,\n"
 	      "               position), written at the end and every checkpoint_every steps\n"
 	      "  --resume DIR continue exactly where the checkpoint in DIR stopped\n"
-	      "  --init PATH  start from these weights (safetensors with PyTorch's names; names\n"
-	      "               and shapes must match the model exactly; other float types are rounded)\n"
+	      "  --init PATH  start from these weights (safetensors, or a state_dict saved by\n"
+	      "               torch.save: names and shapes must match the model exactly; other\n"
+	      "               float types are rounded)\n"
 	      "  --run-dir D  where the run's record goes (default runs/MODEL-TIME): the .net\n"
 	      "               text that ran, run.json (plan hash, git state), metrics.jsonl, weights\n"
 	      "  --threads N  compute threads per rank (default: the cores shared among the ranks)\n"
@@ -101,7 +103,7 @@ static int usage_error(const char *fmt, ...)
  * checkpoint folder's name. */
 static const char *weights_lookalike(const char *path)
 {
-	static const char *const ext[] = { ".pt", ".pth", ".bin", ".pkl", ".safetensor", ".st", ".h5", ".onnx", ".npz" };
+	static const char *const ext[] = { ".bin", ".pkl", ".safetensor", ".st", ".h5", ".onnx", ".npz", ".ckpt" };
 	size_t n = strlen(path);
 	for (size_t k = 0; k < sizeof ext / sizeof ext[0]; k++) {
 		size_t e = strlen(ext[k]);
@@ -518,9 +520,9 @@ int main(int argc, char **argv)
 			save = argv[++i];
 			const char *ext = weights_lookalike(save);
 			if (ext)
-				return usage_error("--save %s: trainc writes weights as safetensors, not %s: name the file NAME.safetensors "
-						   "(PyTorch reads it with safetensors.torch.load_file); a name without such an ending is a "
-						   "checkpoint folder", save, ext);
+				return usage_error("--save %s: trainc writes weights as safetensors or torch.save's format, not %s: name "
+						   "the file NAME.safetensors or NAME.pt (PyTorch reads it with torch.load); a name without "
+						   "such an ending is a checkpoint folder", save, ext);
 			continue;
 		}
 		if (!strcmp(a, "--init") || !strcmp(a, "--run-dir") || !strcmp(a, "--resume")) {

@@ -19,8 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "runtime/safetensors.h"
+#include "runtime/torchfile.h"
 #include "runtime/util.h"
 
 enum { LIST_MAX = 5 }; /* names listed in one message */
@@ -78,6 +80,12 @@ static int check_region(const struct plan *p, const char *path, char *err, size_
 	return 0;
 }
 
+bool weights_torch_name(const char *path)
+{
+	size_t n = strlen(path);
+	return (n > 3 && strcasecmp(path + n - 3, ".pt") == 0) || (n > 4 && strcasecmp(path + n - 4, ".pth") == 0);
+}
+
 int weights_save(const struct plan *p, const float *params, const char *path, char *err, size_t errlen)
 {
 	if (check_region(p, path, err, errlen) != 0)
@@ -96,7 +104,8 @@ int weights_save(const struct plan *p, const float *params, const char *path, ch
 	char hash[17];
 	snprintf(hash, sizeof hash, "%016llx", (unsigned long long)p->hash);
 	struct safetensors_meta meta[2] = { { "format", "pt" }, { "trainc_plan", hash } };
-	int rc = safetensors_write_typed(path, t, p->nparams, meta, 2, err, errlen);
+	int rc = weights_torch_name(path) ? torchfile_write(path, t, p->nparams, err, errlen)
+					  : safetensors_write_typed(path, t, p->nparams, meta, 2, err, errlen);
 	free(t);
 	return rc;
 }

@@ -16,12 +16,19 @@
 
 #include "compiler/ir.h"
 
+/* Whether path names a torch.save file (NAME.pt or NAME.pth, any case),
+ * which weights_save writes in that format (runtime/torchfile.h). */
+bool weights_torch_name(const char *path);
+
 /* Write every parameter and buffer of p, read from params (the executor's
  * REG_PARAMS region, addressed by each param's offset), to path atomically.
  * Returns 0, or -1 with a message in err. */
 int weights_save(const struct plan *p, const float *params, const char *path, char *err, size_t errlen);
+/* (A path that weights_torch_name accepts gets a torch.save archive of the
+ * same tensors in the model's state_dict order, without metadata.) */
 
-/* Fill params from the file at path (trainc's --init).  Every tensor of the
+/* Fill params from the file at path (trainc's --init): safetensors, or a
+ * torch.save archive of a state_dict, told apart by their first bytes.  Every tensor of the
  * plan must be in the file with its shape (PyTorch's shape-[1] for a
  * shape-[] scalar is accepted, as load_state_dict accepts it); float tensors
  * may be F32, F64, F16 or BF16, num_batches_tracked I64 or I32, or absent

@@ -3,7 +3,10 @@
  * bit for bit, the I64 num_batches_tracked scalars (which a file may
  * leave out, as load_state_dict allows), every refusal of
  * weights_load with its message, strict against non-strict, conversion of
- * F64, F16, BF16 and I32 data, and no write on a failed load.
+ * F64, F16, BF16 and I32 data, and no write on a failed load; the same
+ * plan through torch.save's format: written and read back bit for bit, and
+ * the file PyTorch itself saved of it (tests/golden/torch_net.pt) read to
+ * the values it holds.
  * Run directories: naming, refusal of a non-empty directory, run.json and
  * metrics.jsonl contents, git commit and dirtiness inside a scratch
  * repository and null outside one or without git.  Everything is written
@@ -20,6 +23,7 @@
 #include "grammar/diag.h"
 #include "runtime/rundir.h"
 #include "runtime/safetensors.h"
+#include "runtime/torchfile.h"
 #include "runtime/weights.h"
 
 static struct arena A;
@@ -172,6 +176,91 @@ static void test_round_trip(void)
 	}
 	free(src);
 	free(dst);
+}
+
+/* params equal to filled(p), bit for bit */
+static bool is_filled(const struct plan *p, const float *params)
+{
+	float *want = filled(p);
+	bool same = want != NULL;
+	for (int k = 0; same && k < p->nparams; k++) {
+		const struct param *pr = &p->params[k];
+		size_t bytes = (size_t)(pr->dtype == DT_I64 ? 8 * pr->numel : 4 * pr->numel);
+		if (memcmp(want + pr->offset, params + pr->offset, bytes) != 0) {
+			fprintf(stderr, "  %s differs\n", pr->name);
+			same = false;
+		}
+	}
+	free(want);
+	return same;
+}
+
+static void test_torch_round_trip(void)
+{
+	float *src = filled(P), *dst = calloc((size_t)region_floats(P), 4);
+	CHECK(weights_torch_name("m.pt") && weights_torch_name("M.PTH") && !weights_torch_name("m.safetensors") &&
+	      !weights_torch_name(".pt"));
+	CHECK(weights_save(P, src, at("w.pt"), err, sizeof err) == 0);
+	FILE *fp = fopen(at("w.pt"), "rb");
+	unsigned char head[4] = { 0 };
+	CHECK(fp && fread(head, 1, 4, fp) == 4);
+	if (fp)
+		fclose(fp);
+	CHECK(torchfile_is_zip(head, 4));
+	struct safetensors_file f;
+	CHECK(safetensors_open(&f, at("w.pt"), err, sizeof err) == 0);
+	CHECK(f.n == 9);
+	const struct safetensors_entry *e = safetensors_find(&f, "bn1.num_batches_tracked");
+	CHECK(e && e->dtype == ST_I64 && e->ndim == 0 && e->numel == 1 && e->end - e->begin == 8);
+	e = safetensors_find(&f, "fc1.weight");
+	CHECK(e && e->dtype == ST_F32 && e->ndim == 2 && e->shape[0] == 10 && e->shape[1] == 144 && e->begin % 64 == 0);
+	safetensors_close(&f);
+	CHECK(weights_load(P, dst, at("w.pt"), true, err, sizeof err) == 0);
+	CHECK(is_filled(P, dst));
+	free(src);
+	free(dst);
+}
+
+/* A state_dict saved by PyTorch 1.13 (tests/golden/torch_files_torch.py),
+ * its values filled()'s */
+static void test_torch_from_pytorch(void)
+{
+	float *dst = calloc((size_t)region_floats(P), 4);
+	CHECK(weights_load(P, dst, "tests/golden/torch_net.pt", true, err, sizeof err) == 0);
+	if (err[0])
+		fprintf(stderr, "  %s\n", err);
+	CHECK(is_filled(P, dst));
+	free(dst);
+}
+
+/* Tensors that are slices of one storage at offsets, float64 ones among
+ * them (tests/golden/torch_files_torch.py): each entry's bytes are its own
+ * part of the storage's record */
+static void test_torch_slices(void)
+{
+	struct safetensors_file f;
+	CHECK(safetensors_open(&f, "tests/golden/torch_toy_slices.pt", err, sizeof err) == 0);
+	const struct safetensors_entry *w1 = safetensors_find(&f, "net1.weight"), *w2 = safetensors_find(&f, "net2.weight");
+	const struct safetensors_entry *b1 = safetensors_find(&f, "net1.bias"), *b2 = safetensors_find(&f, "net2.bias");
+	CHECK(f.n == 4 && w1 && w2 && b1 && b2);
+	if (f.n == 4 && w1 && w2 && b1 && b2) {
+		CHECK(w1->dtype == ST_F32 && w1->numel == 100 && w1->shape[0] == 10 && w2->numel == 50 && w2->shape[0] == 5);
+		CHECK(b1->dtype == ST_F64 && b1->numel == 10 && b2->numel == 5);
+		CHECK(w2->data == w1->data + 400); /* one storage: net2.weight follows net1.weight */
+		bool same = true;
+		for (int i = 0; i < 100; i++) {
+			float v;
+			memcpy(&v, w1->data + 4 * i, 4);
+			same &= v == (float)(50 + i) * 0.01f;
+		}
+		for (int i = 0; i < 10; i++) {
+			double v;
+			memcpy(&v, b1->data + 8 * i, 8);
+			same &= v == (double)(5 + i) * 0.01;
+		}
+		CHECK(same);
+	}
+	safetensors_close(&f);
 }
 
 static void test_missing(void)
@@ -596,6 +685,9 @@ int main(void)
 	setenv("GIT_CEILING_DIRECTORIES", "/tmp", 1);
 	P = compile_at(at("net.net"), net);
 	RUN(test_round_trip);
+	RUN(test_torch_round_trip);
+	RUN(test_torch_from_pytorch);
+	RUN(test_torch_slices);
 	RUN(test_missing);
 	RUN(test_missing_batch_count);
 	RUN(test_shape);

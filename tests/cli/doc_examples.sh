@@ -46,9 +46,9 @@ cat > "$tmp/skips" <<'EOF'
 examples/ddp_tutorial/README.md: build/trainc models/toy.net --gpus 2
 # Its last command builds build/tests/stcmp with ninja, which the scratch folder has no build.ninja for.
 examples/ddp_tutorial/README.md: build/trainc models/toy.net --save /tmp/toy_1rank.safetensors
-# Python with torch and the safetensors package (a network install).
+# Python with torch (and the safetensors package, a network install).
 examples/ddp_tutorial/README.md: /usr/bin/python3 -m venv --system-site-packages /tmp/trainc-venv && /tmp/trainc-venv/bin/pip install -q safetensors
-examples/fsdp_mnist/README.md: /usr/bin/python3 -m venv --system-site-packages /tmp/trainc-venv && /tmp/trainc-venv/bin/pip install -q safetensors
+examples/fsdp_mnist/README.md: /usr/bin/python3 - <<'EOF'
 examples/fsdp_mnist/README.md: PYTHON=/usr/bin/python3 sh examples/fsdp_mnist/match_pytorch.sh
 # Kills a rank of a job in the background, and interrupts one with Ctrl-C: signals and timing.
 examples/ddp_tutorial/README.md: build/trainc tests/cli/nets/mlp_mse.net --cpus 2 --set train.steps=100000000 > /tmp/mlp.log 2>&1 &
@@ -57,8 +57,8 @@ examples/ddp_tutorial/README.md: build/trainc tests/cli/nets/mlp_mse.net --cpus 
 # the --init one also needs the DDP walk-through's checkpoint.
 examples/fsdp_mnist/README.md: build/trainc models/fashion_mnist_cnn.net --cpus 2 --set train.steps=150
 examples/fsdp_mnist/README.md: build/trainc models/fashion_mnist_cnn.net --cpus 2 --set train.steps=150 --set "parallel.wrap=size(min_params=100)"
-examples/fsdp_mnist/README.md: build/trainc models/fashion_mnist_cnn.net --cpus 2 --set train.steps=150 --save /tmp/mnist_cnn.safetensors
-examples/fsdp_mnist/README.md: build/trainc models/fashion_mnist_cnn.net --cpus 2 --init /tmp/mnist_cnn.safetensors --set train.steps=50
+examples/fsdp_mnist/README.md: build/trainc models/fashion_mnist_cnn.net --cpus 2 --set train.steps=150 --save /tmp/mnist_cnn.pt
+examples/fsdp_mnist/README.md: build/trainc models/fashion_mnist_cnn.net --cpus 2 --init /tmp/mnist_cnn.pt --set train.steps=50
 examples/fsdp_mnist/README.md: build/trainc models/fashion_mnist_cnn.net --init /tmp/toy_ckpt/step-00000003/weights.safetensors
 # Graphviz's dot, which prints nothing to compare.
 examples/fsdp_mnist/README.md: build/trainc graph models/mnist_cnn.net --cpus 2 | dot -Tsvg > /tmp/mnist_cnn.svg

@@ -75,10 +75,10 @@ expect 2 "unknown option '--cpu'; did you mean '--cpus'\\?" models/toy.net --cpu
 expect 2 "unknown option '--epochs'; settings are set with --set: --set train.epochs=VALUE" models/toy.net --epochs 3
 expect 2 "unknown option '--batch-size'; settings are set with --set: --set train.batch=VALUE" models/toy.net --batch-size 64
 expect 2 "the learning rate is the optimizer's" models/toy.net --lr 0.1
-for f in model.pt model.pth out.safetensor; do
-	expect 2 "--save $f: trainc writes weights as safetensors, not \\.[a-z]*: name the file NAME\\.safetensors" models/toy.net --save "$f"
+for f in model.bin model.ckpt out.safetensor; do
+	expect 2 "--save $f: trainc writes weights as safetensors or torch.save's format, not \\.[a-z]*: name the file NAME\\.safetensors or NAME\\.pt" models/toy.net --save "$f"
 done
-[ -e model.pt ] && fail "--save model.pt made a folder"
+[ -e model.bin ] && fail "--save model.bin made a folder"
 expect 2 "--set takes section\\.key=value in one word: --set train\\.batch=32" models/toy.net --set train.batch 32
 
 # --set mistakes

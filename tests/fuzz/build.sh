@@ -32,7 +32,7 @@ compile)
 files)
 	# shellcheck disable=SC2046,SC2086
 	"$cc" $flags tests/fuzz/fuzz_files.c $(ls grammar/*.c compiler/*.c) build/grammar/parser.c build/grammar/lexer.c \
-		runtime/mnist_files.c runtime/util.c runtime/weights.c runtime/safetensors.c runtime/filemap.c runtime/idx.c \
+		runtime/mnist_files.c runtime/util.c runtime/weights.c runtime/safetensors.c runtime/torchfile.c runtime/filemap.c runtime/idx.c \
 		-lz -lm -o "$out/fuzz_files"
 	corpus="$out/corpus_files tests/fuzz/corpus_files" dict=tests/fuzz/files.dict ;;
 *)

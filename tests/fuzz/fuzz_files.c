@@ -2,8 +2,9 @@
  * user hands trainc: safetensors weights (--init, and every checkpoint's
  * tensors) and IDX datasets, raw or gzip-compressed.  The first byte of an
  * input picks the reader, the rest is the file:
- *   0  safetensors_parse over the bytes in memory, then every tensor read
- *      as F32 and every metadata key looked up;
+ *   0  safetensors_parse over the bytes in memory (a torch.save archive
+ *      is parsed too, by torchfile_parse), then every tensor read as F32
+ *      and every metadata key looked up;
  *   1  weights_load of the bytes as a file into a small model's parameters
  *      (a convolution, a batch norm with its I64 counter, a linear layer),
  *      strict and not, which must leave the parameters untouched when it

@@ -1,4 +1,5 @@
-/* stcmp.c: compare two safetensors weight files tensor by tensor.
+/* stcmp.c: compare two weight files (safetensors, or torch.save's archive)
+ * tensor by tensor.
  *   stcmp A B TOL   exit 0 when every F32 tensor of A exists in B with the
  *                   same shape and max |a - b| <= TOL; prints the worst.
  * A test tool for the command-line scripts, not part of trainc.

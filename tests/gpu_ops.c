@@ -272,10 +272,11 @@ static void check_in_place(void)
 	for (int i = 0; i < R; i++)
 		t[i] = i % 5 == 4 ? -100 : (int32_t)(rng_u32(&r, (uint64_t)(2 * N + i)) % D);
 	float *x = NULL, *y = NULL, *g = NULL, *apart = NULL, *w = NULL, *sm = NULL, *gamma = NULL;
-	double *loss = NULL;
+	double *loss = NULL, *parts = NULL;
 	int32_t *td = NULL, *bad = NULL;
 	cudaStream_t s = NULL;
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	cudaMalloc((void **)&parts, (KC_LOSS_PARTS + 1) * sizeof *parts);
 	cudaMalloc((void **)&x, sizeof h), cudaMalloc((void **)&y, sizeof h), cudaMalloc((void **)&g, sizeof h);
 	cudaMalloc((void **)&apart, sizeof h), cudaMalloc((void **)&w, sizeof h), cudaMalloc((void **)&sm, 2 * R * 4);
 	cudaMalloc((void **)&gamma, D * 4), cudaMalloc((void **)&loss, 2 * sizeof *loss), cudaMalloc((void **)&td, sizeof t);
@@ -306,19 +307,19 @@ static void check_in_place(void)
 	cudaMemcpyAsync(w, g, sizeof h, cudaMemcpyDeviceToDevice, s);
 	kc_layernorm_bwd(s, x, gamma, sm, sm + R, w, w, NULL, NULL, R, D);
 	same_bits("layernorm backward, dx over dy", w, apart, sizeof h);
-	kc_cross_entropy(s, x, td, apart, R, D, -100, KERN_REDUCE_MEAN, 0.5f, loss, 1.0, false, bad);
+	kc_cross_entropy(s, x, td, apart, R, D, -100, KERN_REDUCE_MEAN, 0.5f, loss, 1.0, false, bad, parts);
 	cudaMemcpyAsync(w, x, sizeof h, cudaMemcpyDeviceToDevice, s);
-	kc_cross_entropy(s, w, td, w, R, D, -100, KERN_REDUCE_MEAN, 0.5f, loss + 1, 1.0, false, bad);
+	kc_cross_entropy(s, w, td, w, R, D, -100, KERN_REDUCE_MEAN, 0.5f, loss + 1, 1.0, false, bad, parts);
 	same_bits("cross_entropy, dlogits over logits", w, apart, sizeof h);
 	same_bits("cross_entropy's loss, dlogits over logits", loss + 1, loss, sizeof *loss);
 	kc_log_softmax_fwd(s, x, y, R, D, 1);
-	kc_nll(s, y, td, apart, R, D, -100, KERN_REDUCE_SUM, 0.5f, loss, 1.0, false, bad);
-	kc_nll(s, y, td, y, R, D, -100, KERN_REDUCE_SUM, 0.5f, loss + 1, 1.0, false, bad);
+	kc_nll(s, y, td, apart, R, D, -100, KERN_REDUCE_SUM, 0.5f, loss, 1.0, false, bad, parts);
+	kc_nll(s, y, td, y, R, D, -100, KERN_REDUCE_SUM, 0.5f, loss + 1, 1.0, false, bad, parts);
 	same_bits("nll, dlogp over logp", y, apart, sizeof h);
 	same_bits("nll's loss, dlogp over logp", loss + 1, loss, sizeof *loss);
-	kc_mse(s, x, g, apart, N, KERN_REDUCE_MEAN, 1.0f, loss, 1.0, false);
+	kc_mse(s, x, g, apart, N, KERN_REDUCE_MEAN, 1.0f, loss, 1.0, false, parts);
 	cudaMemcpyAsync(w, x, sizeof h, cudaMemcpyDeviceToDevice, s);
-	kc_mse(s, w, g, w, N, KERN_REDUCE_MEAN, 1.0f, loss + 1, 1.0, false);
+	kc_mse(s, w, g, w, N, KERN_REDUCE_MEAN, 1.0f, loss + 1, 1.0, false, parts);
 	same_bits("mse, dx over x", w, apart, sizeof h);
 	int32_t hb = 1;
 	cudaStreamSynchronize(s);
@@ -326,7 +327,112 @@ static void check_in_place(void)
 	printf("%s in place: no target taken as out of range\n", hb == 0 ? "ok  " : "FAIL");
 	hb == 0 ? passed++ : failed++;
 	cudaFree(x), cudaFree(y), cudaFree(g), cudaFree(apart), cudaFree(w), cudaFree(sm), cudaFree(gamma);
-	cudaFree(loss), cudaFree(td), cudaFree(bad);
+	cudaFree(loss), cudaFree(td), cudaFree(bad), cudaFree(parts);
+	cudaStreamDestroy(s);
+}
+
+/* The losses over a grid of blocks (more than KC_LOSS_CHUNK elements)
+ * against the CPU's kern_* (loss within 1e-7 relative, gradients within
+ * compare's tolerance); the parts' last word holding the rows that count
+ * shows the grid ran (not over the host stand-in, whose losses are the
+ * CPU's).  Rows split unevenly over the blocks; in place
+ * equals apart bit for bit (a block reads only its own rows); the loss
+ * adds onto *loss with its weight; and a bad target in the last block's
+ * rows sets *bad and leaves *loss as it was. */
+extern const int fake_kc_losses_on_host __attribute__((weak)); /* tests/fakecuda/fake_kc.c */
+
+static void check_loss_blocks(void)
+{
+	bool host = &fake_kc_losses_on_host != NULL;
+	static const struct {
+		int kind; /* 0 mse, 1 nll, 2 cross_entropy */
+		int rows, classes;
+		enum kern_reduction red;
+		const char *what;
+	} cases[] = {
+		{ 2, 333, 301, KERN_REDUCE_MEAN, "cross_entropy 333 x 301, mean" },
+		{ 2, 20000, 3, KERN_REDUCE_SUM, "cross_entropy 20000 x 3, sum" },
+		{ 1, 129, 1000, KERN_REDUCE_SUM, "nll 129 x 1000, sum" },
+		{ 1, 4001, 37, KERN_REDUCE_MEAN, "nll 4001 x 37, mean" },
+		{ 0, 100001, 1, KERN_REDUCE_MEAN, "mse 100001, mean" },
+	};
+	cudaStream_t s = NULL;
+	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+		int n = cases[k].rows, c = cases[k].classes, kind = cases[k].kind;
+		int64_t e = (int64_t)n * c;
+		struct rng r = rng_stream(29, RNG_DATA, 4, (uint32_t)k);
+		float *x = malloc((size_t)e * 4), *t = malloc((size_t)e * 4), *dref = malloc((size_t)e * 4);
+		int32_t *cls = malloc((size_t)n * 4);
+		for (int64_t i = 0; i < e; i++) {
+			x[i] = 3.0f * rng_normal(&r, (uint64_t)i);
+			t[i] = rng_normal(&r, (uint64_t)(e + i));
+		}
+		int64_t count = 0;
+		for (int i = 0; i < n; i++) {
+			cls[i] = i % 7 == 3 ? -100 : (int32_t)(rng_u32(&r, (uint64_t)(2 * e + i)) % (uint32_t)c);
+			count += cls[i] != -100;
+		}
+		if (kind == 1) /* nll takes log-probabilities */
+			kern_log_softmax_fwd(x, x, n, c, 1);
+		double ref = 0;
+		if (kind == 0) {
+			ref = kern_mse(x, t, dref, (size_t)e, cases[k].red, 1.0f);
+			count = e;
+		} else if (kind == 1)
+			kern_nll(x, cls, dref, n, c, -100, cases[k].red, 1.0f, &ref);
+		else
+			kern_cross_entropy(x, cls, dref, n, c, -100, cases[k].red, 1.0f, &ref);
+		float *xd = NULL, *td = NULL, *apart = NULL, *w = NULL;
+		double *loss = NULL, *parts = NULL, h[4] = { 0, 0, 3.0, 7.0 }, hp[KC_LOSS_PARTS + 1];
+		int32_t *cd = NULL, *bad = NULL, hb[1] = { -1 };
+		cudaMalloc((void **)&xd, (size_t)e * 4), cudaMalloc((void **)&td, (size_t)e * 4);
+		cudaMalloc((void **)&apart, (size_t)e * 4), cudaMalloc((void **)&w, (size_t)e * 4);
+		cudaMalloc((void **)&cd, (size_t)n * 4), cudaMalloc((void **)&bad, 4);
+		cudaMalloc((void **)&loss, sizeof h), cudaMalloc((void **)&parts, sizeof hp);
+		cudaMemcpy(xd, x, (size_t)e * 4, cudaMemcpyHostToDevice), cudaMemcpy(td, t, (size_t)e * 4, cudaMemcpyHostToDevice);
+		cudaMemcpy(w, x, (size_t)e * 4, cudaMemcpyHostToDevice), cudaMemcpy(cd, cls, (size_t)n * 4, cudaMemcpyHostToDevice);
+		cudaMemcpy(loss, h, sizeof h, cudaMemcpyHostToDevice);
+		cudaMemset(parts, 0xff, sizeof hp), cudaMemset(apart, 0xff, (size_t)e * 4), cudaMemset(bad, 0, 4);
+		cudaDeviceSynchronize(); /* the plain copies run on the legacy stream */
+		/* loss[0]: apart; loss[1]: in place; loss[2] += 0.5 L; loss[3]: a bad target, untouched */
+		for (int pass = 0; pass < 4; pass++) {
+			float *in = pass == 1 ? w : xd, *dx = pass == 1 ? w : pass == 0 ? apart : NULL;
+			double weight = pass == 2 ? 0.5 : 1.0;
+			bool add = pass == 2;
+			if (pass == 3 && kind == 0)
+				break;
+			if (pass == 3) {
+				int32_t out = c + 2;
+				cudaMemcpyAsync(cd + n - 2, &out, 4, cudaMemcpyHostToDevice, s);
+				cudaStreamSynchronize(s);
+			}
+			if (kind == 0)
+				kc_mse(s, in, td, dx, e, cases[k].red, 1.0f, loss + pass, weight, add, parts);
+			else if (kind == 1)
+				kc_nll(s, in, cd, dx, n, c, -100, cases[k].red, 1.0f, loss + pass, weight, add, bad, parts);
+			else
+				kc_cross_entropy(s, in, cd, dx, n, c, -100, cases[k].red, 1.0f, loss + pass, weight, add, bad, parts);
+			if (pass == 0) {
+				cudaStreamSynchronize(s);
+				cudaMemcpy(hp, parts, sizeof hp, cudaMemcpyDeviceToHost);
+			}
+		}
+		bool read = cudaStreamSynchronize(s) == cudaSuccess && cudaMemcpy(h, loss, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess &&
+			    cudaMemcpy(hb, bad, 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+		bool grid = host || hp[KC_LOSS_PARTS] == (double)count;
+		bool near = fabs(h[0] - ref) <= 1e-7 * fabs(ref);
+		bool added = h[2] == 3.0 + 0.5 * h[0], kept = kind == 0 ? hb[0] == 0 : hb[0] == 1 && h[3] == 7.0;
+		bool ok = read && grid && near && added && kept;
+		printf("%s loss over blocks, %-32s gpu %.12g cpu %.12g%s%s%s%s\n", ok ? "ok  " : "FAIL", cases[k].what, h[0], ref,
+		       grid ? "" : "; the parts do not hold the rows that count (one block ran?)", added ? "" : "; weight and add wrong",
+		       kept ? "" : "; a bad target not said or the loss written", near ? "" : "; beyond 1e-7 relative");
+		ok ? passed++ : failed++;
+		compare(cases[k].what, "gradient over blocks", apart, dref, e);
+		same_bits(cases[k].what, w, apart, (size_t)e * 4);
+		free(x), free(t), free(dref), free(cls);
+		cudaFree(xd), cudaFree(td), cudaFree(apart), cudaFree(w), cudaFree(cd), cudaFree(bad), cudaFree(loss), cudaFree(parts);
+	}
 	cudaStreamDestroy(s);
 }
 
@@ -538,6 +644,7 @@ int main(int argc, char **argv)
 	check_nccl();
 	check_capture_rules();
 	check_in_place();
+	check_loss_blocks();
 	check_embedding_bwd();
 	for (int i = 1; i < argc; i++)
 		check_model(argv[i]);

@@ -50,6 +50,7 @@ struct gpu {
 	size_t ws_bytes;
 	cudaEvent_t ev;     /* for ordering other GPUs' streams after this one */
 	double *hits;       /* a GPU but the first: argmax hits of a loss computed here, before the first GPU adds them */
+	double *loss_parts; /* a large loss's block sums (kc.h: KC_LOSS_PARTS + 1) */
 };
 
 struct cuda_state {
@@ -371,6 +372,7 @@ static int cu_prepare(struct exec *e, char *err, size_t errlen)
 		DNN(c, cudnnSetStream(gp->dnn, gp->stream));
 		if (d > 0)
 			CU(c, cudaMalloc((void **)&gp->hits, sizeof *gp->hits));
+		CU(c, cudaMalloc((void **)&gp->loss_parts, (KC_LOSS_PARTS + 1) * sizeof *gp->loss_parts));
 		/* a rank's GPUs read each other's memory (the loss reads targets
 		 * gathered on the first, every optimizer its step words) */
 		for (int o = 0; o < c->ngpu && !c->failed; o++) {
@@ -454,6 +456,8 @@ static void cu_release(struct exec *e)
 			cudaFree(gp->blas_ws);
 		if (gp->hits)
 			cudaFree(gp->hits);
+		if (gp->loss_parts)
+			cudaFree(gp->loss_parts);
 		if (gp->ev)
 			cudaEventDestroy(gp->ev);
 		if (gp->stream)
@@ -804,18 +808,21 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 	int64_t per = numel(&p->nodes[last].out);
 	enum kern_reduction red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
 	int d = p->nodes[last].device;
-	cudaStream_t s = on(c, d)->stream; /* on the output's GPU */
+	struct gpu *gp = on(c, d); /* the output's GPU */
+	cudaStream_t s = gp->stream;
 	switch (p->train.loss) {
 	case LOSS_MSE:
-		kc_mse(s, out, y, dout, per * n, red, e->loss_scale, loss, weight, add);
+		kc_mse(s, out, y, dout, per * n, red, e->loss_scale, loss, weight, add, gp->loss_parts);
 		break;
 	case LOSS_NLL:
-		kc_nll(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target);
+		kc_nll(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,
+		       gp->loss_parts);
 		if (correct)
 			count_hits(c, d, out, y, n, (int)per, correct);
 		break;
 	case LOSS_CROSS_ENTROPY:
-		kc_cross_entropy(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target);
+		kc_cross_entropy(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,
+				 gp->loss_parts);
 		if (correct)
 			count_hits(c, d, out, y, n, (int)per, correct);
 		break;

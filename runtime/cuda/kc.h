@@ -109,13 +109,20 @@ void kc_log_softmax_bwd(cudaStream_t s, const float *y, const float *dy, float *
 
 /* ---- losses.  The loss L (kern.h's value, in double) lands in *loss as
  * *loss = (add ? *loss : 0) + weight * L; dx (NULL: skip) = scale * dL/dx.
- * A target outside [0, c) other than ignore_index sets *bad to 1. ---- */
+ * A target outside [0, c) other than ignore_index sets *bad to 1, and
+ * leaves *loss as it was.  dx may be x.  A loss over more than
+ * KC_LOSS_CHUNK elements is summed by up to KC_LOSS_PARTS blocks in parts
+ * (KC_LOSS_PARTS + 1 doubles of the stream's GPU, which no other stream
+ * uses meanwhile), then in block order: the same bits on every run of a
+ * shape. ---- */
+enum { KC_LOSS_CHUNK = 32768, KC_LOSS_PARTS = 128 };
 void kc_mse(cudaStream_t s, const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
-	    double *loss, double weight, bool add);
+	    double *loss, double weight, bool add, double *parts);
 void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
-	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad);
+	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts);
 void kc_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad);
+		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad,
+		      double *parts);
 /* *correct += rows whose first maximal logit is at the target class; an
  * atomic add, so correct is memory of the stream's own GPU (a peer's takes
  * no atomics over PCIe) */

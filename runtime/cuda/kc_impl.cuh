@@ -25,7 +25,7 @@ static_assert(sizeof(struct optim_coef) <= KC_OPTIM_COEF_BYTES, "optim_coef outg
 enum {
 	THREADS = 256,      /* per block of a grid-stride kernel */
 	MAX_BLOCKS = 16384, /* grid cap: a grid-stride loop covers the rest */
-	LOSS_THREADS = 1024 /* the one block of a loss */
+	LOSS_THREADS = 1024 /* a block of a loss */
 };
 /* whole warps: the warp-per-row kernels and the losses shuffle with every
  * lane of a warp, which a partial last warp would leave undefined */

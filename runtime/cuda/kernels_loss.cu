@@ -1,6 +1,7 @@
 /* kernels_loss.cu: softmax and log-softmax (a warp a contiguous row, a
- * thread a strided row) and the losses (one block each, which counts its rows
- * before it writes a gradient), argmax hits (integer atomics, exact).
+ * thread a strided row) and the losses (one block, or a grid of blocks
+ * for a large one, each counting the rows before it writes a gradient),
+ * argmax hits (integer atomics, exact).
  */
 #include "runtime/cuda/kc_impl.cuh"
 
@@ -97,30 +98,76 @@ void kc_log_softmax_bwd(cudaStream_t s, const float *y, const float *dy, float *
 	softmax_bwd(s, y, dy, dx, outer, dim, inner, true);
 }
 
-/* ---- losses: one block each ---- */
+/* ---- losses ----
+ * A loss of up to KC_LOSS_CHUNK elements is one block, which stores the
+ * loss itself.  A larger one is a grid of blocks, block b taking rows
+ * [n b / G, n (b + 1) / G) (elements, for mse) and writing its sum in
+ * parts[b], and one thread then adds parts[0 .. G) in order: the same
+ * sum for the same shape on every run, as the one block's tree is.  A
+ * block reads and writes only its own rows, so dx may be x across blocks
+ * as within one. */
 __device__ void store_loss(double *loss, double l, double weight, bool add)
 {
 	*loss = (add ? *loss : 0.0) + weight * l;
 }
 
+/* this block's rows [*lo, *hi) of n */
+__device__ void block_rows(int64_t n, int64_t *lo, int64_t *hi)
+{
+	*lo = n * blockIdx.x / gridDim.x;
+	*hi = n * (blockIdx.x + 1) / gridDim.x;
+}
+
+/* The block's sum, the same in every thread: the loss of a grid of one,
+ * else the block's part; block 0 also keeps the rows that count (-1: a
+ * bad target, and no loss). */
+__device__ void finish_block(double acc, int64_t count, enum kern_reduction red, double *loss, double weight, bool add,
+			     double *parts)
+{
+	if (threadIdx.x != 0)
+		return;
+	if (gridDim.x == 1) {
+		if (count >= 0)
+			store_loss(loss, body_loss_reduce(acc, count, red), weight, add);
+		return;
+	}
+	parts[blockIdx.x] = acc;
+	if (blockIdx.x == 0)
+		parts[KC_LOSS_PARTS] = (double)count;
+}
+
+__global__ void loss_total_kernel(const double *parts, int nparts, enum kern_reduction red, double *loss, double weight,
+				  bool add)
+{
+	double count = parts[KC_LOSS_PARTS];
+	if (count < 0)
+		return;
+	double acc = 0;
+	for (int b = 0; b < nparts; b++)
+		acc += parts[b];
+	store_loss(loss, body_loss_reduce(acc, (int64_t)count, red), weight, add);
+}
+
 __global__ void __launch_bounds__(LOSS_THREADS) mse_kernel(const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
-			   double *loss, double weight, bool add)
+			   double *loss, double weight, bool add, double *parts)
 {
 	__shared__ double sh[LOSS_THREADS];
 	float g = body_mse_grad(n, red, scale);
+	int64_t lo, hi;
+	block_rows(n, &lo, &hi);
 	double acc = 0;
-	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+	for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
 		float d;
 		acc += body_mse_term(x[i], target[i], g, &d);
 		if (dx)
 			dx[i] = d;
 	}
 	acc = block_sum(acc, sh);
-	if (threadIdx.x == 0)
-		store_loss(loss, red == KERN_REDUCE_MEAN ? acc / (double)n : acc, weight, add);
+	finish_block(acc, n, red, loss, weight, add, parts);
 }
 
-/* Rows that count, the same in every thread; -1 if a target is bad. */
+/* Rows that count, the same in every thread; -1 if a target is bad.  Every
+ * block counts all n, which the grid's size keeps below its own work. */
 __device__ int64_t count_targets(const int32_t *target, int n, int c, int ignore_index, double *sh)
 {
 	double count = 0, bad = 0;
@@ -135,15 +182,17 @@ __device__ int64_t count_targets(const int32_t *target, int n, int c, int ignore
 }
 
 /* A class loss's start, the same in every thread: the rows that count and
- * the gradient's factor g; false, with *bad raised, if a target is out of
- * range. */
+ * the gradient's factor g; false, with *bad raised and block 0's part
+ * saying so, if a target is out of range. */
 __device__ bool class_start(const int32_t *target, int n, int c, int ignore_index, enum kern_reduction red, float scale,
-			    double *sh, int32_t *bad, int64_t *count, float *g)
+			    double *sh, int32_t *bad, int64_t *count, float *g, double *parts)
 {
 	*count = count_targets(target, n, c, ignore_index, sh);
 	if (*count < 0) {
 		if (threadIdx.x == 0 && bad)
 			*bad = 1;
+		if (threadIdx.x == 0 && blockIdx.x == 0 && gridDim.x > 1)
+			parts[KC_LOSS_PARTS] = -1.0;
 		return false;
 	}
 	*g = body_class_grad(*count, red, scale);
@@ -151,40 +200,42 @@ __device__ bool class_start(const int32_t *target, int n, int c, int ignore_inde
 }
 
 __global__ void __launch_bounds__(LOSS_THREADS) nll_kernel(const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
-			   enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
+			   enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
 {
 	__shared__ double sh[LOSS_THREADS];
-	int64_t count;
+	int64_t count, lo, hi;
 	float g;
-	if (!class_start(target, n, c, ignore_index, red, scale, sh, bad, &count, &g))
+	if (!class_start(target, n, c, ignore_index, red, scale, sh, bad, &count, &g, parts))
 		return;
+	block_rows(n, &lo, &hi);
 	double acc = 0;
-	for (int i = threadIdx.x; i < n; i += blockDim.x)
+	for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
 		if (target[i] != ignore_index)
-			acc -= logp[(int64_t)i * c + target[i]];
-	acc = block_sum(acc, sh); /* also orders the reads of logp before dlogp's writes */
+			acc -= logp[i * c + target[i]];
+	acc = block_sum(acc, sh); /* also orders the reads of the block's rows of logp before dlogp's writes */
 	if (dlogp)
-		for (int64_t e = threadIdx.x; e < (int64_t)n * c; e += blockDim.x) {
+		for (int64_t e = lo * c + threadIdx.x; e < hi * c; e += blockDim.x) {
 			int32_t t = target[e / c];
 			dlogp[e] = body_nll_grad((int)(e % c), t, t != ignore_index, g);
 		}
-	if (threadIdx.x == 0)
-		store_loss(loss, body_loss_reduce(acc, count, red), weight, add);
+	finish_block(acc, count, red, loss, weight, add, parts);
 }
 
 /* a warp per row within the block */
 __global__ void __launch_bounds__(LOSS_THREADS) cross_entropy_kernel(const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-				     enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
+				     enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad,
+				     double *parts)
 {
 	__shared__ double sh[LOSS_THREADS];
-	int64_t count;
+	int64_t count, lo, hi;
 	float g;
-	if (!class_start(target, n, c, ignore_index, red, scale, sh, bad, &count, &g))
+	if (!class_start(target, n, c, ignore_index, red, scale, sh, bad, &count, &g, parts))
 		return;
+	block_rows(n, &lo, &hi);
 	int lane = threadIdx.x & 31;
 	double acc = 0;
-	for (int r = threadIdx.x >> 5; r < n; r += blockDim.x >> 5) {
-		const float *z = logits + (int64_t)r * c;
+	for (int64_t r = lo + (threadIdx.x >> 5); r < hi; r += blockDim.x >> 5) {
+		const float *z = logits + r * c;
 		int32_t t = target[r];
 		bool on = t != ignore_index;
 		float mx = -INFINITY;
@@ -199,14 +250,13 @@ __global__ void __launch_bounds__(LOSS_THREADS) cross_entropy_kernel(const float
 			acc += body_ce_term(ls, z[t], mx);
 		__syncwarp(); /* dlogits may be logits: z[t] is read */
 		if (dlogits) {
-			float *d = dlogits + (int64_t)r * c, gi = on ? g : 0.0f;
+			float *d = dlogits + r * c, gi = on ? g : 0.0f;
 			for (int k = lane; k < c; k += 32)
 				d[k] = body_ce_grad(z[k], mx, ls, gi, on && k == t);
 		}
 	}
 	acc = block_sum(acc, sh);
-	if (threadIdx.x == 0)
-		store_loss(loss, body_loss_reduce(acc, count, red), weight, add);
+	finish_block(acc, count, red, loss, weight, add, parts);
 }
 
 __global__ void argmax_kernel(const float *logits, const int32_t *target, int n, int c, double *correct)
@@ -219,23 +269,48 @@ __global__ void argmax_kernel(const float *logits, const int32_t *target, int n,
 		atomicAdd(correct, hits); /* integers: exact in any order */
 }
 
-void kc_mse(cudaStream_t s, const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
-	    double *loss, double weight, bool add)
+/* Blocks for a loss over work elements: one per KC_LOSS_CHUNK, at most
+ * KC_LOSS_PARTS, and at most `most`: the rows (a block has one at least),
+ * and for a class loss the classes too, as every block of one counts all
+ * the targets. */
+static unsigned loss_blocks(int64_t work, int64_t most)
 {
-	mse_kernel<<<1, LOSS_THREADS, 0, s>>>(x, target, dx, n, red, scale, loss, weight, add);
+	int64_t b = (work + KC_LOSS_CHUNK - 1) / KC_LOSS_CHUNK;
+	b = b < most ? b : most;
+	b = b < (int64_t)KC_LOSS_PARTS ? b : (int64_t)KC_LOSS_PARTS;
+	return b < 1 ? 1u : (unsigned)b;
+}
+
+static void loss_total(cudaStream_t s, unsigned blocks, const double *parts, enum kern_reduction red, double *loss,
+		       double weight, bool add)
+{
+	if (blocks > 1)
+		loss_total_kernel<<<1, 1, 0, s>>>(parts, (int)blocks, red, loss, weight, add);
+}
+
+void kc_mse(cudaStream_t s, const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
+	    double *loss, double weight, bool add, double *parts)
+{
+	unsigned b = loss_blocks(n, n);
+	mse_kernel<<<b, LOSS_THREADS, 0, s>>>(x, target, dx, n, red, scale, loss, weight, add, parts);
+	loss_total(s, b, parts, red, loss, weight, add);
 }
 
 void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
-	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
+	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
 {
-	nll_kernel<<<1, LOSS_THREADS, 0, s>>>(logp, target, dlogp, n, c, ignore_index, red, scale, loss, weight, add, bad);
+	unsigned b = loss_blocks((int64_t)n * c, n < c ? n : c);
+	nll_kernel<<<b, LOSS_THREADS, 0, s>>>(logp, target, dlogp, n, c, ignore_index, red, scale, loss, weight, add, bad, parts);
+	loss_total(s, b, parts, red, loss, weight, add);
 }
 
 void kc_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
+		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
 {
-	cross_entropy_kernel<<<1, LOSS_THREADS, 0, s>>>(logits, target, dlogits, n, c, ignore_index, red, scale, loss, weight,
-							add, bad);
+	unsigned b = loss_blocks((int64_t)n * c, n < c ? n : c);
+	cross_entropy_kernel<<<b, LOSS_THREADS, 0, s>>>(logits, target, dlogits, n, c, ignore_index, red, scale, loss, weight,
+							add, bad, parts);
+	loss_total(s, b, parts, red, loss, weight, add);
 }
 
 void kc_argmax_correct(cudaStream_t s, const float *logits, const int32_t *target, int n, int c, double *correct)

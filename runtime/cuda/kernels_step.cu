@@ -23,6 +23,8 @@ __global__ void f64_axpy_kernel(double *dst, const double *src, double a, bool a
 	*dst = (add ? *dst : 0.0) + a * *src;
 }
 
+/* *counter is the step just taken, 1 at the first: optim_prepare_kernel
+ * advanced it earlier in the step */
 __global__ void record_kernel(const double *v, double *hist, const int64_t *counter, int64_t cap)
 {
 	hist[(*counter - 1) % cap] = *v;

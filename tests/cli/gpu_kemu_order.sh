@@ -14,7 +14,9 @@
 # layer-by-layer step of an MLP, of a batch-norm net and of an embedding
 # net (its gradient sorted by id, no atomics), whose sums run in a fixed
 # order: bit for bit the same in every order, and the one-kernel step =
-# CPU.  Skipped where CUDA was not configured.
+# CPU; and a classifier of 12000 classes on two GPUs, whose losses are
+# grids of blocks: the same in every order, and the CPU's loss for loss.
+# Skipped where CUDA was not configured.
 . "$(dirname "$0")/preamble.inc"
 lib=$(pwd)/build/tests/trainc-kemu.so
 if [ ! -f "$lib" ]; then
@@ -87,4 +89,21 @@ for net in tests/cli/nets/mlp_mse.net tests/cli/nets/bn1d_mlp.net models/token_m
 	done
 	same "$name-shuffle" "$name-forward" 0 "$name: layer by layer, threads and blocks shuffled = forward"
 done
+# 12000 classes on two GPUs of a rank: its losses are grids of blocks on
+# the second GPU, whose sums must be the CPU's loss for loss
+for o in forward shuffle; do
+	TRAINC_FAKE_GPUS=2 run "wide-$o" $o tests/cli/nets/wide_classes.net --gpus 2
+done
+run wide-cpu forward tests/cli/nets/wide_classes.net --cpus 2 --threads 1
+same wide-shuffle wide-forward 0 "wide_classes: threads and blocks shuffled = forward"
+same wide-forward wide-cpu 1e-5 "wide_classes: GPUs = CPU"
+losses() { grep -o '"loss": [^,}]*' "$tmp/run-$1/metrics.jsonl" | cut -d' ' -f2; }
+losses wide-forward > "$tmp/wide-gpu.loss"
+losses wide-cpu > "$tmp/wide-cpu.loss"
+if [ "$(wc -l < "$tmp/wide-cpu.loss")" -eq 9 ] && [ "$(wc -l < "$tmp/wide-gpu.loss")" -eq 9 ] &&
+	paste "$tmp/wide-gpu.loss" "$tmp/wide-cpu.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (!(d <= 1e-9 * $2)) exit 1 }'; then
+	echo "ok wide_classes: 9 losses (steps, epochs, evaluations) within 1e-9 of the CPU's"
+else
+	fail "wide_classes: the GPU's losses are not the CPU's: $(paste "$tmp/wide-gpu.loss" "$tmp/wide-cpu.loss" | tr '\n' ' ')"
+fi
 exit $failed

@@ -470,9 +470,22 @@ static int64_t count_targets(const int32_t *target, int n, int c, int ignore_ind
 	return count;
 }
 
-static void host_mse(cudaStream_t s, const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
-	    double *loss, double weight, bool add)
+/* Set for tests/gpu_ops.c, which checks the kernel files' grid of blocks
+ * for a large loss only where they run: this file's losses sum as the
+ * CPU's, and leave parts unwritten. */
+const int fake_kc_losses_on_host = 1;
+
+/* A loss is given device memory for its block sums, which a grid of
+ * blocks writes (kernels_loss.cu), whatever this loss's size. */
+static void parts_check(const double *parts)
 {
+	assert(parts && fake_is_device(parts));
+}
+
+static void host_mse(cudaStream_t s, const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
+	    double *loss, double weight, bool add, double *parts)
+{
+	parts_check(parts);
 	float g = body_mse_grad(n, red, scale);
 	struct slices sl;
 	slices_init(&sl, n);
@@ -502,8 +515,9 @@ static bool class_start(const int32_t *target, int n, int c, int ignore_index, e
 }
 
 static void host_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
-	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
+	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
 {
+	parts_check(parts);
 	int64_t count;
 	float g;
 	if (!class_start(target, n, c, ignore_index, red, scale, bad, &count, &g))
@@ -522,8 +536,9 @@ static void host_nll(cudaStream_t s, const float *logp, const int32_t *target, f
 }
 
 static void host_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad)
+		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
 {
+	parts_check(parts);
 	int64_t count;
 	float g;
 	if (!class_start(target, n, c, ignore_index, red, scale, bad, &count, &g))
@@ -785,15 +800,15 @@ WRAP(log_softmax_fwd, L_log_softmax_fwd)
 	X(int, dim) X(int64_t, inner)
 WRAP(log_softmax_bwd, L_log_softmax_bwd)
 #define L_mse(X) X(const float *, x) X(const float *, target) X(float *, dx) X(int64_t, n) \
-	X(enum kern_reduction, red) X(float, scale) X(double *, loss) X(double, weight) X(bool, add)
+	X(enum kern_reduction, red) X(float, scale) X(double *, loss) X(double, weight) X(bool, add) X(double *, parts)
 WRAP(mse, L_mse)
 #define L_nll(X) X(const float *, logp) X(const int32_t *, target) X(float *, dlogp) X(int, n) X(int, c) \
 	X(int, ignore_index) X(enum kern_reduction, red) X(float, scale) X(double *, loss) X(double, weight) \
-	X(bool, add) X(int32_t *, bad)
+	X(bool, add) X(int32_t *, bad) X(double *, parts)
 WRAP(nll, L_nll)
 #define L_cross_entropy(X) X(const float *, logits) X(const int32_t *, target) X(float *, dlogits) X(int, n) \
 	X(int, c) X(int, ignore_index) X(enum kern_reduction, red) X(float, scale) X(double *, loss) \
-	X(double, weight) X(bool, add) X(int32_t *, bad)
+	X(double, weight) X(bool, add) X(int32_t *, bad) X(double *, parts)
 WRAP(cross_entropy, L_cross_entropy)
 #define L_argmax_correct(X) X(const float *, logits) X(const int32_t *, target) X(int, n) X(int, c) X(double *, correct)
 WRAP(argmax_correct, L_argmax_correct)

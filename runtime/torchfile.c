@@ -7,6 +7,8 @@
  * its CRC-32, each storage 64-byte aligned through a padding extra field as
  * torch.save aligns them, and names only what torch.load's weights_only
  * unpickler allows.
+ * The reader checks the CRC-32 of the pickle and of every storage it
+ * takes, as torch.load does.
  * The reader's pickle machine holds values in one table freed at the end;
  * every count it reads is bounded by the bytes left, so a hostile file
  * ends in a message, never a large allocation or a crash.
@@ -46,6 +48,9 @@ struct record {
 	const char *name;   /* not NUL-terminated: nlen bytes in the central directory */
 	size_t nlen;
 	uint64_t at, len;   /* the stored bytes: file offset and length */
+	uint64_t entry;     /* its central directory entry's offset */
+	uint32_t crc;       /* the CRC-32 the directory gives */
+	bool checked;       /* its bytes found to have it */
 };
 
 struct zip {
@@ -147,15 +152,39 @@ static int zip_open(struct zip *z)
 			return util_fail(z->err, z->errlen, "%s: byte %llu: record %.*s (%llu bytes) runs past the end of the %zu-byte "
 					 "file; it is truncated", z->label, (unsigned long long)local, (int)nlen, r->name,
 					 (unsigned long long)usize, size);
-		r->at = data, r->len = usize;
+		r->at = data, r->len = usize, r->entry = at, r->crc = rd32(b + at + 16);
 		z->n++;
 		at += 46 + (size_t)nlen + xlen + clen;
 	}
 	return 0;
 }
 
+/* Whether r's bytes have the CRC-32 its directory entry gives, as
+ * torch.load checks: a damaged file is refused, not trained from.  The
+ * fuzzer skips it, so that its inputs reach the pickle and the tensors. */
+static int zip_check(const struct zip *z, struct record *r)
+{
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+	if (r->checked)
+		return 0;
+	uLong crc = crc32(0L, Z_NULL, 0);
+	for (uint64_t done = 0; done < r->len;) {
+		uInt chunk = r->len - done > (1u << 30) ? 1u << 30 : (uInt)(r->len - done);
+		crc = crc32(crc, (const Bytef *)z->b + r->at + done, chunk);
+		done += chunk;
+	}
+	if ((uint32_t)crc != r->crc)
+		return util_fail(z->err, z->errlen, "%s: bytes %llu to %llu: record %.*s does not match its CRC-32 (the archive "
+				 "says %08x, the bytes give %08x): the file is damaged; save it again", z->label,
+				 (unsigned long long)r->at, (unsigned long long)(r->at + r->len), (int)r->nlen, r->name, r->crc,
+				 (unsigned)crc);
+#endif
+	r->checked = true;
+	return 0;
+}
+
 /* The record named prefix + name, or NULL. */
-static const struct record *zip_find(const struct zip *z, const char *prefix, size_t plen, const char *name)
+static struct record *zip_find(const struct zip *z, const char *prefix, size_t plen, const char *name)
 {
 	size_t len = strlen(name);
 	for (int k = 0; k < z->n; k++)
@@ -654,7 +683,7 @@ static int tensors(struct safetensors_file *f, struct vm *m, const struct zip *z
 		e->numel = numel;
 		char rname[64];
 		snprintf(rname, sizeof rname, "data/%.50s", t->storage->s);
-		const struct record *r = zip_find(z, prefix, plen, rname);
+		struct record *r = zip_find(z, prefix, plen, rname);
 		if (!r)
 			return util_fail(m->err, m->errlen, "%s: byte %zu: '%s' lies in storage %s, whose record %.*s%s is not in "
 					 "the archive; the file is incomplete", m->label, m->base + key->at, e->name, t->storage->s,
@@ -667,6 +696,8 @@ static int tensors(struct safetensors_file *f, struct vm *m, const struct zip *z
 					 "elements of %zu bytes from element %lld of a storage of %lld; the file is corrupt",
 					 m->label, (unsigned long long)r->at, (int)plen, prefix, rname, (unsigned long long)r->len,
 					 e->name, (long long)numel, esz, (long long)t->offset, (long long)t->storage->numel);
+		if (zip_check(z, r) != 0)
+			return -1;
 		e->begin = r->at + (uint64_t)t->offset * esz;
 		e->end = e->begin + (uint64_t)numel * esz;
 		e->data = z->b + e->begin;
@@ -688,11 +719,11 @@ int torchfile_parse(struct safetensors_file *f, const void *bytes, size_t size, 
 	struct zip z = { bytes, size, f->path, NULL, 0, err, errlen };
 	struct vm m = { 0 };
 	int rc = zip_open(&z);
-	const struct record *pkl = NULL;
+	struct record *pkl = NULL;
 	const char *prefix = "";
 	size_t plen = 0;
 	for (int k = 0; rc == 0 && k < z.n; k++) {
-		const struct record *r = &z.rec[k];
+		struct record *r = &z.rec[k];
 		const char *slash = memchr(r->name, '/', r->nlen);
 		if (slash && r->nlen - (size_t)(slash - r->name) == sizeof "/data.pkl" - 1 && !memcmp(slash, "/data.pkl", 9)) {
 			pkl = r, prefix = r->name, plen = (size_t)(slash + 1 - r->name);
@@ -706,6 +737,8 @@ int torchfile_parse(struct safetensors_file *f, const void *bytes, size_t size, 
 	if (order && !(order->len == 6 && !memcmp((const char *)bytes + order->at, "little", 6)))
 		rc = util_fail(err, errlen, "%s: byte %llu: the archive's byteorder is not 'little'; save it on a little-endian "
 			       "machine", f->path, (unsigned long long)order->at);
+	if (rc == 0)
+		rc = zip_check(&z, pkl);
 	struct val *top = NULL;
 	if (rc == 0) {
 		m = (struct vm){ .p = (const unsigned char *)bytes + pkl->at, .len = (size_t)pkl->len, .base = (size_t)pkl->at,

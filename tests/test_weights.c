@@ -5,8 +5,8 @@
  * weights_load with its message, strict against non-strict, conversion of
  * F64, F16, BF16 and I32 data, and no write on a failed load; the same
  * plan through torch.save's format: written and read back bit for bit, and
- * the file PyTorch itself saved of it (tests/golden/torch_net.pt) read to
- * the values it holds.
+ * the files PyTorch 1.13 and 2.15 saved of it (tests/golden/torch*_net.pt)
+ * read to the values they hold.
  * Run directories: naming, refusal of a non-empty directory, run.json and
  * metrics.jsonl contents, git commit and dirtiness inside a scratch
  * repository and null outside one or without git.  Everything is written
@@ -221,15 +221,28 @@ static void test_torch_round_trip(void)
 	free(dst);
 }
 
-/* A state_dict saved by PyTorch 1.13 (tests/golden/torch_files_torch.py),
- * its values filled()'s */
+/* The files PyTorch 1.13 and 2.15 saved (tests/golden/torch_files_torch.py):
+ * 2.15's archive adds records and aligns its storages */
+static const char *const torch_versions[] = { "torch", "torch2" };
+
+static const char *golden(char *buf, size_t len, const char *version, const char *what)
+{
+	snprintf(buf, len, "tests/golden/%s_%s.pt", version, what);
+	return buf;
+}
+
+/* A state_dict saved by PyTorch, its values filled()'s */
 static void test_torch_from_pytorch(void)
 {
 	float *dst = calloc((size_t)region_floats(P), 4);
-	CHECK(weights_load(P, dst, "tests/golden/torch_net.pt", true, err, sizeof err) == 0);
-	if (err[0])
-		fprintf(stderr, "  %s\n", err);
-	CHECK(is_filled(P, dst));
+	char path[64];
+	for (int v = 0; v < 2; v++) {
+		memset(dst, 0, (size_t)region_floats(P) * 4);
+		CHECK(weights_load(P, dst, golden(path, sizeof path, torch_versions[v], "net"), true, err, sizeof err) == 0);
+		if (err[0])
+			fprintf(stderr, "  %s: %s\n", path, err);
+		CHECK(is_filled(P, dst));
+	}
 	free(dst);
 }
 
@@ -238,29 +251,32 @@ static void test_torch_from_pytorch(void)
  * part of the storage's record */
 static void test_torch_slices(void)
 {
-	struct safetensors_file f;
-	CHECK(safetensors_open(&f, "tests/golden/torch_toy_slices.pt", err, sizeof err) == 0);
-	const struct safetensors_entry *w1 = safetensors_find(&f, "net1.weight"), *w2 = safetensors_find(&f, "net2.weight");
-	const struct safetensors_entry *b1 = safetensors_find(&f, "net1.bias"), *b2 = safetensors_find(&f, "net2.bias");
-	CHECK(f.n == 4 && w1 && w2 && b1 && b2);
-	if (f.n == 4 && w1 && w2 && b1 && b2) {
-		CHECK(w1->dtype == ST_F32 && w1->numel == 100 && w1->shape[0] == 10 && w2->numel == 50 && w2->shape[0] == 5);
-		CHECK(b1->dtype == ST_F64 && b1->numel == 10 && b2->numel == 5);
-		CHECK(w2->data == w1->data + 400); /* one storage: net2.weight follows net1.weight */
-		bool same = true;
-		for (int i = 0; i < 100; i++) {
-			float v;
-			memcpy(&v, w1->data + 4 * i, 4);
-			same &= v == (float)(50 + i) * 0.01f;
+	char path[64];
+	for (int v = 0; v < 2; v++) {
+		struct safetensors_file f;
+		CHECK(safetensors_open(&f, golden(path, sizeof path, torch_versions[v], "toy_slices"), err, sizeof err) == 0);
+		const struct safetensors_entry *w1 = safetensors_find(&f, "net1.weight"), *w2 = safetensors_find(&f, "net2.weight");
+		const struct safetensors_entry *b1 = safetensors_find(&f, "net1.bias"), *b2 = safetensors_find(&f, "net2.bias");
+		CHECK(f.n == 4 && w1 && w2 && b1 && b2);
+		if (f.n == 4 && w1 && w2 && b1 && b2) {
+			CHECK(w1->dtype == ST_F32 && w1->numel == 100 && w1->shape[0] == 10 && w2->numel == 50 && w2->shape[0] == 5);
+			CHECK(b1->dtype == ST_F64 && b1->numel == 10 && b2->numel == 5);
+			CHECK(w2->data == w1->data + 400); /* one storage: net2.weight follows net1.weight */
+			bool same = true;
+			for (int i = 0; i < 100; i++) {
+				float x;
+				memcpy(&x, w1->data + 4 * i, 4);
+				same &= x == (float)(50 + i) * 0.01f;
+			}
+			for (int i = 0; i < 10; i++) {
+				double x;
+				memcpy(&x, b1->data + 8 * i, 8);
+				same &= x == (double)(5 + i) * 0.01;
+			}
+			CHECK(same);
 		}
-		for (int i = 0; i < 10; i++) {
-			double v;
-			memcpy(&v, b1->data + 8 * i, 8);
-			same &= v == (double)(5 + i) * 0.01;
-		}
-		CHECK(same);
+		safetensors_close(&f);
 	}
-	safetensors_close(&f);
 }
 
 static void test_missing(void)

@@ -5,8 +5,9 @@
 # read (tests/golden/torch_files_torch.py wrote them); and the files that
 # are not a state_dict trainc can read are refused before training, exit 2,
 # saying what they hold and what to save instead, once for a job of 2
-# ranks.  Where /usr/bin/python3 has PyTorch, torch.load(weights_only=True)
-# reads what trainc wrote and finds the same values.
+# ranks.  Where /usr/bin/python3 (or $TORCH_PYTHON) has PyTorch,
+# torch.load(weights_only=True) reads what trainc wrote and finds the same
+# values.
 . "$(dirname "$0")/preamble.inc"
 losses() { grep -o 'Loss: [0-9.e+-]*' "$1"; }
 
@@ -44,9 +45,15 @@ build/tests/stcmp "$tmp/c.pt" "$tmp/c.safetensors" 0 > /dev/null && build/tests/
 echo "ok the seed CNN under FSDP at 2 ranks saves the same tensors as .pt"
 
 # 4. files of PyTorch's: a state_dict of slices of one storage, float64
-# biases among them, initialises ToyModel; the others are refused
-"$TRAINC" models/toy.net --init tests/golden/torch_toy_slices.pt --set train.steps=0 --save "$tmp/s.safetensors" \
-	--run-dir "$tmp/s" > "$tmp/out" 2>&1 || { fail "--init torch_toy_slices.pt failed"; cat "$tmp/out"; }
+# biases among them, initialises ToyModel (PyTorch 1.13's and 2.15's
+# archives alike); the others are refused
+for v in torch torch2; do
+	"$TRAINC" models/toy.net --init tests/golden/${v}_toy_slices.pt --set train.steps=0 --save "$tmp/s-$v.safetensors" \
+		--run-dir "$tmp/s-$v" > "$tmp/out" 2>&1 || { fail "--init ${v}_toy_slices.pt failed"; cat "$tmp/out"; }
+done
+build/tests/stcmp "$tmp/s-torch.safetensors" "$tmp/s-torch2.safetensors" 0 > /dev/null ||
+	fail "PyTorch 1.13's and 2.15's torch_toy_slices.pt initialise ToyModel differently"
+grep -q "Initialised from tests/golden/torch2_toy_slices.pt" "$tmp/out" || { fail "--init torch2_toy_slices.pt does not say so"; cat "$tmp/out"; }
 refused() { # FILE PATTERN
 	for cpus in 1 2; do
 		"$TRAINC" models/toy.net --cpus $cpus --init "tests/golden/$1" --run-dir "$tmp/x" > "$tmp/out" 2>&1
@@ -66,11 +73,22 @@ head -c 1500 tests/golden/torch_net.pt > "$tmp/cut.pt"
 rc=$?
 [ $rc = 2 ] && grep -q "cut.pt: no ZIP end record in its last 64 KiB; the file is truncated" "$tmp/out" ||
 	{ fail "a truncated .pt: exit $rc"; cat "$tmp/out"; }
-echo "ok PyTorch's files: slices of a storage read, a module, a checkpoint, a transposed view, the old pickle and a truncated archive refused"
+# damaged archives (PyTorch 2.15's): one byte changed in a storage, and in
+# the pickle, fails that record's CRC-32, which the error names
+for at in 1000:data/0 100:data.pkl; do
+	cp tests/golden/torch2_toy_slices.pt "$tmp/bad.pt"
+	printf '\377' | dd of="$tmp/bad.pt" bs=1 seek="${at%%:*}" conv=notrunc 2> /dev/null
+	"$TRAINC" models/toy.net --init "$tmp/bad.pt" --run-dir "$tmp/x" > "$tmp/out" 2>&1
+	rc=$?
+	[ $rc = 2 ] && grep -q "bad.pt: bytes [0-9]* to [0-9]*: record torch2_toy_slices/${at#*:} does not match its CRC-32 (the archive says [0-9a-f]*, the bytes give [0-9a-f]*): the file is damaged; save it again" "$tmp/out" ||
+		{ fail "a .pt changed at byte ${at%%:*}: exit $rc"; cat "$tmp/out"; }
+done
+echo "ok PyTorch's files: slices of a storage read, a module, a checkpoint, a transposed view, the old pickle, a truncated archive and damaged records refused"
 
 # 5. PyTorch itself, where it is installed
-if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
-	/usr/bin/python3 - "$tmp/a.pt" "$tmp/b.safetensors" <<-'EOF' > "$tmp/py" 2>&1 || { fail "torch.load of trainc's a.pt:"; cat "$tmp/py"; }
+py=${TORCH_PYTHON:-/usr/bin/python3}
+if "$py" -c 'import torch' 2> /dev/null; then
+	"$py" - "$tmp/a.pt" "$tmp/b.safetensors" <<-'EOF' > "$tmp/py" 2>&1 || { fail "torch.load of trainc's a.pt:"; cat "$tmp/py"; }
 	import json, struct, sys, torch
 	kw = {"weights_only": True} if "weights_only" in torch.load.__code__.co_varnames else {}
 	sd = torch.load(sys.argv[1], **kw)
@@ -83,7 +101,7 @@ if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
 	    want = torch.frombuffer(bytearray(raw[8 + n + b:8 + n + e]), dtype=torch.float32).reshape(header[name]["shape"])
 	    assert t.dtype == torch.float32 and t.is_contiguous() and torch.equal(t, want), name
 	EOF
-	echo "ok torch.load reads trainc's .pt (weights_only)"
+	echo "ok torch.load of PyTorch $("$py" -c 'import torch; print(torch.__version__)') reads trainc's .pt (weights_only)"
 else
 	echo "ok (PyTorch is not installed here: torch.load of trainc's .pt not tried)"
 fi

@@ -1,7 +1,10 @@
 # tests/golden/torch_files_torch.py: writes the torch.save files that
 # tests/test_weights.c and tests/cli/torch_files.sh read, once, with
-# PyTorch (Debian's python3-torch 1.13): no test runs it.
-#   python3 tests/golden/torch_files_torch.py tests/golden
+# PyTorch: no test runs it.  torch_*.pt with Debian's python3-torch 1.13,
+# torch2_net.pt and torch2_toy_slices.pt with PyTorch 2.15 from PyPI
+# (whose archives add .format_version, .storage_alignment, byteorder and
+# .data/serialization_id records, and align each storage to 64 bytes):
+#   python3 tests/golden/torch_files_torch.py tests/golden [PREFIX]
 # torch_net.pt: the state_dict of test_weights.c's Net (conv1, bn1, fc1),
 #   every float of tensor k (in state_dict order) k + i * 0.001 - 0.5 and
 #   bn1.num_batches_tracked 7 + its index, the values filled() gives there.
@@ -16,6 +19,7 @@ from collections import OrderedDict
 import torch
 
 out = sys.argv[1]
+pre = sys.argv[2] if len(sys.argv) > 2 else "torch"
 
 
 class Net(torch.nn.Module):
@@ -33,7 +37,7 @@ for k, (name, t) in enumerate(sd.items()):
         t.fill_(7 + k)
     else:
         t.copy_((k + torch.arange(t.numel(), dtype=torch.float32) * 0.001 - 0.5).reshape(t.shape))
-torch.save(sd, f"{out}/torch_net.pt")
+torch.save(sd, f"{out}/{pre}_net.pt")
 
 
 class ToyModel(torch.nn.Module):
@@ -46,15 +50,15 @@ class ToyModel(torch.nn.Module):
 
 torch.manual_seed(0)
 toy = ToyModel()
-torch.save(toy, f"{out}/torch_toy_module.pt")
-torch.save({"model": toy.state_dict(), "epoch": 3}, f"{out}/torch_toy_checkpoint.pt")
+torch.save(toy, f"{out}/{pre}_toy_module.pt")
+torch.save({"model": toy.state_dict(), "epoch": 3}, f"{out}/{pre}_toy_checkpoint.pt")
 sd = toy.state_dict()
 sd["net1.weight"] = sd["net1.weight"].t()
-torch.save(sd, f"{out}/torch_toy_transposed.pt")
-torch.save(toy.state_dict(), f"{out}/torch_toy_legacy.pt", _use_new_zipfile_serialization=False)
+torch.save(sd, f"{out}/{pre}_toy_transposed.pt")
+torch.save(toy.state_dict(), f"{out}/{pre}_toy_legacy.pt", _use_new_zipfile_serialization=False)
 
 flat = torch.arange(200, dtype=torch.float32) * 0.01
 flat64 = torch.arange(20, dtype=torch.float64) * 0.01
 torch.save(OrderedDict([("net1.weight", flat[50:150].view(10, 10)), ("net1.bias", flat64[5:15]),
                         ("net2.weight", flat[150:200].view(5, 10)), ("net2.bias", flat64[0:5])]),
-           f"{out}/torch_toy_slices.pt")
+           f"{out}/{pre}_toy_slices.pt")

@@ -225,6 +225,7 @@ struct plan_sched {
 struct plan_train {
 	enum loss_kind loss;
 	enum reduction reduction;
+	double label_smoothing;     /* cross_entropy's, in [0, 1]; 0: none */
 	struct plan_optim optim;
 	struct plan_sched sched;
 	int64_t batch, global_batch, micro_batch, test_batch, epochs, steps, log_interval, checkpoint_every;

@@ -221,19 +221,45 @@ static int source_order(struct val *const *v, int n, int *order)
 	return m;
 }
 
+static const char *const names_of_loss[] = { "mse", "nll", "cross_entropy" };
+
 static bool read_loss(struct reader *r, const struct val *v, struct plan_train *t)
 {
-	static const char *const losses[] = { "mse", "nll", "cross_entropy" };
 	int k;
-	if (!choose(r, v, "loss", losses, 3, &k))
+	if (!choose(r, v, "loss", names_of_loss, 3, &k))
 		return false;
 	t->loss = (enum loss_kind)k;
 	t->loss_loc = v->loc;
-	static const char *const names[] = { "reduction" };
-	struct val *s[1];
-	if (!bind(r, v, names, 0, 1, s))
+	/* label smoothing is nn.CrossEntropyLoss's alone, as in PyTorch */
+	static const char *const names[] = { "reduction", "label_smoothing" };
+	struct val *s[2] = { NULL, NULL };
+	if (t->loss != LOSS_CROSS_ENTROPY && v->kind == V_CALL) {
+		for (int i = 0; i < v->n; i++) {
+			if (v->items[i].key && strcmp(v->items[i].key, "label_smoothing") == 0) {
+				diag_error(r->d, v->items[i].key_loc, "%s has no label_smoothing; cross_entropy has (PyTorch's "
+					   "CrossEntropyLoss)%s", names_of_loss[t->loss],
+					   t->loss == LOSS_NLL ? ", and on a model that ends in log_softmax its loss is nll's: "
+					   "loss = cross_entropy(label_smoothing=0.1)" : "");
+				return false;
+			}
+		}
+	}
+	if (!bind(r, v, names, 0, t->loss == LOSS_CROSS_ENTROPY ? 2 : 1, s))
 		return false;
 	t->reduction = RED_MEAN;
+	t->label_smoothing = 0;
+	if (s[1]) {
+		double eps;
+		if (!val_num(r->d, s[1], "label_smoothing", &eps))
+			return false;
+		if (!(eps >= 0 && eps <= 1)) {
+			char x[32];
+			val_number_text(eps, x, sizeof x);
+			diag_error(r->d, s[1]->loc, "label_smoothing must be between 0 and 1, not %s", x);
+			return false;
+		}
+		t->label_smoothing = eps;
+	}
 	if (s[0]) {
 		const char *red;
 		if (!val_str(r->d, s[0], "reduction", &red))

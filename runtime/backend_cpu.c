@@ -415,7 +415,7 @@ static int cpu_loss(struct exec *e, const void *y, int n, bool train, double *lo
 		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);
 		break;
 	case LOSS_CROSS_ENTROPY:
-		rc = kern_cross_entropy(out, (const int32_t *)y, dout, n, (int)per, -100, red, e->loss_scale, loss);
+		rc = kern_cross_entropy(out, (const int32_t *)y, dout, n, (int)per, -100, (float)p->train.label_smoothing, red, e->loss_scale, loss);
 		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);
 		break;
 	}

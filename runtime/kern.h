@@ -224,9 +224,11 @@ int kern_nll(const float *logp,      // (N, C)
 	     const int32_t *target,  // (N)
 	     float *dlogp,           // (N, C)
 	     int n, int c, int ignore_index, enum kern_reduction red, float scale, double *loss);
-/* log_softmax and nll in one pass over logits (N, C). */
+/* log_softmax and nll in one pass over logits (N, C); with label smoothing
+ * eps in (0, 1], PyTorch's (1 - eps) nll + eps (mean over classes of -log p)
+ * per row, whose gradient is softmax - (1 - eps) onehot - eps / C. */
 int kern_cross_entropy(const float *logits, const int32_t *target, float *dlogits,
-		       int n, int c, int ignore_index, enum kern_reduction red, float scale,
+		       int n, int c, int ignore_index, float smoothing, enum kern_reduction red, float scale,
 		       double *loss);
 /* Rows whose first maximal logit is at the target class. */
 long kern_argmax_correct(const float *logits, const int32_t *target, int n, int c);

@@ -102,7 +102,7 @@ int kern_nll(const float *logp, const int32_t *target, float *dlogp, int n, int 
 }
 
 int kern_cross_entropy(const float *logits, const int32_t *target, float *dlogits, int n, int c,
-		       int ignore_index, enum kern_reduction red, float scale, double *loss)
+		       int ignore_index, float smoothing, enum kern_reduction red, float scale, double *loss)
 {
 	long count = count_targets(target, n, c, ignore_index);
 	if (count < 0)
@@ -120,20 +120,28 @@ int kern_cross_entropy(const float *logits, const int32_t *target, float *dlogit
 			float mx = -INFINITY;
 			for (int k = 0; k < c; k++)
 				mx = fmaxf(mx, z[k]);
-			double se = 0;
+			double se = 0, zc = 0;
 			for (int k = 0; k < c; k++)
 				se += expf(z[k] - mx);
+			if (smoothing > 0)
+				for (int k = 0; k < c; k++)
+					zc += z[k] - mx;
 			float ls = (float)log(se); /* log Σ exp(z - max), so lse = max + ls */
-			if (on)
-				s += ls - (z[target[i]] - mx);
+			if (on) {
+				double nll = ls - (z[target[i]] - mx);
+				/* the mean over classes of -log p is ls - Σ (z - max) / C */
+				s += smoothing > 0 ? (1 - (double)smoothing) * nll + smoothing * (ls - zc / c) : nll;
+			}
 			if (!dlogits)
 				continue;
-			/* d/dz of lse - z[t] is softmax(z) - onehot(t) */
+			/* d/dz of lse - z[t] is softmax(z) - onehot(t); smoothing
+			 * takes gu = gi eps / C from every class, gi (1 - eps) at t */
 			float *d = dlogits + i * c, gi = on ? g : 0.0f;
+			float gt = gi * (1.0f - smoothing), gu = gi * smoothing / (float)c;
 			for (int k = 0; k < c; k++)
-				d[k] = gi * expf((z[k] - mx) - ls);
+				d[k] = gi * expf((z[k] - mx) - ls) - gu;
 			if (on)
-				d[target[i]] -= gi;
+				d[target[i]] -= gt;
 		}
 		part[p] = s;
 	}

@@ -200,6 +200,8 @@ static void settings(uint64_t *h, const struct plan *p)
 {
 	const struct plan_train *t = &p->train;
 	field(h, "loss %d %d", t->loss, t->reduction);
+	if (t->label_smoothing > 0) /* absent at 0, so earlier checkpoints resume */
+		field(h, "label_smoothing %a", t->label_smoothing);
 	optim(h, &t->optim);
 	sched(h, &t->sched);
 	field(h, "batch %" PRId64 " global %" PRId64 " micro %" PRId64 " seed %" PRIu64 " shuffle_seed %" PRIu64 " clip %a %d %d",

@@ -307,9 +307,9 @@ static void check_in_place(void)
 	cudaMemcpyAsync(w, g, sizeof h, cudaMemcpyDeviceToDevice, s);
 	kc_layernorm_bwd(s, x, gamma, sm, sm + R, w, w, NULL, NULL, R, D);
 	same_bits("layernorm backward, dx over dy", w, apart, sizeof h);
-	kc_cross_entropy(s, x, td, apart, R, D, -100, KERN_REDUCE_MEAN, 0.5f, loss, 1.0, false, bad, parts);
+	kc_cross_entropy(s, x, td, apart, R, D, -100, 0.0f, KERN_REDUCE_MEAN, 0.5f, loss, 1.0, false, bad, parts);
 	cudaMemcpyAsync(w, x, sizeof h, cudaMemcpyDeviceToDevice, s);
-	kc_cross_entropy(s, w, td, w, R, D, -100, KERN_REDUCE_MEAN, 0.5f, loss + 1, 1.0, false, bad, parts);
+	kc_cross_entropy(s, w, td, w, R, D, -100, 0.0f, KERN_REDUCE_MEAN, 0.5f, loss + 1, 1.0, false, bad, parts);
 	same_bits("cross_entropy, dlogits over logits", w, apart, sizeof h);
 	same_bits("cross_entropy's loss, dlogits over logits", loss + 1, loss, sizeof *loss);
 	kc_log_softmax_fwd(s, x, y, R, D, 1);
@@ -331,11 +331,11 @@ static void check_in_place(void)
 	cudaStreamDestroy(s);
 }
 
-/* The losses over a grid of blocks (more than KC_LOSS_CHUNK elements)
- * against the CPU's kern_* (loss within 1e-7 relative, gradients within
- * compare's tolerance); the parts' last word holding the rows that count
- * shows the grid ran (not over the host stand-in, whose losses are the
- * CPU's).  Rows split unevenly over the blocks; in place
+/* The losses over a grid of blocks (more than KC_LOSS_CHUNK elements),
+ * cross-entropy with label smoothing also in one block, against the CPU's
+ * kern_* (loss within 1e-7 relative, gradients within compare's
+ * tolerance); the parts' last word holding the rows that count shows the
+ * grid ran (not over the host stand-in, whose losses are the CPU's).  Rows split unevenly over the blocks; in place
  * equals apart bit for bit (a block reads only its own rows); the loss
  * adds onto *loss with its weight; and a bad target in the last block's
  * rows sets *bad and leaves *loss as it was. */
@@ -348,13 +348,17 @@ static void check_loss_blocks(void)
 		int kind; /* 0 mse, 1 nll, 2 cross_entropy */
 		int rows, classes;
 		enum kern_reduction red;
+		float eps; /* cross_entropy's label smoothing */
 		const char *what;
 	} cases[] = {
-		{ 2, 333, 301, KERN_REDUCE_MEAN, "cross_entropy 333 x 301, mean" },
-		{ 2, 20000, 3, KERN_REDUCE_SUM, "cross_entropy 20000 x 3, sum" },
-		{ 1, 129, 1000, KERN_REDUCE_SUM, "nll 129 x 1000, sum" },
-		{ 1, 4001, 37, KERN_REDUCE_MEAN, "nll 4001 x 37, mean" },
-		{ 0, 100001, 1, KERN_REDUCE_MEAN, "mse 100001, mean" },
+		{ 2, 333, 301, KERN_REDUCE_MEAN, 0.0f, "cross_entropy 333 x 301, mean" },
+		{ 2, 20000, 3, KERN_REDUCE_SUM, 0.0f, "cross_entropy 20000 x 3, sum" },
+		{ 2, 333, 301, KERN_REDUCE_MEAN, 0.1f, "cross_entropy 333 x 301, smoothed 0.1" },
+		{ 2, 20000, 3, KERN_REDUCE_SUM, 1.0f, "cross_entropy 20000 x 3, smoothed 1" },
+		{ 2, 64, 10, KERN_REDUCE_MEAN, 0.25f, "cross_entropy 64 x 10, smoothed 0.25" },
+		{ 1, 129, 1000, KERN_REDUCE_SUM, 0.0f, "nll 129 x 1000, sum" },
+		{ 1, 4001, 37, KERN_REDUCE_MEAN, 0.0f, "nll 4001 x 37, mean" },
+		{ 0, 100001, 1, KERN_REDUCE_MEAN, 0.0f, "mse 100001, mean" },
 	};
 	cudaStream_t s = NULL;
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -382,7 +386,7 @@ static void check_loss_blocks(void)
 		} else if (kind == 1)
 			kern_nll(x, cls, dref, n, c, -100, cases[k].red, 1.0f, &ref);
 		else
-			kern_cross_entropy(x, cls, dref, n, c, -100, cases[k].red, 1.0f, &ref);
+			kern_cross_entropy(x, cls, dref, n, c, -100, cases[k].eps, cases[k].red, 1.0f, &ref);
 		float *xd = NULL, *td = NULL, *apart = NULL, *w = NULL;
 		double *loss = NULL, *parts = NULL, h[4] = { 0, 0, 3.0, 7.0 }, hp[KC_LOSS_PARTS + 1];
 		int32_t *cd = NULL, *bad = NULL, hb[1] = { -1 };
@@ -412,7 +416,7 @@ static void check_loss_blocks(void)
 			else if (kind == 1)
 				kc_nll(s, in, cd, dx, n, c, -100, cases[k].red, 1.0f, loss + pass, weight, add, bad, parts);
 			else
-				kc_cross_entropy(s, in, cd, dx, n, c, -100, cases[k].red, 1.0f, loss + pass, weight, add, bad, parts);
+				kc_cross_entropy(s, in, cd, dx, n, c, -100, cases[k].eps, cases[k].red, 1.0f, loss + pass, weight, add, bad, parts);
 			if (pass == 0) {
 				cudaStreamSynchronize(s);
 				cudaMemcpy(hp, parts, sizeof hp, cudaMemcpyDeviceToHost);
@@ -420,7 +424,7 @@ static void check_loss_blocks(void)
 		}
 		bool read = cudaStreamSynchronize(s) == cudaSuccess && cudaMemcpy(h, loss, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess &&
 			    cudaMemcpy(hb, bad, 4, cudaMemcpyDeviceToHost) == cudaSuccess;
-		bool grid = host || hp[KC_LOSS_PARTS] == (double)count;
+		bool grid = host || e <= KC_LOSS_CHUNK || hp[KC_LOSS_PARTS] == (double)count;
 		bool near = fabs(h[0] - ref) <= 1e-7 * fabs(ref);
 		bool added = h[2] == 3.0 + 0.5 * h[0], kept = kind == 0 ? hb[0] == 0 : hb[0] == 1 && h[3] == 7.0;
 		bool ok = read && grid && near && added && kept;

@@ -298,8 +298,9 @@ static void test_mse(void)
 	}
 }
 
-/* The loss kernels as one block: count, then rows; returns -1 on a bad target. */
-static int class_loss(bool ce, const float *z, const int32_t *target, float *d, int n, int c, int ignore,
+/* The loss kernels as one block: count, then rows; returns -1 on a bad
+ * target.  eps: cross-entropy's label smoothing. */
+static int class_loss(bool ce, const float *z, const int32_t *target, float *d, int n, int c, int ignore, float eps,
 		      enum kern_reduction red, float scale, double *loss)
 {
 	int64_t count = 0;
@@ -313,7 +314,7 @@ static int class_loss(bool ce, const float *z, const int32_t *target, float *d, 
 	for (int r = 0; r < n; r++) {
 		bool on = target[r] != ignore;
 		if (ce) {
-			per_thread[(r % 32) * 32] += body_ce_row(z + (size_t)r * c, c, target[r], on, g, d + (size_t)r * c);
+			per_thread[(r % 32) * 32] += body_ce_row(z + (size_t)r * c, c, target[r], on, g, eps, d + (size_t)r * c);
 		} else {
 			if (on)
 				per_thread[r % 1024] -= z[(size_t)r * c + target[r]];
@@ -338,12 +339,14 @@ static void test_class_losses(void)
 		for (int i = 0; i < n; i++) t[i] = (i * 7 + 3) % c;
 		t[1] = -100; /* ignored */
 		if (n > 4) t[4] = -100;
-		for (int ce = 0; ce < 2; ce++)
+		/* nll, cross-entropy, and cross-entropy with label smoothing */
+		for (int ce = 0; ce < 3; ce++)
 			for (int red = 0; red < 2; red++) {
 				double lw, lg;
-				int rw = ce ? kern_cross_entropy(z, t, want, n, c, -100, red, 0.25f, &lw)
+				float eps = ce == 2 ? 0.3f : 0.0f;
+				int rw = ce ? kern_cross_entropy(z, t, want, n, c, -100, eps, red, 0.25f, &lw)
 					    : kern_nll(z, t, want, n, c, -100, red, 0.25f, &lw);
-				int rg = class_loss(ce, z, t, got, n, c, -100, red, 0.25f, &lg);
+				int rg = class_loss(ce, z, t, got, n, c, -100, eps, red, 0.25f, &lg);
 				CHECK(rw == KERN_OK && rg == 0);
 				CHECK_SAME(ce ? "ce grad" : "nll grad", got, want, (size_t)n * c);
 				CHECK_NEAR(lg, lw, 1e-12 * fabs(lw));
@@ -353,12 +356,12 @@ static void test_class_losses(void)
 	float z[6] = { 1, 2, 3, 4, 5, 6 }, d[6];
 	int32_t t[2] = { 3, 3 };
 	double l;
-	CHECK(class_loss(true, z, t, d, 2, 3, 3, KERN_REDUCE_MEAN, 1.0f, &l) == 0);
+	CHECK(class_loss(true, z, t, d, 2, 3, 3, 0.0f, KERN_REDUCE_MEAN, 1.0f, &l) == 0);
 	CHECK(isnan(l));
 	for (int i = 0; i < 6; i++) CHECK(d[i] == 0.0f);
 	t[1] = 4;
-	CHECK(class_loss(true, z, t, d, 2, 3, -100, KERN_REDUCE_MEAN, 1.0f, &l) == -1);
-	CHECK(kern_cross_entropy(z, t, d, 2, 3, -100, KERN_REDUCE_MEAN, 1.0f, &l) == KERN_ERR_INDEX);
+	CHECK(class_loss(true, z, t, d, 2, 3, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &l) == -1);
+	CHECK(kern_cross_entropy(z, t, d, 2, 3, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &l) == KERN_ERR_INDEX);
 }
 
 static void test_argmax(void)

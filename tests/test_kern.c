@@ -1076,7 +1076,7 @@ static void test_activation_reference(void)
 
 /* ---- losses ---- */
 
-enum { LOSS_MSE, LOSS_NLL, LOSS_CE };
+enum { LOSS_MSE, LOSS_NLL, LOSS_CE, LOSS_CE_SMOOTH };
 struct loss { int kind; enum kern_reduction red; float *x, *t; int32_t *target; int n, c; };
 
 static double loss_eval(struct loss *l, float *dx, float scale)
@@ -1085,7 +1085,8 @@ static double loss_eval(struct loss *l, float *dx, float scale)
 	if (l->kind == LOSS_MSE)
 		return kern_mse(l->x, l->t, dx, (size_t)l->n * l->c, l->red, scale);
 	int rc = l->kind == LOSS_NLL ? kern_nll(l->x, l->target, dx, l->n, l->c, -100, l->red, scale, &v)
-				     : kern_cross_entropy(l->x, l->target, dx, l->n, l->c, -100, l->red, scale, &v);
+				     : kern_cross_entropy(l->x, l->target, dx, l->n, l->c, -100, l->kind == LOSS_CE_SMOOTH ? 0.2f : 0.0f,
+							  l->red, scale, &v);
 	CHECK(rc == KERN_OK);
 	return v;
 }
@@ -1097,11 +1098,12 @@ static double loss_obj(void *p)
 
 static void test_loss_grad(void)
 {
-	static const char *names[3][2] = { { "mse mean", "mse sum" }, { "nll mean", "nll sum" },
-					   { "cross_entropy mean", "cross_entropy sum" } };
+	static const char *names[4][2] = { { "mse mean", "mse sum" }, { "nll mean", "nll sum" },
+					   { "cross_entropy mean", "cross_entropy sum" },
+					   { "cross_entropy smoothed mean", "cross_entropy smoothed sum" } };
 	begin();
 	int32_t target[5] = { 2, -100, 0, 3, 2 };
-	for (int kind = LOSS_MSE; kind <= LOSS_CE; kind++)
+	for (int kind = LOSS_MSE; kind <= LOSS_CE_SMOOTH; kind++)
 		for (int red = 0; red < 2; red++) {
 			struct loss l = { .kind = kind, .red = red, .n = 5, .c = 4, .target = target };
 			l.x = rand_floats(20, -2, 2, 100);
@@ -1128,12 +1130,33 @@ static void test_loss_reference(void)
 	float want_grad[12] = { -0.113666281f, 0.080810994f, 0.032855302f, 0.038704846f, 0.285992265f,
 				-0.324697137f, 0, 0, 0, 0.111111104f, -0.222222239f, 0.111111104f };
 	double v;
-	CHECK(kern_cross_entropy(z, t, dz, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
+	CHECK(kern_cross_entropy(z, t, dz, 4, 3, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
 	CHECK_NEAR(v, 1.7229400873184204, 1e-6);
 	for (int i = 0; i < 12; i++)
 		CHECK_NEAR(dz[i], want_grad[i], 1e-7);
-	CHECK(kern_cross_entropy(z, t, NULL, 4, 3, -100, KERN_REDUCE_SUM, 1.0f, &v) == KERN_OK);
+	CHECK(kern_cross_entropy(z, t, NULL, 4, 3, -100, 0.0f, KERN_REDUCE_SUM, 1.0f, &v) == KERN_OK);
 	CHECK_NEAR(v, 5.168820381164551, 1e-5);
+	/* with label_smoothing 0.1 and 1 (every class weighed alike), PyTorch's
+	 * losses and gradients; an ignored row still has none */
+	static const struct { float eps; enum kern_reduction red; double loss; float grad[12]; } smooth[] = {
+		{ 0.1f, KERN_REDUCE_MEAN, 1.6996067762374878,
+		  { -0.0914440453f, 0.069699876f, 0.0217441861f, 0.0275937319f, 0.274881124f, -0.302474886f, 0, 0, 0,
+		    0.0999999866f, -0.199999988f, 0.0999999866f } },
+		{ 0.1f, KERN_REDUCE_SUM, 5.098820686340332,
+		  { -0.274332166f, 0.20909965f, 0.06523256f, 0.0827811956f, 0.824643433f, -0.907424688f, 0, 0, 0,
+		    0.299999982f, -0.600000024f, 0.299999982f } },
+		{ 1.0f, KERN_REDUCE_MEAN, 1.4896068572998047,
+		  { 0.10855595f, -0.0303001162f, -0.0782558098f, -0.0724062696f, 0.17488116f, -0.102474891f, 0, 0, 0, 0, 0, 0 } },
+		{ 1.0f, KERN_REDUCE_SUM, 4.468820571899414,
+		  { 0.325667828f, -0.0909003615f, -0.234767437f, -0.217218816f, 0.524643421f, -0.307424694f, 0, 0, 0, 0, 0, 0 } },
+	};
+	for (size_t k = 0; k < sizeof smooth / sizeof smooth[0]; k++) {
+		CHECK(kern_cross_entropy(z, t, dz, 4, 3, -100, smooth[k].eps, smooth[k].red, 1.0f, &v) == KERN_OK);
+		CHECK_NEAR(v, smooth[k].loss, 1e-6 * (1 + smooth[k].loss));
+		for (int i = 0; i < 12; i++)
+			CHECK_NEAR(dz[i], smooth[k].grad[i], 1e-7);
+		CHECK(dz[6] == 0 && dz[7] == 0 && dz[8] == 0);
+	}
 	/* nll over log_softmax is the same loss */
 	kern_log_softmax_fwd(z, lp, 4, 3, 1);
 	CHECK(kern_nll(lp, t, dlp, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
@@ -1146,12 +1169,12 @@ static void test_loss_reference(void)
 	/* a class out of range is refused before anything is written */
 	int32_t bad[4] = { 0, 3, 1, 1 }, neg[4] = { 0, -1, 1, 1 };
 	dz[0] = 42;
-	CHECK(kern_cross_entropy(z, bad, dz, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_ERR_INDEX);
+	CHECK(kern_cross_entropy(z, bad, dz, 4, 3, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_ERR_INDEX);
 	CHECK(kern_nll(lp, neg, dz, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_ERR_INDEX);
 	CHECK(dz[0] == 42);
 	/* every row ignored: PyTorch's mean is NaN, the gradient zero */
 	int32_t none[4] = { -100, -100, -100, -100 };
-	CHECK(kern_cross_entropy(z, none, dz, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
+	CHECK(kern_cross_entropy(z, none, dz, 4, 3, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
 	CHECK(isnan(v) && max_abs(dz, 12) == 0);
 	/* rows 0 and 1 argmax at their target, row 2 at class 2, row 3 ties at class 0 */
 	int32_t acc_t[4] = { 0, 1, 2, 0 }, acc_u[4] = { 1, 1, 0, 2 };
@@ -1189,7 +1212,7 @@ static void test_threads_reductions(void)
 				     n, c, hw);
 		kern_layernorm_fwd(x, w, w, o[LN_Y], o[LN_STAT], o[LN_STAT] + n, n, k, 1e-5f);
 		kern_layernorm_bwd(x, w, o[LN_STAT], o[LN_STAT] + n, t2, o[LN_DX], o[LN_DP], o[LN_DP] + k, n, k);
-		CHECK(kern_cross_entropy(dy, t, o[CE_D], n, m, -100, KERN_REDUCE_MEAN, 1.0f, &loss[th][0]) == KERN_OK);
+		CHECK(kern_cross_entropy(dy, t, o[CE_D], n, m, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &loss[th][0]) == KERN_OK);
 		loss[th][1] = kern_mse(x, t2, o[MSE_D], nk, KERN_REDUCE_SUM, 1.0f);
 	}
 	for (int i = 0; i < OUTS; i++) {

@@ -821,7 +821,7 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 			count_hits(c, d, out, y, n, (int)per, correct);
 		break;
 	case LOSS_CROSS_ENTROPY:
-		kc_cross_entropy(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,
+		kc_cross_entropy(s, out, y, dout, n, (int)per, -100, (float)p->train.label_smoothing, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,
 				 gp->loss_parts);
 		if (correct)
 			count_hits(c, d, out, y, n, (int)per, correct);

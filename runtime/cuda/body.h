@@ -306,29 +306,45 @@ BODY_FN int body_target_bad(int32_t t, int c, int ignore_index) { return t != ig
 BODY_FN float body_nll_grad(int k, int32_t t, bool on, float g) { return on && k == t ? -g : 0.0f; }
 
 /* Cross-entropy of a row: mx its max, ls = log Σ exp(z - mx) (the sum in
- * double); the loss term ls - (z_t - mx), the gradient gi softmax - gi onehot. */
+ * double); the loss term ls - (z_t - mx), the gradient gi softmax - gi onehot.
+ * With label smoothing eps (kern_cross_entropy): the term is (1 - eps) of
+ * that plus eps of ls - zc / c, zc = Σ (z - mx) in double, and the gradient
+ * gives gt = gi (1 - eps) at the target and gu = gi eps / c at every class;
+ * at eps 0, gt is gi and gu 0, the same bits as without. */
 BODY_FN float body_ce_ls(double se) { return (float)log(se); }
 BODY_FN float body_ce_term(float ls, float zt, float mx) { return ls - (zt - mx); }
-BODY_FN float body_ce_grad(float z, float mx, float ls, float gi, bool target)
+BODY_FN double body_ce_smooth_term(float ls, float zt, float mx, double zc, int c, float eps)
 {
-	float d = gi * expf((z - mx) - ls);
-	return target ? d - gi : d;
+	double nll = body_ce_term(ls, zt, mx);
+	return eps > 0 ? (1 - (double)eps) * nll + eps * (ls - zc / c) : nll;
+}
+BODY_FN float body_ce_gt(float gi, float eps) { return gi * (1.0f - eps); }
+BODY_FN float body_ce_gu(float gi, float eps, int c) { return gi * eps / (float)c; }
+BODY_FN float body_ce_grad(float z, float mx, float ls, float gi, float gt, float gu, bool target)
+{
+	float d = gi * expf((z - mx) - ls) - gu;
+	return target ? d - gt : d;
 }
 
 /* One whole row, as the CPU's loop; returns the loss term (0 if not on). */
-BODY_FN double body_ce_row(const float *z, int c, int32_t t, bool on, float g, float *d)
+BODY_FN double body_ce_row(const float *z, int c, int32_t t, bool on, float g, float eps, float *d)
 {
 	float mx = -INFINITY;
 	for (int k = 0; k < c; k++)
 		mx = fmaxf(mx, z[k]);
-	double se = 0;
+	double se = 0, zc = 0;
 	for (int k = 0; k < c; k++)
 		se += expf(z[k] - mx);
+	if (eps > 0)
+		for (int k = 0; k < c; k++)
+			zc += z[k] - mx;
 	float ls = body_ce_ls(se), gi = on ? g : 0.0f;
+	/* the loss before the gradient: d may be z */
+	double term = on ? body_ce_smooth_term(ls, z[t], mx, zc, c, eps) : 0.0;
 	if (d)
 		for (int k = 0; k < c; k++)
-			d[k] = body_ce_grad(z[k], mx, ls, gi, on && k == t);
-	return on ? (double)body_ce_term(ls, z[t], mx) : 0.0;
+			d[k] = body_ce_grad(z[k], mx, ls, gi, body_ce_gt(gi, eps), body_ce_gu(gi, eps, c), on && k == t);
+	return term;
 }
 
 /* 1 if the row's first maximal logit is at class t. */

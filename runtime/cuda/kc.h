@@ -120,8 +120,9 @@ void kc_mse(cudaStream_t s, const float *x, const float *target, float *dx, int6
 	    double *loss, double weight, bool add, double *parts);
 void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
 	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts);
+/* smoothing: label smoothing in [0, 1], kern_cross_entropy's */
 void kc_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad,
+		      float smoothing, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad,
 		      double *parts);
 /* *correct += rows whose first maximal logit is at the target class; an
  * atomic add, so correct is memory of the stream's own GPU (a peer's takes

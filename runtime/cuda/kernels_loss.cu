@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(LOSS_THREADS) nll_kernel(const float *logp, co
 
 /* a warp per row within the block */
 __global__ void __launch_bounds__(LOSS_THREADS) cross_entropy_kernel(const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-				     enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad,
+				     float eps, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad,
 				     double *parts)
 {
 	__shared__ double sh[LOSS_THREADS];
@@ -242,17 +242,22 @@ __global__ void __launch_bounds__(LOSS_THREADS) cross_entropy_kernel(const float
 		for (int k = lane; k < c; k += 32)
 			mx = fmaxf(mx, z[k]);
 		mx = warp_max(mx);
-		double se = 0;
+		double se = 0, zc = 0;
 		for (int k = lane; k < c; k += 32)
 			se += expf(z[k] - mx);
+		if (eps > 0) { /* the same in every thread: the warps' exchanges stay whole */
+			for (int k = lane; k < c; k += 32)
+				zc += z[k] - mx;
+			zc = warp_sum(zc);
+		}
 		float ls = body_ce_ls(warp_sum(se));
 		if (lane == 0 && on)
-			acc += body_ce_term(ls, z[t], mx);
+			acc += body_ce_smooth_term(ls, z[t], mx, zc, c, eps);
 		__syncwarp(); /* dlogits may be logits: z[t] is read */
 		if (dlogits) {
-			float *d = dlogits + r * c, gi = on ? g : 0.0f;
+			float *d = dlogits + r * c, gi = on ? g : 0.0f, gt = body_ce_gt(gi, eps), gu = body_ce_gu(gi, eps, c);
 			for (int k = lane; k < c; k += 32)
-				d[k] = body_ce_grad(z[k], mx, ls, gi, on && k == t);
+				d[k] = body_ce_grad(z[k], mx, ls, gi, gt, gu, on && k == t);
 		}
 	}
 	acc = block_sum(acc, sh);
@@ -305,10 +310,10 @@ void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlo
 }
 
 void kc_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
+		      float smoothing, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
 {
 	unsigned b = loss_blocks((int64_t)n * c, n < c ? n : c);
-	cross_entropy_kernel<<<b, LOSS_THREADS, 0, s>>>(logits, target, dlogits, n, c, ignore_index, red, scale, loss, weight,
+	cross_entropy_kernel<<<b, LOSS_THREADS, 0, s>>>(logits, target, dlogits, n, c, ignore_index, smoothing, red, scale, loss, weight,
 							add, bad, parts);
 	loss_total(s, b, parts, red, loss, weight, add);
 }

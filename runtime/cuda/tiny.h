@@ -73,6 +73,7 @@ struct tiny_prog {
 	int per;                        /* values per sample of the output (classes) */
 	enum kern_reduction red;
 	float scale;
+	float smoothing;                /* cross-entropy's label smoothing */
 	const float *out;
 	float *dout;
 	double weight;                  /* the recorded step loss is weight * loss */
@@ -218,7 +219,7 @@ TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, char *sm
 	float g = body_class_grad((int64_t)counted, P->red, P->scale);
 	for (int r = tid; r < n; r += nt) {
 		bool on = t[r] != -100 && !body_target_bad(t[r], c, -100);
-		sum += body_ce_row(out + (int64_t)r * c, c, t[r], on, g, dout + (int64_t)r * c);
+		sum += body_ce_row(out + (int64_t)r * c, c, t[r], on, g, P->smoothing, dout + (int64_t)r * c);
 	}
 	sum = tiny_sum(tid, nt, sum, sh);
 	if (tid == 0)

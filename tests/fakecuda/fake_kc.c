@@ -536,7 +536,7 @@ static void host_nll(cudaStream_t s, const float *logp, const int32_t *target, f
 }
 
 static void host_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-		      enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
+		      float eps, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
 {
 	parts_check(parts);
 	int64_t count;
@@ -552,17 +552,20 @@ static void host_cross_entropy(cudaStream_t s, const float *logits, const int32_
 		float mx = -INFINITY;
 		for (int k = 0; k < c; k++)
 			mx = fmaxf(mx, z[k]);
-		double se = 0;
+		double se = 0, zc = 0;
 		for (int k = 0; k < c; k++)
 			se += expf(z[k] - mx);
+		if (eps > 0)
+			for (int k = 0; k < c; k++)
+				zc += z[k] - mx;
 		float ls = body_ce_ls(se);
 		/* z[t] before the row's gradient: dlogits may be logits */
 		if (on)
-			sl.part[r / sl.len] += body_ce_term(ls, z[t], mx);
+			sl.part[r / sl.len] += body_ce_smooth_term(ls, z[t], mx, zc, c, eps);
 		if (dlogits) {
-			float *d = dlogits + (int64_t)r * c, gi = on ? g : 0.0f;
+			float *d = dlogits + (int64_t)r * c, gi = on ? g : 0.0f, gt = body_ce_gt(gi, eps), gu = body_ce_gu(gi, eps, c);
 			for (int k = 0; k < c; k++)
-				d[k] = body_ce_grad(z[k], mx, ls, gi, on && k == t);
+				d[k] = body_ce_grad(z[k], mx, ls, gi, gt, gu, on && k == t);
 		}
 	}
 	store_loss(loss, body_loss_reduce(slices_total(&sl), count, red), weight, add);
@@ -807,7 +810,7 @@ WRAP(mse, L_mse)
 	X(bool, add) X(int32_t *, bad) X(double *, parts)
 WRAP(nll, L_nll)
 #define L_cross_entropy(X) X(const float *, logits) X(const int32_t *, target) X(float *, dlogits) X(int, n) \
-	X(int, c) X(int, ignore_index) X(enum kern_reduction, red) X(float, scale) X(double *, loss) \
+	X(int, c) X(int, ignore_index) X(float, eps) X(enum kern_reduction, red) X(float, scale) X(double *, loss) \
 	X(double, weight) X(bool, add) X(int32_t *, bad) X(double *, parts)
 WRAP(cross_entropy, L_cross_entropy)
 #define L_argmax_correct(X) X(const float *, logits) X(const int32_t *, target) X(int, n) X(int, c) X(double *, correct)

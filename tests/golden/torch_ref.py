@@ -42,26 +42,28 @@ def save(path, sd):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def train(m, opt, x, y, steps, batch):
-    """steps steps of cross entropy over consecutive batches of x, y (the
-    dataset's order, as trainc's shuffle=false); returns each step's loss."""
+def train(m, opt, x, y, steps, batch, label_smoothing=0.0):
+    """steps steps of cross entropy (with label_smoothing) over consecutive
+    batches of x, y (the dataset's order, as trainc's shuffle=false);
+    returns each step's loss."""
     losses = []
     m.train()
     for step in range(steps):
         opt.zero_grad()
-        loss = F.cross_entropy(m(x[step * batch:(step + 1) * batch]), y[step * batch:(step + 1) * batch])
+        loss = F.cross_entropy(m(x[step * batch:(step + 1) * batch]), y[step * batch:(step + 1) * batch],
+                               label_smoothing=label_smoothing)
         loss.backward()
         opt.step()
         losses.append(loss.item())
     return losses
 
 
-def evaluate(m, x, y):
-    """The average cross entropy over x, y in evaluation mode, and how many
-    samples the model gets right."""
+def evaluate(m, x, y, label_smoothing=0.0):
+    """The average cross entropy (with label_smoothing) over x, y in
+    evaluation mode, and how many samples the model gets right."""
     m.eval()
     with torch.no_grad():
         out = m(x)
-        loss = F.cross_entropy(out, y, reduction="sum").item() / len(y)
+        loss = F.cross_entropy(out, y, reduction="sum", label_smoothing=label_smoothing).item() / len(y)
         correct = (out.argmax(1) == y).sum().item()
     return loss, correct

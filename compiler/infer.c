@@ -46,21 +46,22 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 		return false;
 	}
 	enum loss_kind loss = p->train.loss;
-	if (loss == LOSS_MSE) {
+	if (loss != LOSS_NLL && loss != LOSS_CROSS_ENTROPY) {
 		if (ds->target != TGT_VECTOR) {
-			diag_error(d, ds->loc, "mse needs real-valued targets, but this dataset gives class labels; use cross_entropy or nll");
+			diag_error(d, ds->loc, "%s needs real-valued targets, but this dataset gives class labels; use cross_entropy or nll",
+				   loss_names[loss]);
 			return false;
 		}
 		if (!same_shape(&ds->target_shape, &out->out)) {
-			diag_error(d, ds->loc, "the targets have shape %s, but the model's output is %s; mse needs them equal",
-				   shape_str(&ds->target_shape, b1, sizeof b1), shape_str(&out->out, b2, sizeof b2));
+			diag_error(d, ds->loc, "the targets have shape %s, but the model's output is %s; %s needs them equal",
+				   shape_str(&ds->target_shape, b1, sizeof b1), shape_str(&out->out, b2, sizeof b2), loss_names[loss]);
 			diag_note(d, out->loc, "the model's last layer is here");
 			return false;
 		}
 		return true;
 	}
 	if (ds->target != TGT_CLASS) {
-		diag_error(d, ds->loc, "%s needs class labels as targets; write target=classes(N)", loss == LOSS_NLL ? "nll" : "cross_entropy");
+		diag_error(d, ds->loc, "%s needs class labels as targets; write target=classes(N)", loss_names[loss]);
 		return false;
 	}
 	if (out->out.rank != 1 || out->out.d[0] != ds->classes) {

@@ -181,7 +181,8 @@ struct nodemem {
 	int64_t eval_off;               /* forward output in evaluation */
 };
 
-enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY };
+/* the last three in kern.h's enum kern_regression order (loss - LOSS_L1) */
+enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER };
 enum reduction { RED_MEAN, RED_SUM };
 enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
 enum lrs_kind { LRS_CONSTANT, LRS_STEP, LRS_MULTISTEP, LRS_EXPONENTIAL, LRS_COSINE };
@@ -226,6 +227,7 @@ struct plan_train {
 	enum loss_kind loss;
 	enum reduction reduction;
 	double label_smoothing;     /* cross_entropy's, in [0, 1]; 0: none */
+	double loss_param;          /* smooth_l1's beta, huber's delta */
 	struct plan_optim optim;
 	struct plan_sched sched;
 	int64_t batch, global_batch, micro_batch, test_batch, epochs, steps, log_interval, checkpoint_every;

@@ -221,33 +221,51 @@ static int source_order(struct val *const *v, int n, int *order)
 	return m;
 }
 
-static const char *const names_of_loss[] = { "mse", "nll", "cross_entropy" };
+const char *const loss_names[LOSS_HUBER + 1] = { "mse", "nll", "cross_entropy", "l1", "smooth_l1", "huber" };
 
 static bool read_loss(struct reader *r, const struct val *v, struct plan_train *t)
 {
 	int k;
-	if (!choose(r, v, "loss", names_of_loss, 3, &k))
+	if (!choose(r, v, "loss", loss_names, LOSS_HUBER + 1, &k))
 		return false;
 	t->loss = (enum loss_kind)k;
 	t->loss_loc = v->loc;
-	/* label smoothing is nn.CrossEntropyLoss's alone, as in PyTorch */
-	static const char *const names[] = { "reduction", "label_smoothing" };
+	/* label smoothing is nn.CrossEntropyLoss's alone, as in PyTorch;
+	 * SmoothL1Loss has beta, HuberLoss delta */
+	const char *names[] = { "reduction", t->loss == LOSS_SMOOTH_L1 ? "beta" : t->loss == LOSS_HUBER ? "delta" : "label_smoothing" };
 	struct val *s[2] = { NULL, NULL };
 	if (t->loss != LOSS_CROSS_ENTROPY && v->kind == V_CALL) {
 		for (int i = 0; i < v->n; i++) {
 			if (v->items[i].key && strcmp(v->items[i].key, "label_smoothing") == 0) {
 				diag_error(r->d, v->items[i].key_loc, "%s has no label_smoothing; cross_entropy has (PyTorch's "
-					   "CrossEntropyLoss)%s", names_of_loss[t->loss],
+					   "CrossEntropyLoss)%s", loss_names[t->loss],
 					   t->loss == LOSS_NLL ? ", and on a model that ends in log_softmax its loss is nll's: "
 					   "loss = cross_entropy(label_smoothing=0.1)" : "");
 				return false;
 			}
 		}
 	}
-	if (!bind(r, v, names, 0, t->loss == LOSS_CROSS_ENTROPY ? 2 : 1, s))
+	bool second = t->loss == LOSS_CROSS_ENTROPY || t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER;
+	if (!bind(r, v, names, 0, second ? 2 : 1, s))
 		return false;
 	t->reduction = RED_MEAN;
 	t->label_smoothing = 0;
+	t->loss_param = t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER ? 1.0 : 0.0;
+	if (s[1] && t->loss != LOSS_CROSS_ENTROPY) {
+		/* PyTorch: beta >= 0 (0 is the L1 loss), delta > 0 */
+		double x;
+		if (!val_num(r->d, s[1], names[1], &x))
+			return false;
+		bool huber = t->loss == LOSS_HUBER;
+		if (!(huber ? x > 0 : x >= 0) || isinf(x)) {
+			char b[32];
+			val_number_text(x, b, sizeof b);
+			diag_error(r->d, s[1]->loc, "%s must be %s, not %s", names[1], huber ? "a finite number above 0" : "a finite number, at least 0 (0 is l1)", b);
+			return false;
+		}
+		t->loss_param = x;
+		s[1] = NULL;
+	}
 	if (s[1]) {
 		double eps;
 		if (!val_num(r->d, s[1], "label_smoothing", &eps))

@@ -407,8 +407,9 @@ static int cpu_loss(struct exec *e, const void *y, int n, bool train, double *lo
 	*correct = 0;
 	int rc = 0;
 	switch (p->train.loss) {
-	case LOSS_MSE:
-		*loss = kern_mse(out, (const float *)y, dout, (size_t)(per * n), red, e->loss_scale);
+	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER:
+		*loss = kern_regression(exec_regression(p), (float)p->train.loss_param, out, (const float *)y, dout, (size_t)(per * n), red,
+					e->loss_scale);
 		break;
 	case LOSS_NLL:
 		rc = kern_nll(out, (const int32_t *)y, dout, n, (int)per, -100, red, e->loss_scale, loss);

@@ -142,6 +142,12 @@ float *exec_dx_home(struct exec *e, int j);
 /* The activation arena of node's device, and that device's scratch buffer. */
 char *exec_act(struct exec *e, int node);
 char *exec_scratch(struct exec *e, int node);
+/* The plan's loss as one of kern_regression's (mse, l1, smooth_l1, huber). */
+static inline enum kern_regression exec_regression(const struct plan *p)
+{
+	_Static_assert(LOSS_SMOOTH_L1 - LOSS_L1 == KERN_SMOOTH_L1 && LOSS_HUBER - LOSS_L1 == KERN_HUBER, "keep in step");
+	return p->train.loss == LOSS_MSE ? KERN_MSE : (enum kern_regression)(p->train.loss - LOSS_L1);
+}
 /* Pointer to node i's output of the last forward. */
 float *exec_output(struct exec *e, int node, bool train);
 void exec_free(struct exec *e);

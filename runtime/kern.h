@@ -217,6 +217,15 @@ void kern_accumulate(float *dst, const float *src, size_t n);      /* dst += src
  * A mean over zero elements or rows is NaN with a zero gradient, as PyTorch. ---- */
 double kern_mse(const float *x, const float *target, float *dx, size_t n,
 		enum kern_reduction red, float scale);
+/* The elementwise losses against real targets, e = x - target, as
+ * PyTorch's MSELoss (kern_mse's), L1Loss (|e|, gradient sign(e), 0 at 0), SmoothL1Loss(beta)
+ * (e²/(2 beta) below beta, else |e| - beta/2; at beta 0 the L1 loss, but
+ * for its gradient at e = 0, which is PyTorch's -1, not 0) and
+ * HuberLoss(delta) (e²/2 below delta, else delta (|e| - delta/2)); each
+ * term in float, summed in double as kern_mse's. */
+enum kern_regression { KERN_L1, KERN_SMOOTH_L1, KERN_HUBER, KERN_MSE };
+double kern_regression(enum kern_regression kind, float param, const float *x, const float *target, float *dx, size_t n,
+		       enum kern_reduction red, float scale);
 /* Rows whose target is ignore_index (PyTorch: -100) add nothing and do not
  * count in the mean.  KERN_ERR_INDEX, nothing written, if another target is
  * outside [0, c). */

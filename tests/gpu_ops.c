@@ -189,7 +189,7 @@ static void check_model(const char *path)
 	}
 	int last = p->nnodes - 1;
 	int64_t per = shape_numel(&p->nodes[last].out);
-	bool classes = p->train.loss != LOSS_MSE;
+	bool classes = p->train.loss == LOSS_NLL || p->train.loss == LOSS_CROSS_ENTROPY;
 	void *y = malloc((size_t)(per * N) * 4 + 4), *yd = NULL;
 	struct rng r = rng_stream(13, RNG_DATA, 1, 0);
 	for (int64_t i = 0; i < (classes ? N : per * N); i++) {
@@ -317,9 +317,9 @@ static void check_in_place(void)
 	kc_nll(s, y, td, y, R, D, -100, KERN_REDUCE_SUM, 0.5f, loss + 1, 1.0, false, bad, parts);
 	same_bits("nll, dlogp over logp", y, apart, sizeof h);
 	same_bits("nll's loss, dlogp over logp", loss + 1, loss, sizeof *loss);
-	kc_mse(s, x, g, apart, N, KERN_REDUCE_MEAN, 1.0f, loss, 1.0, false, parts);
+	kc_regression(s, KERN_MSE, 0.0f, x, g, apart, N, KERN_REDUCE_MEAN, 1.0f, loss, 1.0, false, parts);
 	cudaMemcpyAsync(w, x, sizeof h, cudaMemcpyDeviceToDevice, s);
-	kc_mse(s, w, g, w, N, KERN_REDUCE_MEAN, 1.0f, loss + 1, 1.0, false, parts);
+	kc_regression(s, KERN_MSE, 0.0f, w, g, w, N, KERN_REDUCE_MEAN, 1.0f, loss + 1, 1.0, false, parts);
 	same_bits("mse, dx over x", w, apart, sizeof h);
 	int32_t hb = 1;
 	cudaStreamSynchronize(s);
@@ -345,10 +345,10 @@ static void check_loss_blocks(void)
 {
 	bool host = &fake_kc_losses_on_host != NULL;
 	static const struct {
-		int kind; /* 0 mse, 1 nll, 2 cross_entropy */
+		int kind; /* 1 nll, 2 cross_entropy, 3 + kern_regression (mse, l1, ...) */
 		int rows, classes;
 		enum kern_reduction red;
-		float eps; /* cross_entropy's label smoothing */
+		float eps; /* cross_entropy's label smoothing, a regression's beta or delta */
 		const char *what;
 	} cases[] = {
 		{ 2, 333, 301, KERN_REDUCE_MEAN, 0.0f, "cross_entropy 333 x 301, mean" },
@@ -358,7 +358,11 @@ static void check_loss_blocks(void)
 		{ 2, 64, 10, KERN_REDUCE_MEAN, 0.25f, "cross_entropy 64 x 10, smoothed 0.25" },
 		{ 1, 129, 1000, KERN_REDUCE_SUM, 0.0f, "nll 129 x 1000, sum" },
 		{ 1, 4001, 37, KERN_REDUCE_MEAN, 0.0f, "nll 4001 x 37, mean" },
-		{ 0, 100001, 1, KERN_REDUCE_MEAN, 0.0f, "mse 100001, mean" },
+		{ 3 + KERN_MSE, 100001, 1, KERN_REDUCE_MEAN, 0.0f, "mse 100001, mean" },
+		{ 3 + KERN_L1, 70001, 1, KERN_REDUCE_MEAN, 0.0f, "l1 70001, mean" },
+		{ 3 + KERN_SMOOTH_L1, 50000, 1, KERN_REDUCE_SUM, 0.8f, "smooth_l1 50000, beta 0.8, sum" },
+		{ 3 + KERN_HUBER, 40000, 1, KERN_REDUCE_MEAN, 2.0f, "huber 40000, delta 2, mean" },
+		{ 3 + KERN_HUBER, 999, 1, KERN_REDUCE_SUM, 0.5f, "huber 999, delta 0.5, sum" },
 	};
 	cudaStream_t s = NULL;
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -380,8 +384,8 @@ static void check_loss_blocks(void)
 		if (kind == 1) /* nll takes log-probabilities */
 			kern_log_softmax_fwd(x, x, n, c, 1);
 		double ref = 0;
-		if (kind == 0) {
-			ref = kern_mse(x, t, dref, (size_t)e, cases[k].red, 1.0f);
+		if (kind >= 3) {
+			ref = kern_regression((enum kern_regression)(kind - 3), cases[k].eps, x, t, dref, (size_t)e, cases[k].red, 1.0f);
 			count = e;
 		} else if (kind == 1)
 			kern_nll(x, cls, dref, n, c, -100, cases[k].red, 1.0f, &ref);
@@ -404,15 +408,16 @@ static void check_loss_blocks(void)
 			float *in = pass == 1 ? w : xd, *dx = pass == 1 ? w : pass == 0 ? apart : NULL;
 			double weight = pass == 2 ? 0.5 : 1.0;
 			bool add = pass == 2;
-			if (pass == 3 && kind == 0)
+			if (pass == 3 && kind >= 3)
 				break;
 			if (pass == 3) {
 				int32_t out = c + 2;
 				cudaMemcpyAsync(cd + n - 2, &out, 4, cudaMemcpyHostToDevice, s);
 				cudaStreamSynchronize(s);
 			}
-			if (kind == 0)
-				kc_mse(s, in, td, dx, e, cases[k].red, 1.0f, loss + pass, weight, add, parts);
+			if (kind >= 3)
+				kc_regression(s, (enum kern_regression)(kind - 3), cases[k].eps, in, td, dx, e, cases[k].red, 1.0f, loss + pass,
+					      weight, add, parts);
 			else if (kind == 1)
 				kc_nll(s, in, cd, dx, n, c, -100, cases[k].red, 1.0f, loss + pass, weight, add, bad, parts);
 			else
@@ -426,7 +431,7 @@ static void check_loss_blocks(void)
 			    cudaMemcpy(hb, bad, 4, cudaMemcpyDeviceToHost) == cudaSuccess;
 		bool grid = host || e <= KC_LOSS_CHUNK || hp[KC_LOSS_PARTS] == (double)count;
 		bool near = fabs(h[0] - ref) <= 1e-7 * fabs(ref);
-		bool added = h[2] == 3.0 + 0.5 * h[0], kept = kind == 0 ? hb[0] == 0 : hb[0] == 1 && h[3] == 7.0;
+		bool added = h[2] == 3.0 + 0.5 * h[0], kept = kind >= 3 ? hb[0] == 0 : hb[0] == 1 && h[3] == 7.0;
 		bool ok = read && grid && near && added && kept;
 		printf("%s loss over blocks, %-32s gpu %.12g cpu %.12g%s%s%s%s\n", ok ? "ok  " : "FAIL", cases[k].what, h[0], ref,
 		       grid ? "" : "; the parts do not hold the rows that count (one block ran?)", added ? "" : "; weight and add wrong",

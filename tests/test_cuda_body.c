@@ -289,12 +289,31 @@ static void test_mse(void)
 	float *x = rand_floats(n, -2, 2, 10), *t = rand_floats(n, -2, 2, 11), *want = floats(n), *got = floats(n);
 	for (int red = 0; red < 2; red++) {
 		double l = kern_mse(x, t, want, n, red, 0.5f);
-		float g = body_mse_grad((int64_t)n, red, 0.5f);
+		float g = body_regression_grad(KERN_MSE, (int64_t)n, red, 0.5f);
 		double s;
-		BLOCK_SUM(1024, double, (int64_t)n, body_mse_term(x[e], t[e], g, &got[e]), s);
+		BLOCK_SUM(1024, double, (int64_t)n, body_regression_term(KERN_MSE, 0.0f, x[e], t[e], g, &got[e]), s);
 		double mine = red == KERN_REDUCE_MEAN ? s / (double)n : s;
 		CHECK_SAME("mse dx", got, want, n);
 		CHECK_NEAR(mine, l, 1e-12 * fabs(l));
+	}
+	/* l1, smooth_l1 and huber: the same gradients bit for bit, with some
+	 * errors exactly 0 and exactly at the kinks (x = t +- param) */
+	static const struct { enum kern_regression kind; float param; } reg[] = {
+		{ KERN_MSE, 0 }, { KERN_L1, 0 }, { KERN_SMOOTH_L1, 1.0f }, { KERN_SMOOTH_L1, 0.25f }, { KERN_SMOOTH_L1, 0 }, { KERN_HUBER, 0.5f }, { KERN_HUBER, 3.0f },
+	};
+	for (size_t k = 0; k < sizeof reg / sizeof reg[0]; k++) {
+		float pa = reg[k].param;
+		for (size_t i = 0; i < 30; i++)
+			x[i * 7] = t[i * 7] + (i % 3 == 0 ? 0.0f : i % 3 == 1 ? pa : -pa);
+		for (int red = 0; red < 2; red++) {
+			double l = kern_regression(reg[k].kind, pa, x, t, want, n, red, 0.5f);
+			float g = body_regression_grad(reg[k].kind, (int64_t)n, red, 0.5f);
+			double s;
+			BLOCK_SUM(1024, double, (int64_t)n, body_regression_term(reg[k].kind, pa, x[e], t[e], g, &got[e]), s);
+			double mine = red == KERN_REDUCE_MEAN ? s / (double)n : s;
+			CHECK_SAME("regression dx", got, want, n);
+			CHECK_NEAR(mine, l, 1e-12 * fabs(l));
+		}
 	}
 }
 

@@ -1076,7 +1076,7 @@ static void test_activation_reference(void)
 
 /* ---- losses ---- */
 
-enum { LOSS_MSE, LOSS_NLL, LOSS_CE, LOSS_CE_SMOOTH };
+enum { LOSS_MSE, LOSS_NLL, LOSS_CE, LOSS_CE_SMOOTH, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER };
 struct loss { int kind; enum kern_reduction red; float *x, *t; int32_t *target; int n, c; };
 
 static double loss_eval(struct loss *l, float *dx, float scale)
@@ -1084,6 +1084,9 @@ static double loss_eval(struct loss *l, float *dx, float scale)
 	double v = 0;
 	if (l->kind == LOSS_MSE)
 		return kern_mse(l->x, l->t, dx, (size_t)l->n * l->c, l->red, scale);
+	if (l->kind >= LOSS_L1) /* beta 0.7 and delta 1.3 put elements on both sides */
+		return kern_regression((enum kern_regression)(KERN_L1 + l->kind - LOSS_L1), l->kind == LOSS_HUBER ? 1.3f : 0.7f, l->x, l->t,
+				       dx, (size_t)l->n * l->c, l->red, scale);
 	int rc = l->kind == LOSS_NLL ? kern_nll(l->x, l->target, dx, l->n, l->c, -100, l->red, scale, &v)
 				     : kern_cross_entropy(l->x, l->target, dx, l->n, l->c, -100, l->kind == LOSS_CE_SMOOTH ? 0.2f : 0.0f,
 							  l->red, scale, &v);
@@ -1098,12 +1101,13 @@ static double loss_obj(void *p)
 
 static void test_loss_grad(void)
 {
-	static const char *names[4][2] = { { "mse mean", "mse sum" }, { "nll mean", "nll sum" },
+	static const char *names[7][2] = { { "mse mean", "mse sum" }, { "nll mean", "nll sum" },
 					   { "cross_entropy mean", "cross_entropy sum" },
-					   { "cross_entropy smoothed mean", "cross_entropy smoothed sum" } };
+					   { "cross_entropy smoothed mean", "cross_entropy smoothed sum" }, { "l1 mean", "l1 sum" },
+					   { "smooth_l1 mean", "smooth_l1 sum" }, { "huber mean", "huber sum" } };
 	begin();
 	int32_t target[5] = { 2, -100, 0, 3, 2 };
-	for (int kind = LOSS_MSE; kind <= LOSS_CE_SMOOTH; kind++)
+	for (int kind = LOSS_MSE; kind <= LOSS_HUBER; kind++)
 		for (int red = 0; red < 2; red++) {
 			struct loss l = { .kind = kind, .red = red, .n = 5, .c = 4, .target = target };
 			l.x = rand_floats(20, -2, 2, 100);
@@ -1116,7 +1120,7 @@ static void test_loss_grad(void)
 			CHECK(v1 == v2);
 			for (int i = 0; i < 20; i++)
 				CHECK_NEAR(half[i], 0.5f * dx[i], 1e-7);
-			if (kind != LOSS_MSE) /* ignored rows get no gradient */
+			if (kind >= LOSS_NLL && kind <= LOSS_CE_SMOOTH) /* ignored rows get no gradient */
 				CHECK(dx[4] == 0 && dx[5] == 0 && dx[6] == 0 && dx[7] == 0);
 		}
 }
@@ -1166,6 +1170,26 @@ static void test_loss_reference(void)
 	float x[4] = { 1, 2, 3, 4 }, tt[4] = { 1.5f, 2, 2, 5 };
 	CHECK_NEAR(kern_mse(x, tt, NULL, 4, KERN_REDUCE_MEAN, 1.0f), 0.5625, 1e-12);
 	CHECK_NEAR(kern_mse(x, tt, NULL, 4, KERN_REDUCE_SUM, 1.0f), 2.25, 1e-12);
+	/* l1_loss, smooth_l1_loss and huber_loss: PyTorch 1.13's losses and
+	 * gradients, the element at 0.3 - 0.3 exactly 0 (its gradient 0, but
+	 * -1 in smooth_l1 at beta 0, as PyTorch's) */
+	float rx[6] = { 1.0f, -2.0f, 0.3f, 4.0f, 0.5f, -0.25f }, rt[6] = { 0.5f, 1.0f, 0.3f, -1.0f, 0.0f, 0.5f }, rd[6];
+	static const struct { enum kern_regression kind; float param; double mean, sum; float grad[6]; } reg[] = {
+		{ KERN_L1, 0, 1.625, 9.75, { 1, -1, 0, 1, 1, -1 } },
+		{ KERN_SMOOTH_L1, 1.0f, 1.2552083730697632, 7.53125, { 0.5f, -1, 0, 1, 0.5f, -0.75f } },
+		{ KERN_SMOOTH_L1, 0.6f, 1.3777776956558228, 8.266666412353516, { 0.833333313f, -1, 0, 1, 0.833333313f, -1 } },
+		{ KERN_SMOOTH_L1, 0.0f, 1.625, 9.75, { 1, -1, -1, 1, 1, -1 } },
+		{ KERN_HUBER, 1.0f, 1.2552083730697632, 7.53125, { 0.5f, -1, 0, 1, 0.5f, -0.75f } },
+		{ KERN_HUBER, 2.5f, 2.3802082538604736, 14.28125, { 0.5f, -2.5f, 0, 2.5f, 0.5f, -0.75f } },
+	};
+	for (size_t k = 0; k < sizeof reg / sizeof reg[0]; k++) {
+		CHECK_NEAR(kern_regression(reg[k].kind, reg[k].param, rx, rt, rd, 6, KERN_REDUCE_SUM, 1.0f), reg[k].sum, 1e-6 * reg[k].sum);
+		for (int i = 0; i < 6; i++)
+			CHECK_NEAR(rd[i], reg[k].grad[i], 1e-7);
+		CHECK_NEAR(kern_regression(reg[k].kind, reg[k].param, rx, rt, rd, 6, KERN_REDUCE_MEAN, 1.0f), reg[k].mean, 1e-6 * reg[k].mean);
+		for (int i = 0; i < 6; i++)
+			CHECK_NEAR(rd[i], reg[k].grad[i] / 6, 1e-7);
+	}
 	/* a class out of range is refused before anything is written */
 	int32_t bad[4] = { 0, 3, 1, 1 }, neg[4] = { 0, -1, 1, 1 };
 	dz[0] = 42;

@@ -811,8 +811,9 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 	struct gpu *gp = on(c, d); /* the output's GPU */
 	cudaStream_t s = gp->stream;
 	switch (p->train.loss) {
-	case LOSS_MSE:
-		kc_mse(s, out, y, dout, per * n, red, e->loss_scale, loss, weight, add, gp->loss_parts);
+	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER:
+		kc_regression(s, exec_regression(p), (float)p->train.loss_param, out, y, dout, per * n, red, e->loss_scale, loss, weight,
+			      add, gp->loss_parts);
 		break;
 	case LOSS_NLL:
 		kc_nll(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,

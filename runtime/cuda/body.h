@@ -286,17 +286,33 @@ BODY_FN float body_class_grad(int64_t count, enum kern_reduction red, float scal
 	return red == KERN_REDUCE_MEAN ? (count ? scale / (float)count : 0.0f) : scale;
 }
 
-BODY_FN float body_mse_grad(int64_t n, enum kern_reduction red, float scale)
+/* kern_regression's factor and element term (kern_loss.c's, the same bits). */
+BODY_FN float body_regression_grad(enum kern_regression kind, int64_t n, enum kern_reduction red, float scale)
 {
-	return (red == KERN_REDUCE_MEAN ? 2.0f / (float)n : 2.0f) * scale;
+	float k = kind == KERN_MSE ? 2.0f : 1.0f;
+	return (red == KERN_REDUCE_MEAN ? k / (float)n : k) * scale;
 }
 
-/* Element i's squared error; *dx := g * error. */
-BODY_FN double body_mse_term(float x, float t, float g, float *dx)
+BODY_FN double body_regression_term(enum kern_regression kind, float param, float x, float t, float g, float *d)
 {
-	float e = x - t;
-	*dx = g * e;
-	return (double)e * e;
+	float e = x - t, z = fabsf(e);
+	float sign = e > 0 ? 1.0f : e < 0 ? -1.0f : e;
+	switch (kind) {
+	case KERN_L1:
+		*d = g * sign;
+		return z;
+	case KERN_SMOOTH_L1:
+		*d = e <= -param ? -g : e >= param ? g : g * e / param; /* PyTorch's: -g at 0 when beta is 0 */
+		return z < param ? 0.5f * z * z / param : z - 0.5f * param;
+	case KERN_HUBER:
+		*d = e <= -param ? -g * param : e >= param ? g * param : g * e;
+		return z < param ? 0.5f * z * z : param * (z - 0.5f * param);
+	case KERN_MSE:
+		*d = g * e;
+		return (double)e * e;
+	}
+	*d = 0;
+	return 0;
 }
 
 /* 1 if target t is neither ignore_index nor a class of c (an error). */

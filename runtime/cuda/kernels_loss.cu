@@ -148,17 +148,19 @@ __global__ void loss_total_kernel(const double *parts, int nparts, enum kern_red
 	store_loss(loss, body_loss_reduce(acc, (int64_t)count, red), weight, add);
 }
 
-__global__ void __launch_bounds__(LOSS_THREADS) mse_kernel(const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
-			   double *loss, double weight, bool add, double *parts)
+/* mse, l1, smooth_l1 and huber: a thread an element, body.h's term */
+__global__ void __launch_bounds__(LOSS_THREADS) regression_kernel(enum kern_regression kind, float param, const float *x,
+				  const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
+				  double *loss, double weight, bool add, double *parts)
 {
 	__shared__ double sh[LOSS_THREADS];
-	float g = body_mse_grad(n, red, scale);
+	float g = body_regression_grad(kind, n, red, scale);
 	int64_t lo, hi;
 	block_rows(n, &lo, &hi);
 	double acc = 0;
 	for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
 		float d;
-		acc += body_mse_term(x[i], target[i], g, &d);
+		acc += body_regression_term(kind, param, x[i], target[i], g, &d);
 		if (dx)
 			dx[i] = d;
 	}
@@ -293,11 +295,11 @@ static void loss_total(cudaStream_t s, unsigned blocks, const double *parts, enu
 		loss_total_kernel<<<1, 1, 0, s>>>(parts, (int)blocks, red, loss, weight, add);
 }
 
-void kc_mse(cudaStream_t s, const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
-	    double *loss, double weight, bool add, double *parts)
+void kc_regression(cudaStream_t s, enum kern_regression kind, float param, const float *x, const float *target, float *dx,
+		   int64_t n, enum kern_reduction red, float scale, double *loss, double weight, bool add, double *parts)
 {
 	unsigned b = loss_blocks(n, n);
-	mse_kernel<<<b, LOSS_THREADS, 0, s>>>(x, target, dx, n, red, scale, loss, weight, add, parts);
+	regression_kernel<<<b, LOSS_THREADS, 0, s>>>(kind, param, x, target, dx, n, red, scale, loss, weight, add, parts);
 	loss_total(s, b, parts, red, loss, weight, add);
 }
 

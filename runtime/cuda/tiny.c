@@ -29,8 +29,8 @@ const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t bat
 		return "it clips gradients";
 	if (p->nodes[0].dtype != DT_F32)
 		return "its input is token ids";
-	if (p->train.loss != LOSS_MSE && p->train.loss != LOSS_CROSS_ENTROPY)
-		return "its loss is neither mse nor cross_entropy";
+	if (p->train.loss == LOSS_NLL)
+		return "its loss is nll";
 	if (p->nnodes - 1 > TINY_MAX_LAYERS)
 		return "it has too many layers";
 	int64_t macs = 0, trainable = 0;
@@ -92,7 +92,9 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch)
 		}
 	}
 	int last = p->nnodes - 1;
-	P->loss = p->train.loss == LOSS_MSE ? TINY_MSE : TINY_CROSS_ENTROPY;
+	P->loss = p->train.loss == LOSS_CROSS_ENTROPY ? TINY_CROSS_ENTROPY : TINY_REGRESSION;
+	P->regression = P->loss == TINY_REGRESSION ? exec_regression(p) : KERN_MSE;
+	P->regression_param = (float)p->train.loss_param;
 	P->per = (int)shape_numel(&p->nodes[last].out);
 	P->red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
 	P->scale = e->loss_scale;

@@ -45,7 +45,7 @@ enum { TINY_MAX_LAYERS = 16, TINY_THREADS = 256, TINY_SMEM_BYTES = 32 << 10 };
 /* tiny_sum's butterfly takes every lane of each warp: whole warps only */
 static_assert(TINY_THREADS % 32 == 0 && TINY_THREADS <= 1024, "TINY_THREADS: whole warps, at most 1024");
 enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_VIEW };
-enum tiny_loss { TINY_MSE, TINY_CROSS_ENTROPY };
+enum tiny_loss { TINY_REGRESSION, TINY_CROSS_ENTROPY };
 
 struct tiny_layer {
 	int op;
@@ -74,6 +74,8 @@ struct tiny_prog {
 	enum kern_reduction red;
 	float scale;
 	float smoothing;                /* cross-entropy's label smoothing */
+	enum kern_regression regression; /* TINY_REGRESSION's loss (mse, l1, ...), and its beta or delta */
+	float regression_param;
 	const float *out;
 	float *dout;
 	double weight;                  /* the recorded step loss is weight * loss */
@@ -195,12 +197,12 @@ TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, char *sm
 	const float *out = (const float *)tiny_at(P, smem, P->out);
 	float *dout = (float *)tiny_at(P, smem, P->dout);
 	const void *ybuf = tiny_at(P, smem, P->ybuf);
-	if (P->loss == TINY_MSE) {
+	if (P->loss == TINY_REGRESSION) {
 		int64_t count = (int64_t)n * c;
-		float g = body_mse_grad(count, P->red, P->scale);
+		float g = body_regression_grad(P->regression, count, P->red, P->scale);
 		const float *t = (const float *)ybuf;
 		for (int64_t i = tid; i < count; i += nt)
-			sum += body_mse_term(out[i], t[i], g, &dout[i]);
+			sum += body_regression_term(P->regression, P->regression_param, out[i], t[i], g, &dout[i]);
 		sum = tiny_sum(tid, nt, sum, sh);
 		if (tid == 0)
 			*P->step_loss = P->weight * body_loss_reduce(sum, count, P->red);

@@ -482,16 +482,16 @@ static void parts_check(const double *parts)
 	assert(parts && fake_is_device(parts));
 }
 
-static void host_mse(cudaStream_t s, const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
-	    double *loss, double weight, bool add, double *parts)
+static void host_regression(cudaStream_t s, enum kern_regression kind, float param, const float *x, const float *target, float *dx,
+			    int64_t n, enum kern_reduction red, float scale, double *loss, double weight, bool add, double *parts)
 {
 	parts_check(parts);
-	float g = body_mse_grad(n, red, scale);
+	float g = body_regression_grad(kind, n, red, scale);
 	struct slices sl;
 	slices_init(&sl, n);
 	for (int64_t i = 0; i < n; i++) {
 		float d;
-		sl.part[i / sl.len] += body_mse_term(x[i], target[i], g, &d);
+		sl.part[i / sl.len] += body_regression_term(kind, param, x[i], target[i], g, &d);
 		if (dx)
 			dx[i] = d;
 	}
@@ -802,9 +802,10 @@ WRAP(log_softmax_fwd, L_log_softmax_fwd)
 #define L_log_softmax_bwd(X) X(const float *, y) X(const float *, dy) X(float *, dx) X(int64_t, outer) \
 	X(int, dim) X(int64_t, inner)
 WRAP(log_softmax_bwd, L_log_softmax_bwd)
-#define L_mse(X) X(const float *, x) X(const float *, target) X(float *, dx) X(int64_t, n) \
-	X(enum kern_reduction, red) X(float, scale) X(double *, loss) X(double, weight) X(bool, add) X(double *, parts)
-WRAP(mse, L_mse)
+#define L_regression(X) X(enum kern_regression, kind) X(float, param) X(const float *, x) X(const float *, target) \
+	X(float *, dx) X(int64_t, n) X(enum kern_reduction, red) X(float, scale) X(double *, loss) X(double, weight) \
+	X(bool, add) X(double *, parts)
+WRAP(regression, L_regression)
 #define L_nll(X) X(const float *, logp) X(const int32_t *, target) X(float *, dlogp) X(int, n) X(int, c) \
 	X(int, ignore_index) X(enum kern_reduction, red) X(float, scale) X(double *, loss) X(double, weight) \
 	X(bool, add) X(int32_t *, bad) X(double *, parts)

@@ -30,7 +30,7 @@ struct shape {
 enum op {
 	OP_INPUT, OP_LINEAR, OP_CONV2D, OP_MAXPOOL2D, OP_AVGPOOL2D, OP_ADAPTIVE_AVGPOOL2D, OP_ZEROPAD2D,
 	OP_BATCHNORM1D, OP_BATCHNORM2D, OP_LAYERNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
-	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID, OP_SOFTMAX, OP_LOG_SOFTMAX,
+	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID, OP_LEAKY_RELU, OP_ELU, OP_SILU, OP_SOFTPLUS, OP_SOFTMAX, OP_LOG_SOFTMAX,
 	OP_ADD,      /* residual join: out = in + in2 */
 	OP_TRANSFER, /* activation moves between two devices of a rank */
 	OP__COUNT
@@ -93,6 +93,8 @@ struct node {
 		struct { int dim, written; } softmax; /* per-sample dimension index, 0-based; the dim as written */
 		struct { int start, end, start_arg, end_arg; } flat; /* per-sample dims start..end merged; args as written */
 		struct { bool tanh; } gelu;
+		/* leaky_relu: a = negative_slope; elu: a = alpha; softplus: a = beta, b = threshold */
+		struct { double a, b; struct int_form a_form, b_form; } act;
 		struct { int from, to; } xfer;
 		struct { int64_t dims[SHAPE_MAX]; } input;
 	} a;

@@ -9,6 +9,7 @@
 
 #include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +34,10 @@ const struct op_info op_info[OP__COUNT] = {
 	[OP_GELU] = { "gelu", "GELU" },
 	[OP_TANH] = { "tanh", "Tanh" },
 	[OP_SIGMOID] = { "sigmoid", "Sigmoid" },
+	[OP_LEAKY_RELU] = { "leaky_relu", "LeakyReLU" },
+	[OP_ELU] = { "elu", "ELU" },
+	[OP_SILU] = { "silu", "SiLU" },
+	[OP_SOFTPLUS] = { "softplus", "Softplus" },
 	[OP_SOFTMAX] = { "softmax", "Softmax" },
 	[OP_LOG_SOFTMAX] = { "log_softmax", "LogSoftmax" },
 	[OP_ADD] = { "+", "Add" },
@@ -156,6 +161,22 @@ static bool get_eps(struct diag *d, const struct val *v, double *eps, struct int
 		diag_error(d, v->loc, "eps must be at least 0, not %s", x);
 	else
 		diag_error(d, v->loc, "eps must be at most 3.4e+38, the largest float32, not %s", x);
+	return false;
+}
+
+/* An activation's number (negative_slope, alpha, beta, threshold): the
+ * kernels compute in float32, so it must be one. */
+static bool get_act_num(struct diag *d, const struct val *v, const char *what, double *out, struct int_form *form)
+{
+	char x[32];
+	if (!val_num(d, v, what, out))
+		return false;
+	*form = int_form(v);
+	if (fabs(*out) <= FLT_MAX)
+		return true;
+	diag_error(d, v->loc, "%s must be within float32's range, at most 3.4e+38 either way, not %s", what,
+		   val_number_text(*out, x, sizeof x));
+	val_note_origin(d, v);
 	return false;
 }
 
@@ -513,6 +534,34 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		}
 		return true;
 	}
+	case OP_LEAKY_RELU: {
+		npos = 1;
+		BIND("negative_slope");
+		n->a.act.a = 0.01;
+		return !s[0] || get_act_num(d, s[0], "negative_slope", &n->a.act.a, &n->a.act.a_form);
+	}
+	case OP_ELU: {
+		npos = 1;
+		BIND("alpha");
+		n->a.act.a = 1.0;
+		return !s[0] || get_act_num(d, s[0], "alpha", &n->a.act.a, &n->a.act.a_form);
+	}
+	case OP_SOFTPLUS: {
+		npos = 2;
+		BIND("beta", "threshold");
+		n->a.act.a = 1;
+		n->a.act.b = 20;
+		n->a.act.a_form = (struct int_form){ true, 1 }; /* PyTorch's defaults are the integers 1 and 20 */
+		n->a.act.b_form = (struct int_form){ true, 20 };
+		if (s[0] && !get_act_num(d, s[0], "beta", &n->a.act.a, &n->a.act.a_form))
+			return false;
+		if (n->a.act.a == 0) {
+			diag_error(d, s[0]->loc, "softplus's beta must not be 0: it divides by beta");
+			val_note_origin(d, s[0]);
+			return false;
+		}
+		return !s[1] || get_act_num(d, s[1], "threshold", &n->a.act.b, &n->a.act.b_form);
+	}
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
 		npos = 1;
 		BIND("dim");
@@ -526,7 +575,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		n->a.softmax.dim = n->a.softmax.written = (int)dim;
 		return true;
 	}
-	case OP_RELU: case OP_TANH: case OP_SIGMOID: {
+	case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SILU: {
 		npos = 0;
 		static const char *const none[1] = { "" };
 		struct val *s[1];
@@ -834,7 +883,8 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		n->a.softmax.dim = dim - 1;
 		return true;
 	}
-	case OP_DROPOUT: case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_TRANSFER:
+	case OP_DROPOUT: case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_LEAKY_RELU: case OP_ELU: case OP_SILU:
+	case OP_SOFTPLUS: case OP_TRANSFER:
 		return true;
 	case OP_ADD:
 		if (pp && (pp->out.rank != in.rank || memcmp(pp->out.d, in.d, sizeof in.d) != 0)) {
@@ -1038,6 +1088,16 @@ void op_describe(const struct node *n, char *buf, int len)
 	case OP_GELU:
 		snprintf(buf, l, "%s(approximate='%s')", t, n->a.gelu.tanh ? "tanh" : "none");
 		return;
+	case OP_LEAKY_RELU:
+		snprintf(buf, l, "%s(negative_slope=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1));
+		return;
+	case OP_ELU:
+		snprintf(buf, l, "%s(alpha=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1));
+		return;
+	case OP_SOFTPLUS:
+		snprintf(buf, l, "%s(beta=%s, threshold=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1),
+			 pynum(n->a.act.b, n->a.act.b_form, f2, sizeof f2));
+		return;
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX:
 		snprintf(buf, l, "%s(dim=%d)", t, n->a.softmax.written); /* as written, as PyTorch prints it */
 		return;
@@ -1071,6 +1131,7 @@ bool op_needs_input(const struct node *n)
 {
 	switch (n->op) {
 	case OP_LINEAR: case OP_CONV2D: case OP_BATCHNORM1D: case OP_BATCHNORM2D: case OP_LAYERNORM: case OP_EMBEDDING: case OP_GELU:
+	case OP_LEAKY_RELU: case OP_ELU: case OP_SILU: case OP_SOFTPLUS:
 		return true;
 	default:
 		return false;

@@ -219,12 +219,12 @@ static const char *const class_aliases[][2] = {
 };
 
 /* PyTorch's names (folded, see fold) of things trainc lacks, each a
- * typo's distance from a trainc name that computes something else: SiLU
- * and ELU are not ReLU, Dropout2d drops whole channels, ConstantLR scales
+ * typo's distance from a trainc name that computes something else: SELU
+ * is not SiLU or ELU, Dropout2d drops whole channels, ConstantLR scales
  * the rate for a while and trainc's constant does not. */
 static const char *const unlike[] = {
-	"constantlr", "silu",	   "elu",	"selu",	       "celu",	     "relu6",	   "prelu",
-	"rrelu",      "leakyrelu", "hardtanh",	"hardsigmoid", "tanhshrink", "softmin",	   "logsigmoid",
+	"constantlr", "selu",	   "celu",	"relu6",       "prelu",	     "rrelu",	   "hardtanh",
+	"hardsigmoid", "tanhshrink", "softmin",	"logsigmoid", "softshrink",  "mish",
 	"dropout1d",  "dropout2d", "dropout3d", "conv1d",      "conv3d",     "maxpool1d",  "maxpool3d",
 	"avgpool1d",  "avgpool3d", "batchnorm3d", "adaptivemaxpool2d", "adaptiveavgpool1d", "zeropad1d",
 };

@@ -148,6 +148,15 @@ static inline enum kern_regression exec_regression(const struct plan *p)
 	_Static_assert(LOSS_SMOOTH_L1 - LOSS_L1 == KERN_SMOOTH_L1 && LOSS_HUBER - LOSS_L1 == KERN_HUBER, "keep in step");
 	return p->train.loss == LOSS_MSE ? KERN_MSE : (enum kern_regression)(p->train.loss - LOSS_L1);
 }
+/* leaky_relu, elu, silu or softplus as kern_act's, with its two numbers. */
+static inline enum kern_act exec_act_kind(const struct node *nd, float *a, float *b)
+{
+	_Static_assert(OP_ELU - OP_LEAKY_RELU == KERN_ELU && OP_SILU - OP_LEAKY_RELU == KERN_SILU &&
+			       OP_SOFTPLUS - OP_LEAKY_RELU == KERN_SOFTPLUS, "keep in step");
+	*a = (float)nd->a.act.a;
+	*b = (float)nd->a.act.b;
+	return (enum kern_act)(nd->op - OP_LEAKY_RELU);
+}
 /* Pointer to node i's output of the last forward. */
 float *exec_output(struct exec *e, int node, bool train);
 void exec_free(struct exec *e);

@@ -1,10 +1,12 @@
 /* kern_act.c: elementwise activations relu, gelu (exact erf or tanh
- * approximation), tanh and sigmoid, forward and backward.
+ * approximation), tanh, sigmoid, and leaky_relu, elu, silu and softplus
+ * (act_elem.h's arithmetic), forward and backward.
  * Backward of relu, tanh and sigmoid reads the saved output y (so relu may run
- * in place); gelu's reads the saved input x.  Outputs may alias inputs
+ * in place); the others' read the saved input x.  Outputs may alias inputs
  * element for element.  Each element is independent: no thread dependence.
  */
 #include "runtime/kern.h"
+#include "runtime/act_elem.h"
 
 #include <math.h>
 
@@ -90,4 +92,18 @@ void kern_sigmoid_bwd(const float *y, const float *dy, float *dx, size_t n)
 	#pragma omp parallel for simd schedule(static) if (n > PAR_MIN)
 	for (size_t i = 0; i < n; i++)
 		dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+}
+
+void kern_act_fwd(enum kern_act k, const float *x, float *y, size_t n, float a, float b)
+{
+	#pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
+	for (size_t i = 0; i < n; i++)
+		y[i] = act_elem_fwd(k, x[i], a, b);
+}
+
+void kern_act_bwd(enum kern_act k, const float *x, const float *dy, float *dx, size_t n, float a, float b)
+{
+	#pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
+	for (size_t i = 0; i < n; i++)
+		dx[i] = act_elem_bwd(k, x[i], dy[i], a, b);
 }

@@ -3,7 +3,8 @@
  * CPU backend's step (exec forward, loss, backward, optim_step) on the same
  * data: parameters and losses after several steps agree to 1e-5 relative
  * (the sums run in another order), for MSE and cross-entropy, SGD with
- * momentum and Adam, ReLU, tanh and sigmoid.  Also which plans qualify.
+ * momentum and Adam, ReLU, tanh, sigmoid, GELU, LeakyReLU, ELU, SiLU and
+ * Softplus.  Also which plans qualify.
  * Needs no GPU: it checks the interpreter and the program builder, which
  * the GPU runs unchanged (one block of TINY_THREADS threads).
  */
@@ -112,27 +113,40 @@ static void compare(const char *net, int classes, int steps, double *pdiff, doub
 	arena_release(&a);
 }
 
-static void test_toy_mse_sgd(void)
+/* compare's parameters and losses agree to 1e-5 */
+static void agree(const char *net, int classes, int steps)
 {
 	double pd, ld;
-	compare("model ToyModel {\n input(10)\n net1 = linear(10, 10)\n relu\n net2 = linear(10, 5)\n}\n"
-		"data { train = synthetic(input=randn(10), target=randn(5), samples=80) }\n"
-		"train { loss = mse; optimizer = sgd(lr=0.05, momentum=0.9); batch = 20 }\n",
-		0, 4, &pd, &ld);
+	compare(net, classes, steps, &pd, &ld);
 	CHECK(pd < 1e-5);
 	CHECK(ld < 1e-5);
 }
 
+static void test_toy_mse_sgd(void)
+{
+	agree("model ToyModel {\n input(10)\n net1 = linear(10, 10)\n relu\n net2 = linear(10, 5)\n}\n"
+		"data { train = synthetic(input=randn(10), target=randn(5), samples=80) }\n"
+		"train { loss = mse; optimizer = sgd(lr=0.05, momentum=0.9); batch = 20 }\n",
+		0, 4);
+}
+
 static void test_classifier_ce_adam(void)
 {
-	double pd, ld;
-	compare("model Net {\n input(2, 3, 2)\n flatten\n fc1 = linear(12, 16)\n tanh\n fc2 = linear(16, 16)\n sigmoid\n"
+	agree("model Net {\n input(2, 3, 2)\n flatten\n fc1 = linear(12, 16)\n tanh\n fc2 = linear(16, 16)\n sigmoid\n"
 		" fc3 = linear(16, 7)\n}\n"
 		"data { train = synthetic(input=randn(2, 3, 2), target=classes(7), samples=64) }\n"
 		"train { loss = cross_entropy; optimizer = adam(lr=0.01); batch = 16 }\n",
-		1, 4, &pd, &ld);
-	CHECK(pd < 1e-5);
-	CHECK(ld < 1e-5);
+		1, 4);
+}
+
+static void test_parametric_activations(void)
+{
+	agree("model Net {\n input(12)\n fc1 = linear(12, 16)\n leaky_relu(0.2)\n fc2 = linear(16, 16)\n elu(alpha=0.7)\n"
+		" fc3 = linear(16, 16)\n silu\n fc4 = linear(16, 16)\n softplus(beta=2, threshold=0.5)\n fc5 = linear(16, 16)\n"
+		" gelu(approximate=\"tanh\")\n fc6 = linear(16, 16)\n gelu\n fc7 = linear(16, 5)\n}\n"
+		"data { train = synthetic(input=randn(12), target=classes(5), samples=64) }\n"
+		"train { loss = cross_entropy; optimizer = sgd(lr=0.5, momentum=0.5); batch = 16 }\n",
+		1, 4);
 }
 
 static void test_which_plans(void)
@@ -159,6 +173,7 @@ int main(void)
 {
 	RUN(test_toy_mse_sgd);
 	RUN(test_classifier_ce_adam);
+	RUN(test_parametric_activations);
 	RUN(test_which_plans);
 	return check_done();
 }

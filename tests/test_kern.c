@@ -1026,6 +1026,103 @@ static void test_activation_grad(void)
 	act_grad("log_softmax two tiles", ACT_LOG_SOFTMAX, 1, 3, 70);
 }
 
+/* leaky_relu, elu, silu and softplus: gradients by finite differences, the
+ * inputs kept 0.1 from the kink (0, or softplus's threshold / beta) */
+struct pact { enum kern_act k; float a, b; float *x, *y, *r; size_t n; };
+
+static double pact_obj(void *p)
+{
+	struct pact *c = p;
+	kern_act_fwd(c->k, c->x, c->y, c->n, c->a, c->b);
+	return dot(c->y, c->r, c->n);
+}
+
+static void pact_grad(const char *what, enum kern_act k, float a, float b, float kink)
+{
+	struct pact c = { .k = k, .a = a, .b = b, .n = 60 };
+	c.x = rand_floats(c.n, -4, 4, 92);
+	for (size_t i = 0; i < c.n; i++)
+		if (fabsf(c.x[i] - kink) < 0.1f)
+			c.x[i] += 0.2f;
+	c.y = floats(c.n);
+	c.r = rand_floats(c.n, -1, 1, 93);
+	float *dx = floats(c.n);
+	kern_act_bwd(k, c.x, c.r, dx, c.n, a, b);
+	gradcheck(what, pact_obj, &c, c.x, dx, c.n, 1e-2f, 1e-3);
+}
+
+static void test_param_activation_grad(void)
+{
+	begin();
+	pact_grad("leaky_relu", KERN_LEAKY_RELU, 0.01f, 0, 0);
+	pact_grad("leaky_relu, a negative slope", KERN_LEAKY_RELU, -0.5f, 0, 0);
+	pact_grad("elu", KERN_ELU, 1, 0, 0);
+	pact_grad("elu alpha 0.7", KERN_ELU, 0.7f, 0, 0);
+	pact_grad("silu", KERN_SILU, 0, 0, 100);
+	pact_grad("softplus", KERN_SOFTPLUS, 1, 20, 20);
+	pact_grad("softplus beta 2 threshold 3", KERN_SOFTPLUS, 2, 3, 1.5f);
+	pact_grad("softplus beta -1", KERN_SOFTPLUS, -1, 20, -20);
+}
+
+/* PyTorch 1.13's F.leaky_relu, F.elu, F.silu and F.softplus of x and the
+ * gradient of their sum, far out, near 0 and at 0 (the negative side's
+ * slope, as PyTorch's), softplus over its threshold too */
+static void test_param_activation_reference(void)
+{
+	begin();
+	static const float x[7] = { -30, -1.5f, -0.2f, 0, 0.7f, 2, 30 };
+	static const struct {
+		const char *what;
+		enum kern_act k;
+		float a, b, y[7], g[7];
+	} c[] = {
+		{ "leaky_relu 0.01", KERN_LEAKY_RELU, 0.01f, 0,
+		  { -0.299999982f, -0.0149999997f, -0.00200000009f, 0, 0.699999988f, 2, 30 },
+		  { 0.00999999978f, 0.00999999978f, 0.00999999978f, 0.00999999978f, 1, 1, 1 } },
+		{ "leaky_relu -0.5", KERN_LEAKY_RELU, -0.5f, 0, { 15, 0.75f, 0.100000001f, -0.0f, 0.699999988f, 2, 30 },
+		  { -0.5f, -0.5f, -0.5f, -0.5f, 1, 1, 1 } },
+		{ "elu 1", KERN_ELU, 1, 0, { -1, -0.776869833f, -0.181269228f, 0, 0.699999988f, 2, 30 },
+		  { 9.35762291e-14f, 0.223130167f, 0.818730772f, 1, 1, 1, 1 } },
+		{ "elu 0.7", KERN_ELU, 0.7f, 0, { -0.699999988f, -0.543808877f, -0.126888454f, 0, 0.699999988f, 2, 30 },
+		  { 6.55033617e-14f, 0.156191111f, 0.573111534f, 0.699999988f, 1, 1, 1 } },
+		{ "silu", KERN_SILU, 0, 0, { -2.80728695e-12f, -0.273638278f, -0.0900332034f, 0, 0.467731416f, 1.76159406f, 30 },
+		  { -2.71371077e-12f, -0.0412941612f, 0.40066269f, 0.5f, 0.823386729f, 1.09078431f, 1 } },
+		{ "softplus 1 20", KERN_SOFTPLUS, 1, 20,
+		  { 9.35762291e-14f, 0.201413289f, 0.598138869f, 0.693147182f, 1.10318601f, 2.12692809f, 30 },
+		  { 9.35762291e-14f, 0.182425514f, 0.450165987f, 0.5f, 0.668187797f, 0.880797088f, 1 } },
+		{ "softplus 2 0.2", KERN_SOFTPLUS, 2, 0.2f, { 4.37825545e-27f, 0.024293676f, 0.256507635f, 0.346573591f, 0.699999988f, 2, 30 },
+		  { 8.75651089e-27f, 0.0474258736f, 0.401312321f, 0.5f, 1, 1, 1 } },
+		{ "softplus -1 20", KERN_SOFTPLUS, -1, 20,
+		  { -30, -1.70141327f, -0.798138857f, -0.693147182f, -0.403186053f, -0.126928002f, -9.35762291e-14f },
+		  { 1, 0.817574501f, 0.549834013f, 0.5f, 0.331812203f, 0.119202919f, 9.35762291e-14f } },
+	};
+	static const float ones[7] = { 1, 1, 1, 1, 1, 1, 1 };
+	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+		float y[7], g[7];
+		kern_act_fwd(c[k].k, x, y, 7, c[k].a, c[k].b);
+		kern_act_bwd(c[k].k, x, ones, g, 7, c[k].a, c[k].b);
+		for (int i = 0; i < 7; i++) {
+			if (fabsf(y[i] - c[k].y[i]) > 2e-7f * (1 + fabsf(c[k].y[i])) ||
+			    fabsf(g[i] - c[k].g[i]) > 2e-7f * (1 + fabsf(c[k].g[i])))
+				fprintf(stderr, "%s at %g: %.9g and gradient %.9g, PyTorch %.9g and %.9g\n", c[k].what, (double)x[i],
+					(double)y[i], (double)g[i], (double)c[k].y[i], (double)c[k].g[i]);
+			CHECK_NEAR(y[i], c[k].y[i], 2e-7 * (1 + fabsf(c[k].y[i])));
+			CHECK_NEAR(g[i], c[k].g[i], 2e-7 * (1 + fabsf(c[k].g[i])));
+		}
+	}
+	/* in place: y may be x */
+	float v[7];
+	memcpy(v, x, sizeof v);
+	kern_act_fwd(KERN_SILU, v, v, 7, 0, 0);
+	CHECK_NEAR(v[4], 0.467731416f, 1e-7);
+	/* NaN passes through each, as PyTorch's */
+	float nan_in = NAN, out;
+	for (int k = KERN_LEAKY_RELU; k <= KERN_SOFTPLUS; k++) {
+		kern_act_fwd((enum kern_act)k, &nan_in, &out, 1, 1, 20);
+		CHECK(isnan(out));
+	}
+}
+
 static void test_activation_reference(void)
 {
 	begin();
@@ -1325,6 +1422,8 @@ int main(void)
 	RUN(test_dropout);
 	RUN(test_activation_grad);
 	RUN(test_activation_reference);
+	RUN(test_param_activation_grad);
+	RUN(test_param_activation_reference);
 	RUN(test_loss_grad);
 	RUN(test_loss_reference);
 	RUN(test_threads_reductions);

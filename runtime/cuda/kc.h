@@ -37,6 +37,9 @@ void kc_tanh_fwd(cudaStream_t s, const float *x, float *y, int64_t n);
 void kc_tanh_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n);
 void kc_sigmoid_fwd(cudaStream_t s, const float *x, float *y, int64_t n);
 void kc_sigmoid_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n);
+/* leaky_relu, elu, silu and softplus as kern_act_fwd and kern_act_bwd (from input x) */
+void kc_act_fwd(cudaStream_t s, enum kern_act k, const float *x, float *y, int64_t n, float a, float b);
+void kc_act_bwd(cudaStream_t s, enum kern_act k, const float *x, const float *dy, float *dx, int64_t n, float a, float b);
 
 /* Dropout with the CPU's mask: element i is kept iff rng_uniform(&r, i) >= p.
  * The stream r is passed by value: the caller derives it from the step

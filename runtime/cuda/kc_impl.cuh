@@ -1,7 +1,8 @@
 /* kc_impl.cuh: what the CUDA kernel files share: the launch shapes
  * (grid-stride loops of THREADS-thread blocks, a warp per row) and the
  * fixed-order sums of a block and of a warp.  The arithmetic of every
- * element, window and row is body.h's (optim_elem.h's for the optimizer),
+ * element, window and row is body.h's (optim_elem.h's for the optimizer,
+ * act_elem.h's for the activations with a parameter),
  * shared with the host tests; the kernel files only map it onto threads.
  * Every sum runs in a fixed order (per-thread strided sums, then a tree in
  * shared memory or across a warp; the embedding's gradient in token order
@@ -18,6 +19,7 @@
 
 #include "runtime/cuda/body.h"
 #include "runtime/cuda/tiny.h"
+#include "runtime/act_elem.h"
 #include "runtime/optim_elem.h"
 
 static_assert(sizeof(struct optim_coef) <= KC_OPTIM_COEF_BYTES, "optim_coef outgrew KC_OPTIM_COEF_BYTES");

@@ -82,6 +82,27 @@ void kc_sigmoid_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, 
 	if (n > 0) act_bwd_kernel<ACT_SIGMOID><<<blocks_for(n), THREADS, 0, s>>>(y, dy, dx, n);
 }
 
+/* leaky_relu, elu, silu, softplus: act_elem.h's arithmetic, a thread an element */
+__global__ void param_act_fwd_kernel(enum kern_act k, const float *x, float *y, int64_t n, float a, float b)
+{
+	FOR_EACH(i, n) y[i] = act_elem_fwd(k, x[i], a, b);
+}
+
+__global__ void param_act_bwd_kernel(enum kern_act k, const float *x, const float *dy, float *dx, int64_t n, float a, float b)
+{
+	FOR_EACH(i, n) dx[i] = act_elem_bwd(k, x[i], dy[i], a, b);
+}
+
+void kc_act_fwd(cudaStream_t s, enum kern_act k, const float *x, float *y, int64_t n, float a, float b)
+{
+	if (n > 0) param_act_fwd_kernel<<<blocks_for(n), THREADS, 0, s>>>(k, x, y, n, a, b);
+}
+
+void kc_act_bwd(cudaStream_t s, enum kern_act k, const float *x, const float *dy, float *dx, int64_t n, float a, float b)
+{
+	if (n > 0) param_act_bwd_kernel<<<blocks_for(n), THREADS, 0, s>>>(k, x, dy, dx, n, a, b);
+}
+
 /* ---- dropout ---- */
 /* step: NULL, or the finished-step counter whose successor is r's step word */
 __global__ void dropout_fwd_kernel(const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r,

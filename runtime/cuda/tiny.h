@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "runtime/act_elem.h"
 #include "runtime/cuda/body.h"
 #include "runtime/optim.h"
 #include "runtime/optim_elem.h"
@@ -44,7 +45,7 @@
 enum { TINY_MAX_LAYERS = 16, TINY_THREADS = 256, TINY_SMEM_BYTES = 32 << 10 };
 /* tiny_sum's butterfly takes every lane of each warp: whole warps only */
 static_assert(TINY_THREADS % 32 == 0 && TINY_THREADS <= 1024, "TINY_THREADS: whole warps, at most 1024");
-enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_VIEW };
+enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_GELU, TINY_ACT, TINY_VIEW };
 enum tiny_loss { TINY_REGRESSION, TINY_CROSS_ENTROPY };
 
 struct tiny_layer {
@@ -57,6 +58,9 @@ struct tiny_layer {
 	float *dw, *db;      /* their gradients, NULL when frozen */
 	int k, m;            /* linear: in and out features per sample */
 	int64_t count;       /* elementwise: elements over the batch */
+	enum kern_gelu gelu; /* TINY_GELU: approximate= */
+	enum kern_act act;   /* TINY_ACT: leaky_relu, elu, silu or softplus (act_elem.h), with its numbers */
+	float act_a, act_b;
 };
 
 struct tiny_prog {
@@ -148,6 +152,8 @@ TINY_FN void tiny_forward(int tid, int nt, const struct tiny_prog *P, char *smem
 	case TINY_RELU: for (int64_t i = tid; i < L->count; i += nt) y[i] = body_relu_fwd(x[i]); break;
 	case TINY_TANH: for (int64_t i = tid; i < L->count; i += nt) y[i] = body_tanh_fwd(x[i]); break;
 	case TINY_SIGMOID: for (int64_t i = tid; i < L->count; i += nt) y[i] = body_sigmoid_fwd(x[i]); break;
+	case TINY_GELU: for (int64_t i = tid; i < L->count; i += nt) y[i] = body_gelu_fwd(x[i], L->gelu); break;
+	case TINY_ACT: for (int64_t i = tid; i < L->count; i += nt) y[i] = act_elem_fwd(L->act, x[i], L->act_a, L->act_b); break;
 	case TINY_VIEW: break;
 	}
 }
@@ -185,6 +191,12 @@ TINY_FN void tiny_backward(int tid, int nt, const struct tiny_prog *P, char *sme
 	case TINY_RELU: if (dx) for (int64_t i = tid; i < L->count; i += nt) dx[i] = body_relu_bwd(y[i], dy[i]); break;
 	case TINY_TANH: if (dx) for (int64_t i = tid; i < L->count; i += nt) dx[i] = body_tanh_bwd(y[i], dy[i]); break;
 	case TINY_SIGMOID: if (dx) for (int64_t i = tid; i < L->count; i += nt) dx[i] = body_sigmoid_bwd(y[i], dy[i]); break;
+	case TINY_GELU: if (dx) for (int64_t i = tid; i < L->count; i += nt) dx[i] = body_gelu_bwd(x[i], dy[i], L->gelu); break;
+	case TINY_ACT:
+		if (dx)
+			for (int64_t i = tid; i < L->count; i += nt)
+				dx[i] = act_elem_bwd(L->act, x[i], dy[i], L->act_a, L->act_b);
+		break;
 	case TINY_VIEW: break;
 	}
 }

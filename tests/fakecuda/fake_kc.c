@@ -5,7 +5,7 @@
  * ordinary host memory (or is recorded while a stream is captured, see
  * tape.h); the stream is ignored.
  * Each function applies the kernel's own per-element or per-row code
- * (body.h, optim_elem.h, tiny.h) to every element, row or channel in turn,
+ * (body.h, act_elem.h, optim_elem.h, tiny.h) to every element, row or channel in turn,
  * with the kernel's aliasing rules (y may be x, dx may be dy).  Where the
  * GPU sums as a tree, this file sums in the order of the CPU kernel of
  * runtime/kern_*.c instead (losses in kern_loss.c's 64 slices, channels
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "compiler/emb_sort.h"
+#include "runtime/act_elem.h"
 #include "runtime/cuda/body.h"
 #include "runtime/cuda/tiny.h"
 #include "runtime/optim_elem.h"
@@ -85,6 +86,18 @@ static void host_gelu_fwd(cudaStream_t s, const float *x, float *y, int64_t n, e
 static void host_gelu_bwd(cudaStream_t s, const float *x, const float *dy, float *dx, int64_t n, enum kern_gelu approx)
 {
 	act_bwd(gelu_act(approx), x, dy, dx, n);
+}
+
+static void host_act_fwd(cudaStream_t s, enum kern_act k, const float *x, float *y, int64_t n, float a, float b)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] = act_elem_fwd(k, x[i], a, b);
+}
+
+static void host_act_bwd(cudaStream_t s, enum kern_act k, const float *x, const float *dy, float *dx, int64_t n, float a, float b)
+{
+	for (int64_t i = 0; i < n; i++)
+		dx[i] = act_elem_bwd(k, x[i], dy[i], a, b);
 }
 
 /* ---- dropout ---- */
@@ -726,6 +739,10 @@ WRAP(tanh_bwd, L_tanh_bwd)
 WRAP(sigmoid_fwd, L_sigmoid_fwd)
 #define L_sigmoid_bwd(X) X(const float *, y) X(const float *, dy) X(float *, dx) X(int64_t, n)
 WRAP(sigmoid_bwd, L_sigmoid_bwd)
+#define L_act_fwd(X) X(enum kern_act, k) X(const float *, x) X(float *, y) X(int64_t, n) X(float, a) X(float, b)
+WRAP(act_fwd, L_act_fwd)
+#define L_act_bwd(X) X(enum kern_act, k) X(const float *, x) X(const float *, dy) X(float *, dx) X(int64_t, n) X(float, a) X(float, b)
+WRAP(act_bwd, L_act_bwd)
 #define L_dropout_fwd(X) X(const float *, x) X(float *, y) X(uint8_t *, mask) X(int64_t, n) X(float, p) X(struct rng, r)
 WRAP(dropout_fwd, L_dropout_fwd)
 #define L_dropout_fwd_at(X) X(const float *, x) X(float *, y) X(uint8_t *, mask) X(int64_t, n) X(float, p) \

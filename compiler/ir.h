@@ -30,11 +30,18 @@ struct shape {
 enum op {
 	OP_INPUT, OP_LINEAR, OP_CONV2D, OP_MAXPOOL2D, OP_AVGPOOL2D, OP_ADAPTIVE_AVGPOOL2D, OP_ZEROPAD2D,
 	OP_BATCHNORM1D, OP_BATCHNORM2D, OP_LAYERNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
-	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID, OP_LEAKY_RELU, OP_ELU, OP_SILU, OP_SOFTPLUS, OP_SOFTMAX, OP_LOG_SOFTMAX,
+	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID,
+	OP_LEAKY_RELU, OP_ELU, OP_SELU, OP_SILU, OP_SOFTPLUS, OP_HARDTANH, OP_RELU6, OP_HARDSIGMOID, OP_HARDSWISH, OP_MISH,
+	OP_SOFTMAX, OP_LOG_SOFTMAX,
 	OP_ADD,      /* residual join: out = in + in2 */
 	OP_TRANSFER, /* activation moves between two devices of a rank */
 	OP__COUNT
 };
+
+/* The activations of runtime/act_elem.h, as the case labels of a switch */
+#define OP_ACT_CASES                                                                                               \
+	case OP_LEAKY_RELU: case OP_ELU: case OP_SELU: case OP_SILU: case OP_SOFTPLUS: case OP_HARDTANH: case OP_RELU6: \
+	case OP_HARDSIGMOID: case OP_HARDSWISH: case OP_MISH
 
 enum dtype { DT_F32, DT_I64, DT_BF16, DT_F16 };
 
@@ -93,7 +100,8 @@ struct node {
 		struct { int dim, written; } softmax; /* per-sample dimension index, 0-based; the dim as written */
 		struct { int start, end, start_arg, end_arg; } flat; /* per-sample dims start..end merged; args as written */
 		struct { bool tanh; } gelu;
-		/* leaky_relu: a = negative_slope; elu: a = alpha; softplus: a = beta, b = threshold */
+		/* leaky_relu: a = negative_slope; elu: a = alpha; softplus: a = beta, b = threshold;
+		 * hardtanh: a = min_val, b = max_val */
 		struct { double a, b; struct int_form a_form, b_form; } act;
 		struct { int from, to; } xfer;
 		struct { int64_t dims[SHAPE_MAX]; } input;

@@ -36,8 +36,14 @@ const struct op_info op_info[OP__COUNT] = {
 	[OP_SIGMOID] = { "sigmoid", "Sigmoid" },
 	[OP_LEAKY_RELU] = { "leaky_relu", "LeakyReLU" },
 	[OP_ELU] = { "elu", "ELU" },
+	[OP_SELU] = { "selu", "SELU" },
 	[OP_SILU] = { "silu", "SiLU" },
 	[OP_SOFTPLUS] = { "softplus", "Softplus" },
+	[OP_HARDTANH] = { "hardtanh", "Hardtanh" },
+	[OP_RELU6] = { "relu6", "ReLU6" },
+	[OP_HARDSIGMOID] = { "hardsigmoid", "Hardsigmoid" },
+	[OP_HARDSWISH] = { "hardswish", "Hardswish" },
+	[OP_MISH] = { "mish", "Mish" },
 	[OP_SOFTMAX] = { "softmax", "Softmax" },
 	[OP_LOG_SOFTMAX] = { "log_softmax", "LogSoftmax" },
 	[OP_ADD] = { "+", "Add" },
@@ -562,6 +568,24 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		}
 		return !s[1] || get_act_num(d, s[1], "threshold", &n->a.act.b, &n->a.act.b_form);
 	}
+	case OP_HARDTANH: {
+		npos = 2;
+		BIND("min_val", "max_val");
+		n->a.act.a = -1;
+		n->a.act.b = 1;
+		if (s[0] && !get_act_num(d, s[0], "min_val", &n->a.act.a, &n->a.act.a_form))
+			return false;
+		if (s[1] && !get_act_num(d, s[1], "max_val", &n->a.act.b, &n->a.act.b_form))
+			return false;
+		if (n->a.act.b > n->a.act.a)
+			return true;
+		char lo[32], hi[32];
+		const struct val *at = s[1] ? s[1] : s[0];
+		diag_error(d, at->loc, "hardtanh's max_val (%s) must be above its min_val (%s), as nn.Hardtanh asserts",
+			   val_number_text(n->a.act.b, hi, sizeof hi), val_number_text(n->a.act.a, lo, sizeof lo));
+		val_note_origin(d, at);
+		return false;
+	}
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
 		npos = 1;
 		BIND("dim");
@@ -575,7 +599,8 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		n->a.softmax.dim = n->a.softmax.written = (int)dim;
 		return true;
 	}
-	case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SILU: {
+	case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SELU: case OP_SILU: case OP_RELU6: case OP_HARDSIGMOID:
+	case OP_HARDSWISH: case OP_MISH: {
 		npos = 0;
 		static const char *const none[1] = { "" };
 		struct val *s[1];
@@ -883,8 +908,8 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		n->a.softmax.dim = dim - 1;
 		return true;
 	}
-	case OP_DROPOUT: case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_LEAKY_RELU: case OP_ELU: case OP_SILU:
-	case OP_SOFTPLUS: case OP_TRANSFER:
+	case OP_DROPOUT: case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_TRANSFER:
+	OP_ACT_CASES:
 		return true;
 	case OP_ADD:
 		if (pp && (pp->out.rank != in.rank || memcmp(pp->out.d, in.d, sizeof in.d) != 0)) {
@@ -1094,6 +1119,10 @@ void op_describe(const struct node *n, char *buf, int len)
 	case OP_ELU:
 		snprintf(buf, l, "%s(alpha=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1));
 		return;
+	case OP_HARDTANH:
+		snprintf(buf, l, "%s(min_val=%s, max_val=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1),
+			 pynum(n->a.act.b, n->a.act.b_form, f2, sizeof f2));
+		return;
 	case OP_SOFTPLUS:
 		snprintf(buf, l, "%s(beta=%s, threshold=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1),
 			 pynum(n->a.act.b, n->a.act.b_form, f2, sizeof f2));
@@ -1131,7 +1160,7 @@ bool op_needs_input(const struct node *n)
 {
 	switch (n->op) {
 	case OP_LINEAR: case OP_CONV2D: case OP_BATCHNORM1D: case OP_BATCHNORM2D: case OP_LAYERNORM: case OP_EMBEDDING: case OP_GELU:
-	case OP_LEAKY_RELU: case OP_ELU: case OP_SILU: case OP_SOFTPLUS:
+	OP_ACT_CASES:
 		return true;
 	default:
 		return false;

@@ -219,12 +219,12 @@ static const char *const class_aliases[][2] = {
 };
 
 /* PyTorch's names (folded, see fold) of things trainc lacks, each a
- * typo's distance from a trainc name that computes something else: SELU
- * is not SiLU or ELU, Dropout2d drops whole channels, ConstantLR scales
+ * typo's distance from a trainc name that computes something else: CELU
+ * is not ELU or SELU, Dropout2d drops whole channels, ConstantLR scales
  * the rate for a while and trainc's constant does not. */
 static const char *const unlike[] = {
-	"constantlr", "selu",	   "celu",	"relu6",       "prelu",	     "rrelu",	   "hardtanh",
-	"hardsigmoid", "tanhshrink", "softmin",	"logsigmoid", "softshrink",  "mish",
+	"constantlr", "celu",	   "prelu",	"rrelu",       "tanhshrink", "softmin",	   "logsigmoid",
+	"softshrink", "hardshrink", "softsign",
 	"dropout1d",  "dropout2d", "dropout3d", "conv1d",      "conv3d",     "maxpool1d",  "maxpool3d",
 	"avgpool1d",  "avgpool3d", "batchnorm3d", "adaptivemaxpool2d", "adaptiveavgpool1d", "zeropad1d",
 };

@@ -1,12 +1,17 @@
-/* act_elem.h: the per-element arithmetic of the activations with a
- * parameter (leaky_relu, elu, silu, softplus), shared by the CPU loops
- * (kern_act.c), the CUDA kernel (cuda/kernels_ew.cu) and the host stand-in,
- * so every path runs one formula.  Each is ATen's CPU kernel of the same
- * name, forward and backward from the input x (PyTorch's autograd saves
- * the input for all four): the same comparisons at the kinks, so
- * leaky_relu and elu take the negative side at x = 0, and softplus is x
- * itself where x * beta is above the threshold.  elu computes exp(x) - 1
- * as expm1 (PyTorch 2's; 1.13 subtracts, within 6e-8 of it).
+/* act_elem.h: the per-element arithmetic of the activations of
+ * OP_ACT_CASES (leaky_relu, elu and selu, silu, softplus, hardtanh and
+ * relu6, hardsigmoid, hardswish, mish), shared by the CPU loops
+ * (kern_act.c), the CUDA kernel (cuda/kernels_ew.cu), the one-kernel step
+ * (cuda/tiny.h) and the host stand-in, so every path runs one formula.
+ * Each is ATen's CPU kernel of the same name, forward and backward from
+ * the input x (PyTorch's autograd saves the input for all of them), with
+ * its comparisons at the kinks: leaky_relu and elu take the negative side
+ * at x = 0, hardtanh's gradient is 0 at either bound, hardsigmoid's at
+ * +-3, hardswish's is x / 3 + 1/2 from -3 to 3 inclusive, and softplus is
+ * x itself where x * beta is above the threshold.  NaN passes through
+ * each, as through ATen's (its clamps test for it; the comparisons here
+ * let it through).  elu computes exp(x) - 1 as expm1 (PyTorch 2's; 1.13
+ * subtracts, within 6e-8 of it).
  * nvcc compiles every function for host and device; gcc sees plain static
  * inline C.  Nothing here loops or reads a thread index.
  */
@@ -22,14 +27,27 @@
 #define ACT_FN static inline
 #endif
 
-/* a: leaky_relu's negative_slope, elu's alpha, softplus's beta; b: softplus's threshold */
+/* min(max(v, lo), hi), NaN passing */
+ACT_FN float act_clamp(float v, float lo, float hi)
+{
+	v = v < lo ? lo : v;
+	return hi < v ? hi : v;
+}
+
+/* a and b: leaky_relu's negative_slope; elu's alpha and scale, both times
+ * its scale (1, or selu's); softplus's beta and threshold; hardtanh's
+ * min_val and max_val */
 ACT_FN float act_elem_fwd(enum kern_act k, float x, float a, float b)
 {
 	switch (k) {
 	case KERN_LEAKY_RELU: return x > 0.0f ? x : x * a;
-	case KERN_ELU: return x <= 0.0f ? expm1f(x) * a : x;
+	case KERN_ELU: return x <= 0.0f ? expm1f(x) * a : x * b;
 	case KERN_SILU: return x / (1.0f + expf(-x));
 	case KERN_SOFTPLUS: return x * a > b ? x : log1pf(expf(x * a)) / a;
+	case KERN_HARDTANH: return act_clamp(x, a, b);
+	case KERN_HARDSIGMOID: return act_clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f;
+	case KERN_HARDSWISH: return x * act_clamp(x + 3.0f, 0.0f, 6.0f) / 6.0f;
+	case KERN_MISH: return x * tanhf(log1pf(expf(x)));
 	}
 	return x;
 }
@@ -38,7 +56,7 @@ ACT_FN float act_elem_bwd(enum kern_act k, float x, float dy, float a, float b)
 {
 	switch (k) {
 	case KERN_LEAKY_RELU: return x > 0.0f ? dy : dy * a;
-	case KERN_ELU: return x <= 0.0f ? dy * a * expf(x) : dy;
+	case KERN_ELU: return x <= 0.0f ? dy * a * expf(x) : dy * b;
 	case KERN_SILU: {
 		float s = 1.0f / (1.0f + expf(-x));
 		return dy * s * (1.0f + x * (1.0f - s));
@@ -46,6 +64,13 @@ ACT_FN float act_elem_bwd(enum kern_act k, float x, float dy, float a, float b)
 	case KERN_SOFTPLUS: {
 		float z = expf(x * a);
 		return x * a > b ? dy : dy * z / (z + 1.0f);
+	}
+	case KERN_HARDTANH: return x <= a || x >= b ? 0.0f : dy;
+	case KERN_HARDSIGMOID: return x > -3.0f && x < 3.0f ? dy * (1.0f / 6.0f) : 0.0f;
+	case KERN_HARDSWISH: return x < -3.0f ? 0.0f : x <= 3.0f ? dy * (x / 3.0f + 0.5f) : dy;
+	case KERN_MISH: {
+		float s = 1.0f / (1.0f + expf(-x)), t = tanhf(log1pf(expf(x)));
+		return dy * (t + x * s * (1.0f - t * t));
 	}
 	}
 	return dy;

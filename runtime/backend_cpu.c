@@ -267,7 +267,7 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 	case OP_GELU: kern_gelu_fwd(x, y, (size_t)out_n, nd->a.gelu.tanh ? KERN_GELU_TANH : KERN_GELU_NONE); break;
 	case OP_TANH: kern_tanh_fwd(x, y, (size_t)out_n); break;
 	case OP_SIGMOID: kern_sigmoid_fwd(x, y, (size_t)out_n); break;
-	case OP_LEAKY_RELU: case OP_ELU: case OP_SILU: case OP_SOFTPLUS: {
+	OP_ACT_CASES: {
 		float a, b;
 		enum kern_act k = exec_act_kind(nd, &a, &b);
 		kern_act_fwd(k, x, y, (size_t)out_n, a, b);
@@ -370,7 +370,7 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 	case OP_GELU: if (dx) kern_gelu_bwd(x, dy, dx, (size_t)out_n, nd->a.gelu.tanh ? KERN_GELU_TANH : KERN_GELU_NONE); break;
 	case OP_TANH: if (dx) kern_tanh_bwd(y, dy, dx, (size_t)out_n); break;
 	case OP_SIGMOID: if (dx) kern_sigmoid_bwd(y, dy, dx, (size_t)out_n); break;
-	case OP_LEAKY_RELU: case OP_ELU: case OP_SILU: case OP_SOFTPLUS:
+	OP_ACT_CASES:
 		if (dx) {
 			float a, b;
 			enum kern_act k = exec_act_kind(nd, &a, &b);

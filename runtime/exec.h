@@ -148,14 +148,28 @@ static inline enum kern_regression exec_regression(const struct plan *p)
 	_Static_assert(LOSS_SMOOTH_L1 - LOSS_L1 == KERN_SMOOTH_L1 && LOSS_HUBER - LOSS_L1 == KERN_HUBER, "keep in step");
 	return p->train.loss == LOSS_MSE ? KERN_MSE : (enum kern_regression)(p->train.loss - LOSS_L1);
 }
-/* leaky_relu, elu, silu or softplus as kern_act's, with its two numbers. */
+/* An activation of OP_ACT_CASES as kern_act's, with its two numbers:
+ * selu is elu scaled (ATen's elu with SELU's alpha and scale, their
+ * product rounded to float32 as ATen rounds it), relu6 hardtanh(0, 6). */
 static inline enum kern_act exec_act_kind(const struct node *nd, float *a, float *b)
 {
-	_Static_assert(OP_ELU - OP_LEAKY_RELU == KERN_ELU && OP_SILU - OP_LEAKY_RELU == KERN_SILU &&
-			       OP_SOFTPLUS - OP_LEAKY_RELU == KERN_SOFTPLUS, "keep in step");
 	*a = (float)nd->a.act.a;
 	*b = (float)nd->a.act.b;
-	return (enum kern_act)(nd->op - OP_LEAKY_RELU);
+	switch (nd->op) {
+	case OP_LEAKY_RELU: return KERN_LEAKY_RELU;
+	case OP_ELU: *b = 1; return KERN_ELU;
+	case OP_SELU:
+		*a = (float)KERN_SELU_ALPHA * (float)KERN_SELU_SCALE;
+		*b = (float)KERN_SELU_SCALE;
+		return KERN_ELU;
+	case OP_SILU: return KERN_SILU;
+	case OP_SOFTPLUS: return KERN_SOFTPLUS;
+	case OP_HARDTANH: return KERN_HARDTANH;
+	case OP_RELU6: *a = 0; *b = 6; return KERN_HARDTANH;
+	case OP_HARDSIGMOID: return KERN_HARDSIGMOID;
+	case OP_HARDSWISH: return KERN_HARDSWISH;
+	default: return KERN_MISH;
+	}
 }
 /* Pointer to node i's output of the last forward. */
 float *exec_output(struct exec *e, int node, bool train);

@@ -19,7 +19,10 @@
 enum kern_status { KERN_OK = 0, KERN_ERR_INDEX = -1, KERN_ERR_SHAPE = -2, KERN_ERR_UNSUPPORTED = -3, KERN_ERR_WORKSPACE = -4 };
 enum kern_reduction { KERN_REDUCE_MEAN, KERN_REDUCE_SUM };
 enum kern_gelu { KERN_GELU_NONE, KERN_GELU_TANH }; /* PyTorch's approximate= */
-enum kern_act { KERN_LEAKY_RELU, KERN_ELU, KERN_SILU, KERN_SOFTPLUS }; /* activations of act_elem.h */
+/* activations of act_elem.h */
+enum kern_act { KERN_LEAKY_RELU, KERN_ELU, KERN_SILU, KERN_SOFTPLUS, KERN_HARDTANH, KERN_HARDSIGMOID, KERN_HARDSWISH, KERN_MISH };
+#define KERN_SELU_ALPHA 1.6732632423543772848170429916717 /* torch.nn.SELU's */
+#define KERN_SELU_SCALE 1.0507009873554804934193349852946
 
 /* Threads for every kernel: OpenMP's, which oneDNN shares; OpenBLAS is held at
  * one because kern_gemm splits products itself.  Results do not change with n. */
@@ -203,8 +206,9 @@ void kern_tanh_fwd(const float *x, float *y, size_t n);
 void kern_tanh_bwd(const float *y, const float *dy, float *dx, size_t n); /* from output y */
 void kern_sigmoid_fwd(const float *x, float *y, size_t n);
 void kern_sigmoid_bwd(const float *y, const float *dy, float *dx, size_t n); /* from output y */
-/* leaky_relu, elu, silu and softplus (act_elem.h's formulas); a is
- * negative_slope, alpha or beta, b softplus's threshold; bwd from input x */
+/* leaky_relu, elu, silu, softplus, hardtanh, hardsigmoid, hardswish and
+ * mish (act_elem.h's formulas, where a and b are what each takes); bwd from
+ * input x */
 void kern_act_fwd(enum kern_act k, const float *x, float *y, size_t n, float a, float b);
 void kern_act_bwd(enum kern_act k, const float *x, const float *dy, float *dx, size_t n, float a, float b);
 

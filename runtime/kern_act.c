@@ -1,6 +1,7 @@
 /* kern_act.c: elementwise activations relu, gelu (exact erf or tanh
- * approximation), tanh, sigmoid, and leaky_relu, elu, silu and softplus
- * (act_elem.h's arithmetic), forward and backward.
+ * approximation), tanh, sigmoid, and those of act_elem.h (leaky_relu, elu,
+ * silu, softplus, hardtanh, hardsigmoid, hardswish, mish), forward and
+ * backward.
  * Backward of relu, tanh and sigmoid reads the saved output y (so relu may run
  * in place); the others' read the saved input x.  Outputs may alias inputs
  * element for element.  Each element is independent: no thread dependence.

@@ -104,16 +104,13 @@ static void node_args(uint64_t *h, const struct node *n)
 	case OP_DROPOUT: field(h, "drop %a", n->a.drop.p); break;
 	case OP_FLATTEN: field(h, "flat %d %d", n->a.flat.start, n->a.flat.end); break;
 	case OP_GELU: field(h, "gelu %d", n->a.gelu.tanh); break;
-	case OP_LEAKY_RELU:
-	case OP_ELU:
-	case OP_SOFTPLUS: field(h, "act %a %a", n->a.act.a, n->a.act.b); break;
+	OP_ACT_CASES: field(h, "act %a %a", n->a.act.a, n->a.act.b); break;
 	case OP_SOFTMAX:
 	case OP_LOG_SOFTMAX: field(h, "softmax %d", n->a.softmax.dim); break;
 	case OP_TRANSFER: field(h, "xfer %d %d", n->a.xfer.from, n->a.xfer.to); break;
 	case OP_RELU:
 	case OP_TANH:
 	case OP_SIGMOID:
-	case OP_SILU:
 	case OP_ADD:
 	case OP__COUNT: break;
 	}

@@ -3,8 +3,8 @@
  * CPU backend's step (exec forward, loss, backward, optim_step) on the same
  * data: parameters and losses after several steps agree to 1e-5 relative
  * (the sums run in another order), for MSE and cross-entropy, SGD with
- * momentum and Adam, ReLU, tanh, sigmoid, GELU, LeakyReLU, ELU, SiLU and
- * Softplus.  Also which plans qualify.
+ * momentum and Adam, ReLU, tanh, sigmoid, GELU and the activations of
+ * act_elem.h.  Also which plans qualify.
  * Needs no GPU: it checks the interpreter and the program builder, which
  * the GPU runs unchanged (one block of TINY_THREADS threads).
  */
@@ -149,6 +149,16 @@ static void test_parametric_activations(void)
 		1, 4);
 }
 
+static void test_hard_activations(void)
+{
+	agree("model Net {\n input(12)\n fc1 = linear(12, 16)\n hardtanh(-0.5, 0.4)\n fc2 = linear(16, 16)\n relu6\n"
+		" fc3 = linear(16, 16)\n hardswish\n fc4 = linear(16, 16)\n hardsigmoid\n fc5 = linear(16, 16)\n mish\n"
+		" fc6 = linear(16, 16)\n selu\n fc7 = linear(16, 5)\n}\n"
+		"data { train = synthetic(input=randn(12), target=classes(5), samples=64) }\n"
+		"train { loss = cross_entropy; optimizer = sgd(lr=0.5, momentum=0.5); batch = 16 }\n",
+		1, 4);
+}
+
 static void test_which_plans(void)
 {
 	struct arena a = { 0 };
@@ -174,6 +184,7 @@ int main(void)
 	RUN(test_toy_mse_sgd);
 	RUN(test_classifier_ce_adam);
 	RUN(test_parametric_activations);
+	RUN(test_hard_activations);
 	RUN(test_which_plans);
 	return check_done();
 }

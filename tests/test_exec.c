@@ -195,6 +195,54 @@ static void test_network_gradients(void)
 	check_gradients(NET, x);
 }
 
+/* act_elem.h's smooth activations between linear layers (their kinks are
+ * test_kern's): each layer's backward reads its own saved input */
+static const char *const ACTS =
+	"model A {\n"
+	"  input(2, 6, 6)\n"
+	"  flatten\n"
+	"  fc1 = linear(72, 12)\n"
+	"  elu(0.7)\n"
+	"  fc2 = linear(12)\n"
+	"  selu\n"
+	"  fc3 = linear(12)\n"
+	"  silu\n"
+	"  fc4 = linear(12)\n"
+	"  mish\n"
+	"  fc5 = linear(12)\n"
+	"  softplus(beta=2)\n"
+	"  out = linear(4)\n"
+	"}\n"
+	"data { train = synthetic(input=randn(2, 6, 6), target=classes(4), samples=8) }\n"
+	"train { loss = cross_entropy(reduction=\"sum\"); optimizer = sgd(lr=0.05); batch = 4 }\n";
+
+static void test_activation_gradients(void)
+{
+	float x[4 * 72];
+	fill(x, 4 * 72, 12);
+	check_gradients(ACTS, x);
+}
+
+/* A plan's selu is elu at SELU's numbers, their product rounded to
+ * float32 as ATen rounds it; relu6 is hardtanh(0, 6); elu's scale is 1. */
+static void test_activation_numbers(void)
+{
+	struct node nd = { .op = OP_SELU };
+	float a, b;
+	CHECK(exec_act_kind(&nd, &a, &b) == KERN_ELU);
+	CHECK(a == (float)KERN_SELU_ALPHA * (float)KERN_SELU_SCALE && b == (float)KERN_SELU_SCALE);
+	CHECK(a == 1.75809932f); /* PyTorch 1.13's selu'(0) */
+	nd.op = OP_RELU6;
+	CHECK(exec_act_kind(&nd, &a, &b) == KERN_HARDTANH && a == 0 && b == 6);
+	nd.op = OP_ELU;
+	nd.a.act.a = 0.5;
+	CHECK(exec_act_kind(&nd, &a, &b) == KERN_ELU && a == 0.5f && b == 1);
+	nd.op = OP_HARDTANH;
+	nd.a.act.a = -2;
+	nd.a.act.b = 3;
+	CHECK(exec_act_kind(&nd, &a, &b) == KERN_HARDTANH && a == -2 && b == 3);
+}
+
 /* The embedding path: ids avoid the padding index 0, whose row PyTorch
  * keeps out of the gradient although it reaches the output. */
 static void test_token_gradients(void)
@@ -524,6 +572,8 @@ int main(void)
 	kern_set_threads(2);
 	RUN(test_network_gradients);
 	RUN(test_token_gradients);
+	RUN(test_activation_gradients);
+	RUN(test_activation_numbers);
 	RUN(test_batchnorm1d_gradients);
 	RUN(test_zeropad_gradients);
 	RUN(test_dropout_streams);

@@ -1026,8 +1026,9 @@ static void test_activation_grad(void)
 	act_grad("log_softmax two tiles", ACT_LOG_SOFTMAX, 1, 3, 70);
 }
 
-/* leaky_relu, elu, silu and softplus: gradients by finite differences, the
- * inputs kept 0.1 from the kink (0, or softplus's threshold / beta) */
+/* act_elem.h's activations: gradients by finite differences, the inputs
+ * kept 0.1 from the kinks lo and hi (0, softplus's threshold / beta, the
+ * bounds of the hard ones) */
 struct pact { enum kern_act k; float a, b; float *x, *y, *r; size_t n; };
 
 static double pact_obj(void *p)
@@ -1037,12 +1038,12 @@ static double pact_obj(void *p)
 	return dot(c->y, c->r, c->n);
 }
 
-static void pact_grad(const char *what, enum kern_act k, float a, float b, float kink)
+static void pact_grad(const char *what, enum kern_act k, float a, float b, float lo, float hi)
 {
 	struct pact c = { .k = k, .a = a, .b = b, .n = 60 };
 	c.x = rand_floats(c.n, -4, 4, 92);
 	for (size_t i = 0; i < c.n; i++)
-		if (fabsf(c.x[i] - kink) < 0.1f)
+		if (fabsf(c.x[i] - lo) < 0.1f || fabsf(c.x[i] - hi) < 0.1f)
 			c.x[i] += 0.2f;
 	c.y = floats(c.n);
 	c.r = rand_floats(c.n, -1, 1, 93);
@@ -1054,57 +1055,95 @@ static void pact_grad(const char *what, enum kern_act k, float a, float b, float
 static void test_param_activation_grad(void)
 {
 	begin();
-	pact_grad("leaky_relu", KERN_LEAKY_RELU, 0.01f, 0, 0);
-	pact_grad("leaky_relu, a negative slope", KERN_LEAKY_RELU, -0.5f, 0, 0);
-	pact_grad("elu", KERN_ELU, 1, 0, 0);
-	pact_grad("elu alpha 0.7", KERN_ELU, 0.7f, 0, 0);
-	pact_grad("silu", KERN_SILU, 0, 0, 100);
-	pact_grad("softplus", KERN_SOFTPLUS, 1, 20, 20);
-	pact_grad("softplus beta 2 threshold 3", KERN_SOFTPLUS, 2, 3, 1.5f);
-	pact_grad("softplus beta -1", KERN_SOFTPLUS, -1, 20, -20);
+	pact_grad("leaky_relu", KERN_LEAKY_RELU, 0.01f, 0, 0, 0);
+	pact_grad("leaky_relu, a negative slope", KERN_LEAKY_RELU, -0.5f, 0, 0, 0);
+	pact_grad("elu", KERN_ELU, 1, 1, 0, 0);
+	pact_grad("elu alpha 0.7", KERN_ELU, 0.7f, 1, 0, 0);
+	pact_grad("silu", KERN_SILU, 0, 0, 100, 100);
+	pact_grad("softplus", KERN_SOFTPLUS, 1, 20, 20, 20);
+	pact_grad("softplus beta 2 threshold 3", KERN_SOFTPLUS, 2, 3, 1.5f, 1.5f);
+	pact_grad("softplus beta -1", KERN_SOFTPLUS, -1, 20, -20, -20);
+	pact_grad("hardtanh", KERN_HARDTANH, -1, 1, -1, 1);
+	pact_grad("hardtanh -0.5 2", KERN_HARDTANH, -0.5f, 2, -0.5f, 2);
+	pact_grad("hardsigmoid", KERN_HARDSIGMOID, 0, 0, -3, 3);
+	pact_grad("hardswish", KERN_HARDSWISH, 0, 0, -3, 3);
+	pact_grad("mish", KERN_MISH, 0, 0, 100, 100);
+	pact_grad("selu", KERN_ELU, (float)KERN_SELU_ALPHA * (float)KERN_SELU_SCALE, (float)KERN_SELU_SCALE, 0, 0);
 }
 
-/* PyTorch 1.13's F.leaky_relu, F.elu, F.silu and F.softplus of x and the
- * gradient of their sum, far out, near 0 and at 0 (the negative side's
- * slope, as PyTorch's), softplus over its threshold too */
+/* PyTorch 1.13's F.leaky_relu, F.elu, F.silu, F.softplus (x7), F.hardtanh,
+ * F.relu6, F.hardsigmoid, F.hardswish, F.mish and F.selu (x12) of x and the
+ * gradient of their sum: far out, near 0 and at 0 (the negative side's
+ * slope, as PyTorch's), at the bounds and kinks of the hard ones, softplus
+ * over its threshold too.  selu is elu at exec_act_kind's numbers (the
+ * test_exec checks that a plan's selu gets them), relu6 hardtanh(0, 6). */
 static void test_param_activation_reference(void)
 {
 	begin();
-	static const float x[7] = { -30, -1.5f, -0.2f, 0, 0.7f, 2, 30 };
-	static const struct {
+	static const float x7[12] = { -30, -1.5f, -0.2f, 0, 0.7f, 2, 30 };
+	static const float x12[12] = { -30, -3, -1.5f, -1, -0.2f, 0, 0.7f, 1, 2, 3, 6, 30 };
+	float selu_a = (float)KERN_SELU_ALPHA * (float)KERN_SELU_SCALE, selu_b = (float)KERN_SELU_SCALE;
+	const struct {
 		const char *what;
 		enum kern_act k;
-		float a, b, y[7], g[7];
+		float a, b;
+		const float *x;
+		int n;
+		float y[12], g[12];
 	} c[] = {
-		{ "leaky_relu 0.01", KERN_LEAKY_RELU, 0.01f, 0,
+		{ "leaky_relu 0.01", KERN_LEAKY_RELU, 0.01f, 0, x7, 7,
 		  { -0.299999982f, -0.0149999997f, -0.00200000009f, 0, 0.699999988f, 2, 30 },
 		  { 0.00999999978f, 0.00999999978f, 0.00999999978f, 0.00999999978f, 1, 1, 1 } },
-		{ "leaky_relu -0.5", KERN_LEAKY_RELU, -0.5f, 0, { 15, 0.75f, 0.100000001f, -0.0f, 0.699999988f, 2, 30 },
+		{ "leaky_relu -0.5", KERN_LEAKY_RELU, -0.5f, 0, x7, 7, { 15, 0.75f, 0.100000001f, -0.0f, 0.699999988f, 2, 30 },
 		  { -0.5f, -0.5f, -0.5f, -0.5f, 1, 1, 1 } },
-		{ "elu 1", KERN_ELU, 1, 0, { -1, -0.776869833f, -0.181269228f, 0, 0.699999988f, 2, 30 },
+		{ "elu 1", KERN_ELU, 1, 1, x7, 7, { -1, -0.776869833f, -0.181269228f, 0, 0.699999988f, 2, 30 },
 		  { 9.35762291e-14f, 0.223130167f, 0.818730772f, 1, 1, 1, 1 } },
-		{ "elu 0.7", KERN_ELU, 0.7f, 0, { -0.699999988f, -0.543808877f, -0.126888454f, 0, 0.699999988f, 2, 30 },
+		{ "elu 0.7", KERN_ELU, 0.7f, 1, x7, 7, { -0.699999988f, -0.543808877f, -0.126888454f, 0, 0.699999988f, 2, 30 },
 		  { 6.55033617e-14f, 0.156191111f, 0.573111534f, 0.699999988f, 1, 1, 1 } },
-		{ "silu", KERN_SILU, 0, 0, { -2.80728695e-12f, -0.273638278f, -0.0900332034f, 0, 0.467731416f, 1.76159406f, 30 },
+		{ "silu", KERN_SILU, 0, 0, x7, 7, { -2.80728695e-12f, -0.273638278f, -0.0900332034f, 0, 0.467731416f, 1.76159406f, 30 },
 		  { -2.71371077e-12f, -0.0412941612f, 0.40066269f, 0.5f, 0.823386729f, 1.09078431f, 1 } },
-		{ "softplus 1 20", KERN_SOFTPLUS, 1, 20,
+		{ "softplus 1 20", KERN_SOFTPLUS, 1, 20, x7, 7,
 		  { 9.35762291e-14f, 0.201413289f, 0.598138869f, 0.693147182f, 1.10318601f, 2.12692809f, 30 },
 		  { 9.35762291e-14f, 0.182425514f, 0.450165987f, 0.5f, 0.668187797f, 0.880797088f, 1 } },
-		{ "softplus 2 0.2", KERN_SOFTPLUS, 2, 0.2f, { 4.37825545e-27f, 0.024293676f, 0.256507635f, 0.346573591f, 0.699999988f, 2, 30 },
+		{ "softplus 2 0.2", KERN_SOFTPLUS, 2, 0.2f, x7, 7,
+		  { 4.37825545e-27f, 0.024293676f, 0.256507635f, 0.346573591f, 0.699999988f, 2, 30 },
 		  { 8.75651089e-27f, 0.0474258736f, 0.401312321f, 0.5f, 1, 1, 1 } },
-		{ "softplus -1 20", KERN_SOFTPLUS, -1, 20,
+		{ "softplus -1 20", KERN_SOFTPLUS, -1, 20, x7, 7,
 		  { -30, -1.70141327f, -0.798138857f, -0.693147182f, -0.403186053f, -0.126928002f, -9.35762291e-14f },
 		  { 1, 0.817574501f, 0.549834013f, 0.5f, 0.331812203f, 0.119202919f, 9.35762291e-14f } },
+		{ "hardtanh -1 1", KERN_HARDTANH, -1, 1, x12, 12, { -1, -1, -1, -1, -0.200000003f, 0, 0.699999988f, 1, 1, 1, 1, 1 },
+		  { 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0 } },
+		{ "hardtanh -0.5 2", KERN_HARDTANH, -0.5f, 2, x12, 12,
+		  { -0.5f, -0.5f, -0.5f, -0.5f, -0.200000003f, 0, 0.699999988f, 1, 2, 2, 2, 2 }, { 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0 } },
+		{ "relu6", KERN_HARDTANH, 0, 6, x12, 12, { 0, 0, 0, 0, 0, 0, 0.699999988f, 1, 2, 3, 6, 6 },
+		  { 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0 } },
+		{ "hardsigmoid", KERN_HARDSIGMOID, 0, 0, x12, 12,
+		  { 0, 0, 0.25f, 0.333333343f, 0.466666669f, 0.5f, 0.616666675f, 0.666666687f, 0.833333313f, 1, 1, 1 },
+		  { 0, 0, 0.166666672f, 0.166666672f, 0.166666672f, 0.166666672f, 0.166666672f, 0.166666672f, 0.166666672f, 0, 0, 0 } },
+		{ "hardswish", KERN_HARDSWISH, 0, 0, x12, 12,
+		  { -0.0f, -0.0f, -0.375f, -0.333333343f, -0.0933333337f, 0, 0.431666642f, 0.666666687f, 1.66666663f, 3, 6, 30 },
+		  { 0, -0.5f, 0, 0.166666657f, 0.433333337f, 0.5f, 0.733333349f, 0.833333373f, 1.16666675f, 1.5f, 1, 1 } },
+		{ "mish", KERN_MISH, 0, 0, x12, 12,
+		  { -2.80728695e-12f, -0.145647466f, -0.298099756f, -0.30340144f, -0.107144788f, 0, 0.561148345f, 0.865098357f, 1.943959f,
+		    2.98653507f, 5.99992657f, 30 },
+		  { -2.71371098e-12f, -0.0933931246f, -0.0640978143f, 0.0592167303f, 0.471530259f, 0.600000024f, 0.968794882f, 1.04903626f,
+		    1.06931794f, 1.02110696f, 1.00013399f, 1 } },
+		{ "selu", KERN_ELU, selu_a, selu_b, x12, 12,
+		  { -1.75809932f, -1.6705687f, -1.36581433f, -1.11133075f, -0.318689317f, 0, 0.73549068f, 1.05070102f, 2.10140204f,
+		    3.15210295f, 6.30420589f, 31.5210304f },
+		  { 1.64516309e-13f, 0.0875306055f, 0.392284989f, 0.64676863f, 1.43940997f, 1.75809932f, 1.05070102f, 1.05070102f,
+		    1.05070102f, 1.05070102f, 1.05070102f, 1.05070102f } },
 	};
-	static const float ones[7] = { 1, 1, 1, 1, 1, 1, 1 };
+	static const float ones[12] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
 	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
-		float y[7], g[7];
-		kern_act_fwd(c[k].k, x, y, 7, c[k].a, c[k].b);
-		kern_act_bwd(c[k].k, x, ones, g, 7, c[k].a, c[k].b);
-		for (int i = 0; i < 7; i++) {
+		float y[12], g[12];
+		int n = c[k].n;
+		kern_act_fwd(c[k].k, c[k].x, y, (size_t)n, c[k].a, c[k].b);
+		kern_act_bwd(c[k].k, c[k].x, ones, g, (size_t)n, c[k].a, c[k].b);
+		for (int i = 0; i < n; i++) {
 			if (fabsf(y[i] - c[k].y[i]) > 2e-7f * (1 + fabsf(c[k].y[i])) ||
 			    fabsf(g[i] - c[k].g[i]) > 2e-7f * (1 + fabsf(c[k].g[i])))
-				fprintf(stderr, "%s at %g: %.9g and gradient %.9g, PyTorch %.9g and %.9g\n", c[k].what, (double)x[i],
+				fprintf(stderr, "%s at %g: %.9g and gradient %.9g, PyTorch %.9g and %.9g\n", c[k].what, (double)c[k].x[i],
 					(double)y[i], (double)g[i], (double)c[k].y[i], (double)c[k].g[i]);
 			CHECK_NEAR(y[i], c[k].y[i], 2e-7 * (1 + fabsf(c[k].y[i])));
 			CHECK_NEAR(g[i], c[k].g[i], 2e-7 * (1 + fabsf(c[k].g[i])));
@@ -1112,13 +1151,13 @@ static void test_param_activation_reference(void)
 	}
 	/* in place: y may be x */
 	float v[7];
-	memcpy(v, x, sizeof v);
+	memcpy(v, x7, sizeof v);
 	kern_act_fwd(KERN_SILU, v, v, 7, 0, 0);
 	CHECK_NEAR(v[4], 0.467731416f, 1e-7);
 	/* NaN passes through each, as PyTorch's */
 	float nan_in = NAN, out;
-	for (int k = KERN_LEAKY_RELU; k <= KERN_SOFTPLUS; k++) {
-		kern_act_fwd((enum kern_act)k, &nan_in, &out, 1, 1, 20);
+	for (int k = KERN_LEAKY_RELU; k <= KERN_MISH; k++) {
+		kern_act_fwd((enum kern_act)k, &nan_in, &out, 1, k == KERN_HARDTANH ? -1 : 1, k == KERN_HARDTANH ? 1 : 20);
 		CHECK(isnan(out));
 	}
 }

@@ -611,7 +611,7 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 	case OP_GELU: kc_gelu_fwd(s, x, y, out_n, nd->a.gelu.tanh ? KERN_GELU_TANH : KERN_GELU_NONE); break;
 	case OP_TANH: kc_tanh_fwd(s, x, y, out_n); break;
 	case OP_SIGMOID: kc_sigmoid_fwd(s, x, y, out_n); break;
-	case OP_LEAKY_RELU: case OP_ELU: case OP_SILU: case OP_SOFTPLUS: {
+	OP_ACT_CASES: {
 		float a, b;
 		enum kern_act k = exec_act_kind(nd, &a, &b);
 		kc_act_fwd(s, k, x, y, out_n, a, b);
@@ -725,7 +725,7 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 	case OP_GELU: if (dx) kc_gelu_bwd(s, x, dy, dx, out_n, nd->a.gelu.tanh ? KERN_GELU_TANH : KERN_GELU_NONE); break;
 	case OP_TANH: if (dx) kc_tanh_bwd(s, y, dy, dx, out_n); break;
 	case OP_SIGMOID: if (dx) kc_sigmoid_bwd(s, y, dy, dx, out_n); break;
-	case OP_LEAKY_RELU: case OP_ELU: case OP_SILU: case OP_SOFTPLUS:
+	OP_ACT_CASES:
 		if (dx) {
 			float a, b;
 			enum kern_act k = exec_act_kind(nd, &a, &b);

@@ -37,7 +37,7 @@ void kc_tanh_fwd(cudaStream_t s, const float *x, float *y, int64_t n);
 void kc_tanh_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n);
 void kc_sigmoid_fwd(cudaStream_t s, const float *x, float *y, int64_t n);
 void kc_sigmoid_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n);
-/* leaky_relu, elu, silu and softplus as kern_act_fwd and kern_act_bwd (from input x) */
+/* act_elem.h's activations, as kern_act_fwd and kern_act_bwd (from input x) */
 void kc_act_fwd(cudaStream_t s, enum kern_act k, const float *x, float *y, int64_t n, float a, float b);
 void kc_act_bwd(cudaStream_t s, enum kern_act k, const float *x, const float *dy, float *dx, int64_t n, float a, float b);
 

@@ -82,7 +82,7 @@ void kc_sigmoid_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, 
 	if (n > 0) act_bwd_kernel<ACT_SIGMOID><<<blocks_for(n), THREADS, 0, s>>>(y, dy, dx, n);
 }
 
-/* leaky_relu, elu, silu, softplus: act_elem.h's arithmetic, a thread an element */
+/* act_elem.h's activations (leaky_relu, elu, silu, softplus, hardtanh, ...), a thread an element */
 __global__ void param_act_fwd_kernel(enum kern_act k, const float *x, float *y, int64_t n, float a, float b)
 {
 	FOR_EACH(i, n) y[i] = act_elem_fwd(k, x[i], a, b);

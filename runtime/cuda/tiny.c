@@ -40,8 +40,8 @@ const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t bat
 			return "its layers are not a plain chain";
 		switch (nd->op) {
 		case OP_LINEAR: macs += batch * nd->a.linear.in * nd->a.linear.out; break;
-		case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_GELU: case OP_LEAKY_RELU: case OP_ELU: case OP_SILU:
-		case OP_SOFTPLUS: case OP_FLATTEN: break;
+		case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_GELU: case OP_FLATTEN: break;
+		OP_ACT_CASES: break;
 		default: return "it has layers other than linear, flatten and elementwise activations";
 		}
 	}
@@ -93,7 +93,7 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch)
 			L->op = TINY_GELU;
 			L->gelu = nd->a.gelu.tanh ? KERN_GELU_TANH : KERN_GELU_NONE;
 			break;
-		case OP_LEAKY_RELU: case OP_ELU: case OP_SILU: case OP_SOFTPLUS:
+		OP_ACT_CASES:
 			L->op = TINY_ACT;
 			L->act = exec_act_kind(nd, &L->act_a, &L->act_b);
 			break;

@@ -59,7 +59,7 @@ struct tiny_layer {
 	int k, m;            /* linear: in and out features per sample */
 	int64_t count;       /* elementwise: elements over the batch */
 	enum kern_gelu gelu; /* TINY_GELU: approximate= */
-	enum kern_act act;   /* TINY_ACT: leaky_relu, elu, silu or softplus (act_elem.h), with its numbers */
+	enum kern_act act;   /* TINY_ACT: one of act_elem.h's, with its numbers */
 	float act_a, act_b;
 };
 

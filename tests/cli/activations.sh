@@ -1,37 +1,41 @@
-# leaky_relu, elu, silu and softplus, as PyTorch's LeakyReLU, ELU, SiLU and
-# Softplus: tests/cli/nets/activations.net (each with numbers other than
-# its defaults; softplus's threshold reached by about a quarter of its
-# inputs, the kinks of the others by about half) trained 5 steps from given
-# initial weights gives PyTorch 1.13's losses, test set loss and final
+# The activations of runtime/act_elem.h, as PyTorch's: tests/cli/nets/
+# activations.net (LeakyReLU, ELU, SiLU, Softplus, each at numbers other
+# than its defaults) and activations_hard.net (Hardtanh, ReLU6, Hardswish,
+# Hardsigmoid, Mish, SELU, from weights scaled so that about a third of
+# the inputs fall past each bound and kink) trained 5 steps from given
+# initial weights give PyTorch 1.13's losses, test set loss and final
 # weights within 1e-6, on the CPU and, where CUDA was configured, through
 # the GPU library on the host and over its kernel files, as the one-kernel
-# step and as a kernel per layer.  The reference
-# values and files come from tests/golden/activations_torch.py.  `trainc
-# print` shows PyTorch's repr, defaults included; each number is part of
-# the model, so a checkpoint resumes with it as written another way and
-# not with another value.  test_kern checks the kernels against PyTorch's
-# values and gradients at the kinks and far out; the errors are
-# tests/errors/layer_{softplus_beta_zero,leaky_relu_float32,silu_arguments,pytorch_leakyrelu}.net.
+# step and as a kernel per layer.  The reference values and files come
+# from tests/golden/activations_torch.py.  `trainc print` shows PyTorch's
+# repr, defaults included; each number is part of the model, so a
+# checkpoint resumes with it as written another way and not with another
+# value.  test_kern checks the kernels against PyTorch's values and
+# gradients at the kinks and far out, test_exec a network's gradients;
+# the errors are tests/errors/layer_{softplus_beta_zero,leaky_relu_float32,
+# silu_arguments,pytorch_leakyrelu,hardtanh_bounds}.net.
 . "$(dirname "$0")/preamble.inc"
 . tests/cli/torch_ref.inc
 mnist_files "$tmp/data" 40 20
-anet=tests/cli/nets/activations.net
 
-# activations_torch.py's output: the step losses and the test set's loss
-want="2.4157979488372803 2.2433764934539795 2.3814826011657715 2.4006505012512207 2.274827241897583"
-want_test=2.376753234863281
-torch_check acts $anet tests/golden/activations_init.safetensors "$want" $want_test tests/golden/activations_final.safetensors 1e-6
-
-# those GPU runs took the one-kernel step (tiny.h); the kernel per layer too
-for where in fakecuda kemu; do
-	lib=$(pwd)/build/tests/trainc-$where.so
-	[ -f "$lib" ] || continue
-	grep -q 'one kernel each' "$tmp/acts-$where.out" || fail "acts-$where did not take the one-kernel step: $(grep '^GPU' "$tmp/acts-$where.out")"
-	TRAINC_CUDA_TINY=0 TRAINC_CUDA_LIB=$lib torch_run "layers-$where" $anet tests/golden/activations_init.safetensors --gpus 1 || continue
-	! grep -q 'one kernel each' "$tmp/layers-$where.out" || fail "layers-$where took the one-kernel step"
-	losses "layers-$where" "$want" $want_test
-	weights "layers-$where" tests/golden/activations_final.safetensors 1e-6
-done
+# check NAME LOSSES TEST_LOSS: tests/cli/nets/NAME.net against
+# activations_torch.py's output for it (its step losses, its test loss)
+check() {
+	anet=tests/cli/nets/$1.net init=tests/golden/$1_init.safetensors final=tests/golden/$1_final.safetensors
+	torch_check "$1" $anet $init "$2" "$3" $final 1e-6
+	# those GPU runs took the one-kernel step (tiny.h); the kernel per layer too
+	for where in fakecuda kemu; do
+		lib=$(pwd)/build/tests/trainc-$where.so
+		[ -f "$lib" ] || continue
+		grep -q 'one kernel each' "$tmp/$1-$where.out" || fail "$1-$where did not take the one-kernel step: $(grep '^GPU' "$tmp/$1-$where.out")"
+		TRAINC_CUDA_TINY=0 TRAINC_CUDA_LIB=$lib torch_run "$1-layers-$where" $anet $init --gpus 1 || continue
+		! grep -q 'one kernel each' "$tmp/$1-layers-$where.out" || fail "$1-layers-$where took the one-kernel step"
+		losses "$1-layers-$where" "$2" "$3"
+		weights "$1-layers-$where" $final 1e-6
+	done
+}
+check activations "2.4157979488372803 2.2433764934539795 2.3814826011657715 2.4006505012512207 2.274827241897583" 2.376753234863281
+check activations_hard "2.2850804328918457 2.407144069671631 2.3658907413482666 2.353055238723755 2.215695858001709" 2.301672172546387
 
 # PyTorch's repr, the defaults as PyTorch 1.13 keeps them
 cat > "$tmp/defaults.net" <<'NET'
@@ -44,13 +48,22 @@ model Net {
     leaky_relu(0)
     elu(2)
     softplus(3, 1e-3)
+    hardtanh
+    hardtanh(-2, 2)
+    relu6
+    hardsigmoid
+    hardswish
+    mish
+    selu
 }
 NET
 prints "$tmp/defaults.net" "(0): LeakyReLU(negative_slope=0.01)" "(1): ELU(alpha=1.0)" "(2): SiLU()" \
 	"(3): Softplus(beta=1, threshold=20)" "(4): LeakyReLU(negative_slope=0)" "(5): ELU(alpha=2)" \
-	"(6): Softplus(beta=3, threshold=0.001)"
+	"(6): Softplus(beta=3, threshold=0.001)" "(7): Hardtanh(min_val=-1.0, max_val=1.0)" "(8): Hardtanh(min_val=-2, max_val=2)" \
+	"(9): ReLU6()" "(10): Hardsigmoid()" "(11): Hardswish()" "(12): Mish()" "(13): SELU()"
 
 # the numbers are the model's: written otherwise they resume, changed they do not
+anet=tests/cli/nets/activations.net
 "$TRAINC" $anet --threads 1 --set train.steps=2 --save "$tmp/ck" --run-dir "$tmp/first" > "$tmp/first.out" 2>&1 ||
 	{ fail "the run to checkpoint failed:"; sed 's/^/    /' "$tmp/first.out"; }
 sed 's/elu(alpha=0.7)/elu(0.70)/; s/softplus(beta=2, threshold=0.2)/softplus(2.0, 0.2)/' $anet > "$tmp/same.net"

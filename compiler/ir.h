@@ -195,7 +195,8 @@ struct nodemem {
 enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER };
 enum reduction { RED_MEAN, RED_SUM };
 enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
-enum lrs_kind { LRS_CONSTANT, LRS_STEP, LRS_MULTISTEP, LRS_EXPONENTIAL, LRS_COSINE };
+enum lrs_kind { LRS_CONSTANT, LRS_STEP, LRS_MULTISTEP, LRS_EXPONENTIAL, LRS_COSINE, LRS_CONSTANT_LR, LRS_LINEAR, LRS_POLYNOMIAL,
+		LRS_COSINE_RESTARTS };
 enum data_kind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC };
 enum tgt_kind { TGT_CLASS, TGT_VECTOR };
 enum parallel_mode { PAR_DDP, PAR_FSDP };
@@ -230,6 +231,9 @@ struct plan_sched {
 	int64_t milestones[PLAN_MAX_MILESTONES];
 	int nmilestones;
 	int64_t t_max, warmup;
+	double factor, start_factor, end_factor, power; /* constant_lr, linear_lr, polynomial_lr */
+	int64_t total_iters;        /* constant_lr, linear_lr, polynomial_lr */
+	int64_t t_0, t_mult;        /* cosine_warm_restarts */
 	bool per_step;              /* else per epoch, as the seed */
 };
 

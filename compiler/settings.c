@@ -407,22 +407,37 @@ static bool read_optim(struct reader *r, const struct val *v, struct plan_optim 
 
 static bool read_sched(struct reader *r, const struct val *v, struct plan_sched *sc, struct loc *t_max_loc)
 {
-	static const char *const kinds[] = { "constant", "step_lr", "multistep_lr", "exponential_lr", "cosine" };
+	static const char *const kinds[] = { "constant",    "step_lr",   "multistep_lr",  "exponential_lr",      "cosine",
+					     "constant_lr", "linear_lr", "polynomial_lr", "cosine_warm_restarts" };
+	enum { NK = sizeof kinds / sizeof kinds[0] };
 	int k;
-	if (!choose(r, v, "scheduler", kinds, 5, &k))
+	if (!choose(r, v, "scheduler", kinds, NK, &k))
 		return false;
 	memset(sc, 0, sizeof *sc);
 	sc->kind = (enum lrs_kind)k;
 	sc->gamma = 0.1;
-	static const char *const names[] = { "step", "gamma", "milestones", "t_max", "eta_min", "warmup", "every" };
-	struct val *s[7];
-	if (!bind(r, v, names, 0, 7, s))
+	sc->factor = sc->start_factor = 1.0 / 3; /* PyTorch's defaults */
+	sc->end_factor = sc->power = 1;
+	sc->total_iters = 5;
+	sc->t_mult = 1;
+	static const char *const names[] = { "step",	    "gamma",	   "milestones",  "t_max", "eta_min", "warmup", "factor",
+					     "start_factor", "end_factor", "total_iters", "power", "t_0",     "t_mult", "every" };
+	enum { NA = sizeof names / sizeof names[0] - 1 }; /* every scheduler takes every= */
+	struct val *s[NA + 1];
+	if (!bind(r, v, names, 0, NA + 1, s))
 		return false;
 	/* which arguments each scheduler takes */
-	static const bool takes[5][6] = {
-		{ 0, 0, 0, 0, 0, 0 }, { 1, 1, 0, 0, 0, 0 }, { 0, 1, 1, 0, 0, 0 }, { 0, 1, 0, 0, 0, 0 }, { 0, 0, 0, 1, 1, 1 },
+	static const bool takes[NK][NA] = {
+		[LRS_STEP] = { [0] = 1, [1] = 1 },
+		[LRS_MULTISTEP] = { [1] = 1, [2] = 1 },
+		[LRS_EXPONENTIAL] = { [1] = 1 },
+		[LRS_COSINE] = { [3] = 1, [4] = 1, [5] = 1 },
+		[LRS_CONSTANT_LR] = { [6] = 1, [9] = 1 },
+		[LRS_LINEAR] = { [7] = 1, [8] = 1, [9] = 1 },
+		[LRS_POLYNOMIAL] = { [9] = 1, [10] = 1 },
+		[LRS_COSINE_RESTARTS] = { [4] = 1, [11] = 1, [12] = 1 },
 	};
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < NA; i++) {
 		if (s[i] && !takes[k][i]) {
 			diag_error(r->d, s[i]->loc, "%s takes no '%s' argument", kinds[k], names[i]);
 			return false;
@@ -430,9 +445,24 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 	}
 	bool ok = num_range(r, s[1], "gamma", 0, HUGE_VAL, &sc->gamma) && int_at_least(r, s[0], "step", 1, &sc->step_size) &&
 		  int_at_least(r, s[3], "t_max", 1, &sc->t_max) && num_range(r, s[4], "eta_min", 0, HUGE_VAL, &sc->eta_min) &&
-		  int_at_least(r, s[5], "warmup", 0, &sc->warmup);
+		  int_at_least(r, s[5], "warmup", 0, &sc->warmup) && num_range(r, s[6], "factor", 0, 1, &sc->factor) &&
+		  num_range(r, s[7], "start_factor", 0, 1, &sc->start_factor) && num_range(r, s[8], "end_factor", 0, 1, &sc->end_factor) &&
+		  int_at_least(r, s[9], "total_iters", 1, &sc->total_iters) && num_range(r, s[10], "power", 0, HUGE_VAL, &sc->power) &&
+		  int_at_least(r, s[11], "t_0", 1, &sc->t_0) && int_at_least(r, s[12], "t_mult", 1, &sc->t_mult);
 	if (!ok)
 		return false;
+	if (s[6] && sc->factor == 0) {
+		diag_error(r->d, s[6]->loc, "constant_lr's factor must be above 0: ConstantLR divides the rate by it where total_iters ends");
+		return false;
+	}
+	if (s[7] && sc->start_factor == 0) {
+		diag_error(r->d, s[7]->loc, "linear_lr's start_factor must be above 0, as LinearLR requires; a small one such as 1e-3 starts near 0");
+		return false;
+	}
+	if (sc->kind == LRS_COSINE_RESTARTS && !s[11]) {
+		diag_error(r->d, v->loc, "cosine_warm_restarts needs t_0, the length of the first period: cosine_warm_restarts(t_0=10)");
+		return false;
+	}
 	if (sc->kind == LRS_STEP && !s[0]) {
 		diag_error(r->d, v->loc, "step_lr needs a step size: step_lr(step=1, gamma=0.7)");
 		return false;
@@ -468,14 +498,14 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 		}
 		sc->nmilestones = s[2]->n;
 	}
-	if (s[6]) {
+	if (s[NA]) {
 		const char *e;
-		if (!val_str(r->d, s[6], "every", &e))
+		if (!val_str(r->d, s[NA], "every", &e))
 			return false;
 		if (strcmp(e, "step") == 0)
 			sc->per_step = true;
 		else if (strcmp(e, "epoch") != 0) {
-			diag_error(r->d, s[6]->loc, "every must be \"epoch\" or \"step\"");
+			diag_error(r->d, s[NA]->loc, "every must be \"epoch\" or \"step\"");
 			return false;
 		}
 	}

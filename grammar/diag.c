@@ -203,7 +203,8 @@ static const char *const aliases[][2] = {
 	{ "max_steps", "steps" },	    { "step_size", "step" },		{ "max_norm", "clip_grad_norm" },
 	{ "grad_clip", "clip_grad_norm" },  { "min_num_params", "min_params" }, { "sharding_strategy", "shard" },
 	{ "auto_wrap_policy", "wrap" },	    { "T_max", "t_max" },		{ "lr_scheduler", "scheduler" },
-	{ "criterion", "loss" },	    { "optim", "optimizer" },
+	{ "criterion", "loss" },	    { "optim", "optimizer" },		{ "T_0", "t_0" },
+	{ "T_mult", "t_mult" },
 	/* torch.nn's layer arguments */
 	{ "in_features", "in" },	    { "out_features", "out" },		{ "in_channels", "in" },
 	{ "out_channels", "out" },	    { "kernel_size", "kernel" },	{ "num_features", "channels" },
@@ -215,15 +216,16 @@ static const char *const aliases[][2] = {
 /* PyTorch's class names whose trainc name is not the folded class name. */
 static const char *const class_aliases[][2] = {
 	{ "cosineannealing", "cosine" },
+	{ "cosineannealingwarmrestarts", "cosine_warm_restarts" },
 	{ "step", "step_lr" },
 };
 
 /* PyTorch's names (folded, see fold) of things trainc lacks, each a
  * typo's distance from a trainc name that computes something else: CELU
- * is not ELU or SELU, Dropout2d drops whole channels, ConstantLR scales
- * the rate for a while and trainc's constant does not. */
+ * is not ELU or SELU, Dropout2d drops whole channels, Conv1d is not
+ * Conv2d. */
 static const char *const unlike[] = {
-	"constantlr", "celu",	   "prelu",	"rrelu",       "tanhshrink", "softmin",	   "logsigmoid",
+	"celu",	      "prelu",	"rrelu",       "tanhshrink", "softmin",	   "logsigmoid",
 	"softshrink", "hardshrink", "softsign",
 	"dropout1d",  "dropout2d", "dropout3d", "conv1d",      "conv3d",     "maxpool1d",  "maxpool3d",
 	"avgpool1d",  "avgpool3d", "batchnorm3d", "adaptivemaxpool2d", "adaptiveavgpool1d", "zeropad1d",

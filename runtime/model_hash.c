@@ -193,6 +193,10 @@ static void sched(uint64_t *h, const struct plan_sched *s)
 		break;
 	case LRS_EXPONENTIAL: field(h, "gamma %a", s->gamma); break;
 	case LRS_COSINE: field(h, "t_max %" PRId64 " eta_min %a warmup %" PRId64, s->t_max, s->eta_min, s->warmup); break;
+	case LRS_CONSTANT_LR: field(h, "factor %a total %" PRId64, s->factor, s->total_iters); break;
+	case LRS_LINEAR: field(h, "start %a end %a total %" PRId64, s->start_factor, s->end_factor, s->total_iters); break;
+	case LRS_POLYNOMIAL: field(h, "power %a total %" PRId64, s->power, s->total_iters); break;
+	case LRS_COSINE_RESTARTS: field(h, "t_0 %" PRId64 " t_mult %" PRId64 " eta_min %a", s->t_0, s->t_mult, s->eta_min); break;
 	}
 	field(h, "per_step %d", s->per_step);
 }

@@ -1,5 +1,6 @@
 /* sched.c: closed forms of torch.optim.lr_scheduler's StepLR, MultiStepLR,
- * ExponentialLR and CosineAnnealingLR (with an optional linear warmup), in
+ * ExponentialLR, CosineAnnealingLR (with an optional linear warmup),
+ * ConstantLR, LinearLR, PolynomialLR and CosineAnnealingWarmRestarts, in
  * double with the operation order of the Python they mirror.
  * Does not: keep state between calls or round to float (optim_step takes
  * the lr in double, as torch's param_groups hold it).
@@ -14,7 +15,8 @@
 /* sched_kind_table */
 static const char *const kind_names[SCHED_KIND_COUNT] = {
 	[SCHED_CONSTANT] = "constant", [SCHED_STEP] = "step", [SCHED_MULTISTEP] = "multistep",
-	[SCHED_EXPONENTIAL] = "exponential", [SCHED_COSINE] = "cosine",
+	[SCHED_EXPONENTIAL] = "exponential", [SCHED_COSINE] = "cosine", [SCHED_CONSTANT_LR] = "constant_lr",
+	[SCHED_LINEAR] = "linear", [SCHED_POLYNOMIAL] = "polynomial", [SCHED_COSINE_RESTARTS] = "cosine_restarts",
 };
 
 const char *sched_kind_name(enum sched_kind kind)
@@ -26,7 +28,8 @@ const char *sched_kind_name(enum sched_kind kind)
 struct sched_cfg sched_cfg_default(enum sched_kind kind)
 {
 	struct sched_cfg c = { .kind = kind, .unit = SCHED_PER_EPOCH, .step_size = 0, .gamma = 0.1,
-			       .n_milestones = 0, .t_max = 0, .eta_min = 0, .warmup = 0 };
+			       .n_milestones = 0, .t_max = 0, .eta_min = 0, .warmup = 0, .factor = 1.0 / 3,
+			       .start_factor = 1.0 / 3, .end_factor = 1.0, .power = 1.0, .total_iters = 5, .t_0 = 0, .t_mult = 1 };
 	if (kind == SCHED_EXPONENTIAL) c.gamma = NAN; /* ExponentialLR has no default gamma */
 	return c;
 }
@@ -50,6 +53,20 @@ const char *sched_cfg_check(const struct sched_cfg *c)
 		if (c->t_max <= c->warmup) return "t_max must exceed warmup (and 0)";
 		if (isnan(c->eta_min)) return "eta_min must be a number";
 		return NULL;
+	case SCHED_CONSTANT_LR:
+		if (!(c->factor > 0 && c->factor <= 1)) return "factor must be above 0 and at most 1";
+		return c->total_iters < 1 ? "total_iters must be >= 1" : NULL;
+	case SCHED_LINEAR:
+		if (!(c->start_factor > 0 && c->start_factor <= 1)) return "start_factor must be above 0 and at most 1";
+		if (!(c->end_factor >= 0 && c->end_factor <= 1)) return "end_factor must be between 0 and 1";
+		return c->total_iters < 1 ? "total_iters must be >= 1" : NULL;
+	case SCHED_POLYNOMIAL:
+		if (!(c->power >= 0 && isfinite(c->power))) return "power must be a number >= 0";
+		return c->total_iters < 1 ? "total_iters must be >= 1" : NULL;
+	case SCHED_COSINE_RESTARTS:
+		if (c->t_0 < 1) return "t_0 must be >= 1";
+		if (c->t_mult < 1) return "t_mult must be >= 1";
+		return isnan(c->eta_min) ? "eta_min must be a number" : NULL;
 	case SCHED_KIND_COUNT:
 	default: return "unknown schedule";
 	}
@@ -76,6 +93,28 @@ double sched_lr_at(const struct sched_cfg *c, double base, int64_t t)
 		double u = (double)(t - c->warmup), period = (double)(c->t_max - c->warmup);
 		const double pi = 3.141592653589793;
 		return c->eta_min + (base - c->eta_min) * (1 + cos(pi * u / period)) / 2;
+	}
+	case SCHED_CONSTANT_LR: return base * (c->factor + (double)(t >= c->total_iters) * (1 - c->factor));
+	case SCHED_LINEAR: {
+		double done = (double)(t < c->total_iters ? t : c->total_iters);
+		return base * (c->start_factor + (c->end_factor - c->start_factor) * done / (double)c->total_iters);
+	}
+	case SCHED_POLYNOMIAL: {
+		double done = (double)(t < c->total_iters ? t : c->total_iters);
+		return base * pow(1.0 - done / (double)c->total_iters, c->power);
+	}
+	case SCHED_COSINE_RESTARTS: {
+		/* step()'s count: t_cur + 1, and past the period t_cur - t_i, t_i * t_mult */
+		int64_t t_i = c->t_0, t_cur = t;
+		if (c->t_mult == 1)
+			t_cur = t % t_i;
+		else
+			while (t_cur >= t_i) {
+				t_cur -= t_i;
+				t_i = t_i > INT64_MAX / c->t_mult ? INT64_MAX : t_i * c->t_mult;
+			}
+		const double pi = 3.141592653589793;
+		return c->eta_min + (base - c->eta_min) * (1 + cos(pi * (double)t_cur / (double)t_i)) / 2;
 	}
 	case SCHED_KIND_COUNT: break;
 	}

@@ -5,15 +5,21 @@
  * (_get_closed_form_lr) rather than their chained updates, so any tick can be
  * asked for in any order (resuming, several ranks) in O(milestones).
  * The chained form multiplies lr by gamma at each boundary instead of taking
- * a power; the two agree to a few ulps of a double, far below float.
- * Does not: keep state, read metrics (no ReduceLROnPlateau), or restart.
+ * a power (LinearLR and PolynomialLR by ratios of their factors); the two
+ * agree to a few ulps of a double, far below float.  CosineAnnealingWarmRestarts
+ * has no closed form in PyTorch: its restarts are counted here in integers,
+ * as its step() counts them.
+ * Does not: keep state or read metrics (no ReduceLROnPlateau).
  */
 #ifndef SCHED_H
 #define SCHED_H
 #include <stdint.h>
 
 /* Tables indexed by this enum are tagged sched_kind_table. */
-enum sched_kind { SCHED_CONSTANT, SCHED_STEP, SCHED_MULTISTEP, SCHED_EXPONENTIAL, SCHED_COSINE, SCHED_KIND_COUNT };
+enum sched_kind {
+	SCHED_CONSTANT, SCHED_STEP, SCHED_MULTISTEP, SCHED_EXPONENTIAL, SCHED_COSINE,
+	SCHED_CONSTANT_LR, SCHED_LINEAR, SCHED_POLYNOMIAL, SCHED_COSINE_RESTARTS, SCHED_KIND_COUNT
+};
 
 /* What a tick counts: PyTorch's usual loop calls scheduler.step() once per
  * epoch; per-step schedules call it after every optimizer step. */
@@ -31,20 +37,26 @@ struct sched_cfg {
 	 * refuses a repeated milestone (MultiStepLR would decay twice there) */
 	int64_t milestones[SCHED_MAX_MILESTONES];
 	int64_t t_max;      /* COSINE: ticks from base lr to eta_min, warmup included */
-	double eta_min;     /* COSINE: floor */
+	double eta_min;     /* COSINE, COSINE_RESTARTS: floor */
 	int64_t warmup;     /* COSINE: lr = base * (t + 1) / warmup for t < warmup; 0 for none */
+	double factor;      /* CONSTANT_LR: multiplies lr for the first total_iters ticks */
+	double start_factor, end_factor; /* LINEAR: lr's factor at tick 0 and from total_iters on */
+	double power;       /* POLYNOMIAL */
+	int64_t total_iters; /* CONSTANT_LR, LINEAR, POLYNOMIAL */
+	int64_t t_0, t_mult; /* COSINE_RESTARTS: the first period, and each next one's multiple of it */
 };
 
-/* kind with torch's defaults (gamma 0.1 for STEP and MULTISTEP, eta_min 0),
- * per epoch; the fields torch requires (step_size, milestones, gamma of
- * EXPONENTIAL, t_max) are left invalid until set. */
+/* kind with torch's defaults (gamma 0.1 for STEP and MULTISTEP, eta_min 0,
+ * factor and start_factor 1/3, end_factor 1, total_iters 5, power 1,
+ * t_mult 1), per epoch; the fields torch requires (step_size, milestones,
+ * gamma of EXPONENTIAL, t_max, t_0) are left invalid until set. */
 struct sched_cfg sched_cfg_default(enum sched_kind kind);
 
 /* NULL if cfg is acceptable, else a message naming the bad field. */
 const char *sched_cfg_check(const struct sched_cfg *cfg);
 
 /* Lower-case name of kind: "constant", "step", "multistep", "exponential",
- * "cosine". */
+ * "cosine", "constant_lr", "linear", "polynomial", "cosine_restarts". */
 const char *sched_kind_name(enum sched_kind kind);
 
 /* lr after t >= 0 ticks, starting from base_lr:
@@ -55,7 +67,16 @@ const char *sched_kind_name(enum sched_kind kind);
  *   COSINE       base * (t + 1) / warmup while t < warmup, then, with
  *                u = t - warmup and T = t_max - warmup,
  *                eta_min + (base - eta_min) * (1 + cos(pi * u / T)) / 2
- *                (CosineAnnealingLR; like it, rises again past t_max). */
+ *                (CosineAnnealingLR; like it, rises again past t_max)
+ *   CONSTANT_LR  base * factor while t < total_iters, then base   (ConstantLR)
+ *   LINEAR       base * (start_factor + (end_factor - start_factor)
+ *                        * min(total_iters, t) / total_iters)      (LinearLR)
+ *   POLYNOMIAL   base * (1 - min(total_iters, t) / total_iters)^power
+ *                                                                 (PolynomialLR)
+ *   COSINE_RESTARTS  eta_min + (base - eta_min) * (1 + cos(pi * t_cur / t_i)) / 2
+ *                with periods t_i of t_0, t_0 * t_mult, t_0 * t_mult^2, ...
+ *                and t_cur the ticks into the current one
+ *                (CosineAnnealingWarmRestarts) */
 double sched_lr_at(const struct sched_cfg *cfg, double base_lr, int64_t t);
 
 /* lr for the optimizer step taken in epoch `epoch` after `step` earlier

@@ -126,7 +126,9 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 {
 	static const enum sched_kind kinds[] = { [LRS_CONSTANT] = SCHED_CONSTANT, [LRS_STEP] = SCHED_STEP,
 						 [LRS_MULTISTEP] = SCHED_MULTISTEP, [LRS_EXPONENTIAL] = SCHED_EXPONENTIAL,
-						 [LRS_COSINE] = SCHED_COSINE };
+						 [LRS_COSINE] = SCHED_COSINE, [LRS_CONSTANT_LR] = SCHED_CONSTANT_LR,
+						 [LRS_LINEAR] = SCHED_LINEAR, [LRS_POLYNOMIAL] = SCHED_POLYNOMIAL,
+						 [LRS_COSINE_RESTARTS] = SCHED_COSINE_RESTARTS };
 	struct sched_cfg c = sched_cfg_default(kinds[s->kind]);
 	c.unit = s->per_step ? SCHED_PER_STEP : SCHED_PER_EPOCH;
 	c.step_size = s->step_size;
@@ -136,6 +138,13 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 	c.t_max = s->t_max;
 	c.eta_min = s->eta_min;
 	c.warmup = s->warmup;
+	c.factor = s->factor;
+	c.start_factor = s->start_factor;
+	c.end_factor = s->end_factor;
+	c.power = s->power;
+	c.total_iters = s->total_iters;
+	c.t_0 = s->t_0;
+	c.t_mult = s->t_mult;
 	return c;
 }
 

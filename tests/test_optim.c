@@ -459,6 +459,81 @@ static void test_sched_cosine(void)
 	CHECK(sched_cfg_check(&c) != NULL); /* nothing left to anneal */
 }
 
+static void test_sched_factor(void)
+{
+	/* L.ConstantLR(o), and (o, factor=0.5, total_iters=3) */
+	static const double want[10] = { 0.03333333333333333, 0.03333333333333333, 0.03333333333333333, 0.03333333333333333,
+		0.03333333333333333, 0.1, 0.1, 0.1, 0.1, 0.1 };
+	static const double want_half[10] = { 0.05, 0.05, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1 };
+	struct sched_cfg c = sched_cfg_default(SCHED_CONSTANT_LR);
+	check_sched("constant_lr", &c, want);
+	c.factor = 0.5;
+	c.total_iters = 3;
+	check_sched("constant_lr 0.5 3", &c, want_half);
+	c.factor = 0;
+	CHECK(sched_cfg_check(&c) != NULL); /* ConstantLR would divide by it */
+	c.factor = 0.5;
+	c.total_iters = 0;
+	CHECK(sched_cfg_check(&c) != NULL);
+}
+
+static void test_sched_linear(void)
+{
+	/* L.LinearLR(o), and (o, start_factor=1.0, end_factor=0.1, total_iters=4) */
+	static const double want[10] = { 0.03333333333333333, 0.04666666666666667, 0.060000000000000005, 0.07333333333333335,
+		0.08666666666666668, 0.1, 0.1, 0.1, 0.1, 0.1 };
+	static const double want_down[10] = { 0.1, 0.07750000000000001, 0.055000000000000014, 0.03250000000000001, 0.01,
+		0.01, 0.01, 0.01, 0.01, 0.01 };
+	struct sched_cfg c = sched_cfg_default(SCHED_LINEAR);
+	check_sched("linear_lr", &c, want);
+	c.start_factor = 1.0;
+	c.end_factor = 0.1;
+	c.total_iters = 4;
+	check_sched("linear_lr down", &c, want_down);
+	c.start_factor = 0;
+	CHECK(sched_cfg_check(&c) != NULL);
+}
+
+static void test_sched_polynomial(void)
+{
+	/* L.PolynomialLR(o), and (o, total_iters=6, power=2.0) */
+	static const double want[10] = { 0.1, 0.08000000000000002, 0.060000000000000005, 0.04000000000000001, 0.02, 0.0,
+		0.0, 0.0, 0.0, 0.0 };
+	static const double want_sq[10] = { 0.1, 0.06944444444444446, 0.04444444444444447, 0.02500000000000001,
+		0.011111111111111117, 0.0027777777777777775, 0.0, 0.0, 0.0, 0.0 };
+	struct sched_cfg c = sched_cfg_default(SCHED_POLYNOMIAL);
+	check_sched("polynomial_lr", &c, want);
+	c.total_iters = 6;
+	c.power = 2;
+	check_sched("polynomial_lr squared", &c, want_sq);
+	c.power = -1;
+	CHECK(sched_cfg_check(&c) != NULL);
+}
+
+static void test_sched_restarts(void)
+{
+	/* L.CosineAnnealingWarmRestarts(o, T_0=3), and (o, T_0=2, T_mult=2,
+	 * eta_min=0.001): periods of 2, 4 and 8 */
+	static const double want[10] = { 0.1, 0.07500000000000001, 0.025000000000000012, 0.1, 0.07500000000000001,
+		0.025000000000000012, 0.1, 0.07500000000000001, 0.025000000000000012, 0.1 };
+	static const double want_mult[10] = { 0.1, 0.0505, 0.1, 0.0855017856687341, 0.0505, 0.0154982143312659, 0.1,
+		0.0962320368593087, 0.0855017856687341, 0.06944282990207196 };
+	struct sched_cfg c = sched_cfg_default(SCHED_COSINE_RESTARTS);
+	CHECK(sched_cfg_check(&c) != NULL); /* t_0 is required */
+	c.t_0 = 3;
+	check_sched("cosine_warm_restarts", &c, want);
+	c.t_0 = 2;
+	c.t_mult = 2;
+	c.eta_min = 0.001;
+	check_sched("cosine_warm_restarts t_mult 2", &c, want_mult);
+	/* the 15th tick (t = 14) starts the fourth period, of 16 */
+	CHECK(sched_lr_at(&c, 0.1, 14) == 0.1);
+	CHECK_NEAR(sched_lr_at(&c, 0.1, 15), 0.09904887137995991, 1e-15);
+	/* far out, the periods stop growing before they overflow */
+	c.t_mult = 1000000;
+	CHECK(sched_lr_at(&c, 0.1, (int64_t)1 << 40) >= 0.001);
+}
+
 static void test_sched_unit(void)
 {
 	struct sched_cfg c = sched_cfg_default(SCHED_STEP);
@@ -744,6 +819,10 @@ int main(void)
 	RUN(test_sched_multistep);
 	RUN(test_sched_exponential);
 	RUN(test_sched_cosine);
+	RUN(test_sched_factor);
+	RUN(test_sched_linear);
+	RUN(test_sched_polynomial);
+	RUN(test_sched_restarts);
 	RUN(test_sched_unit);
 	RUN(test_clip);
 	RUN(test_sumsq);

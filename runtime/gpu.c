@@ -12,6 +12,7 @@
 
 typedef int (*probe_fn)(int *count, char *err, size_t errlen);
 typedef int (*train_fn)(const struct plan *p, const struct train_opts *o, int device);
+typedef uint64_t (*abi_fn)(void);
 
 static train_fn train_entry;
 
@@ -52,11 +53,18 @@ int gpu_open(int *count, char *err, size_t errlen)
 	/* POSIX lets a dlsym result become a function pointer; ISO C does not
 	 * say so, hence the copy */
 	probe_fn probe = NULL;
-	void *a = dlsym(h, "trainc_cuda_probe"), *b = dlsym(h, "trainc_cuda_train");
+	abi_fn abi = NULL;
+	void *a = dlsym(h, "trainc_cuda_probe"), *b = dlsym(h, "trainc_cuda_train"), *c = dlsym(h, "trainc_cuda_abi");
 	memcpy(&probe, &a, sizeof probe);
 	memcpy(&train_entry, &b, sizeof train_entry);
-	if (!probe || !train_entry)
+	memcpy(&abi, &c, sizeof abi);
+	if (!probe || !train_entry || !abi)
 		return util_fail(err, errlen, "%s is not a trainc GPU library of this version (rebuild with ninja)", path);
+	if (abi() != gpu_abi()) {
+		train_entry = NULL;
+		return util_fail(err, errlen, "%s was built from other sources than this trainc (its plan layout differs); rebuild both "
+				 "with ninja, or train on CPUs with --cpus N", path);
+	}
 	if (probe(count, err, errlen) != 0) {
 		size_t used = strlen(err);
 		snprintf(err + used, errlen - used, "; train on CPUs with --cpus N");

@@ -40,6 +40,13 @@
 
 #include <dlfcn.h>
 
+#include "runtime/gpu.h"
+
+uint64_t trainc_cuda_abi(void)
+{
+	return gpu_abi();
+}
+
 int trainc_cuda_probe(int *count, char *err, size_t errlen)
 {
 	*count = 0;

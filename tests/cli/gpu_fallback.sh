@@ -20,6 +20,12 @@ rc=$?
 [ $rc = 2 ] || fail "--gpus with no GPU library: exit $rc, expected 2"
 grep -q 'built without CUDA.*--cpus N' "$tmp/err" || { fail "--gpus with no GPU library: unclear message:"; cat "$tmp/err"; }
 
+# a library from another build: refused before it reads the plan
+TRAINC_CUDA_LIB=$(pwd)/build/tests/stale_gpu.so "$TRAINC" models/toy.net --gpus 1 > "$tmp/out" 2> "$tmp/err"
+rc=$?
+[ $rc = 2 ] && grep -q 'was built from other sources than this trainc.*rebuild both with ninja' "$tmp/err" ||
+	{ fail "--gpus with a GPU library of another build: exit $rc, expected 2 and a refusal:"; sed 's/^/    /' "$tmp/err"; }
+
 # a library that is not a shared object
 echo "not a library" > "$tmp/bad.so"
 TRAINC_CUDA_LIB=$tmp/bad.so "$TRAINC" models/toy.net --gpus 1 > "$tmp/out" 2> "$tmp/err"

@@ -6,6 +6,7 @@
  */
 #ifndef EXEC_H
 #define EXEC_H
+#include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -168,8 +169,11 @@ static inline enum kern_act exec_act_kind(const struct node *nd, float *a, float
 	case OP_RELU6: *a = 0; *b = 6; return KERN_HARDTANH;
 	case OP_HARDSIGMOID: return KERN_HARDSIGMOID;
 	case OP_HARDSWISH: return KERN_HARDSWISH;
-	default: return KERN_MISH;
+	case OP_MISH: return KERN_MISH;
+	default: break;
 	}
+	assert(0 && "not one of OP_ACT_CASES");
+	return KERN_MISH;
 }
 /* Pointer to node i's output of the last forward. */
 float *exec_output(struct exec *e, int node, bool train);

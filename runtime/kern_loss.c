@@ -8,6 +8,7 @@
  * targets are all checked before anything is written.
  */
 #include "runtime/kern.h"
+#include "runtime/loss_elem.h"
 
 #include <math.h>
 #include <string.h>
@@ -31,35 +32,11 @@ static double sum_parts(const double *part)
 	return s;
 }
 
-/* Element e = x - target's term, and *d its gradient times g. */
-static double regression_term(enum kern_regression kind, float param, float e, float g, float *d)
-{
-	float z = fabsf(e);
-	float sign = e > 0 ? 1.0f : e < 0 ? -1.0f : e; /* 0 at 0; NaN stays NaN */
-	switch (kind) {
-	case KERN_L1:
-		*d = g * sign;
-		return z;
-	case KERN_SMOOTH_L1:
-		*d = e <= -param ? -g : e >= param ? g : g * e / param; /* PyTorch's: -g at 0 when beta is 0 */
-		return z < param ? 0.5f * z * z / param : z - 0.5f * param;
-	case KERN_HUBER:
-		*d = e <= -param ? -g * param : e >= param ? g * param : g * e;
-		return z < param ? 0.5f * z * z : param * (z - 0.5f * param);
-	case KERN_MSE:
-		*d = g * e;
-		return (double)e * e;
-	}
-	*d = 0;
-	return 0;
-}
-
 double kern_regression(enum kern_regression kind, float param, const float *x, const float *target, float *dx, size_t n,
 		       enum kern_reduction red, float scale)
 {
 	double part[PARTS];
-	float k = kind == KERN_MSE ? 2.0f : 1.0f; /* d e²/de = 2e */
-	float g = (red == KERN_REDUCE_MEAN ? k / (float)n : k) * scale;
+	float g = loss_regression_grad(kind, (int64_t)n, red, scale);
 	#pragma omp parallel for schedule(static) if (n > PAR_MIN)
 	for (int p = 0; p < PARTS; p++) {
 		size_t lo, hi;
@@ -67,7 +44,7 @@ double kern_regression(enum kern_regression kind, float param, const float *x, c
 		double s = 0;
 		for (size_t i = lo; i < hi; i++) {
 			float d;
-			s += regression_term(kind, param, x[i] - target[i], g, &d);
+			s += loss_regression_term(kind, param, x[i] - target[i], g, &d);
 			if (dx)
 				dx[i] = d;
 		}

@@ -289,9 +289,9 @@ static void test_mse(void)
 	float *x = rand_floats(n, -2, 2, 10), *t = rand_floats(n, -2, 2, 11), *want = floats(n), *got = floats(n);
 	for (int red = 0; red < 2; red++) {
 		double l = kern_mse(x, t, want, n, red, 0.5f);
-		float g = body_regression_grad(KERN_MSE, (int64_t)n, red, 0.5f);
+		float g = loss_regression_grad(KERN_MSE, (int64_t)n, red, 0.5f);
 		double s;
-		BLOCK_SUM(1024, double, (int64_t)n, body_regression_term(KERN_MSE, 0.0f, x[e], t[e], g, &got[e]), s);
+		BLOCK_SUM(1024, double, (int64_t)n, loss_regression_term(KERN_MSE, 0.0f, x[e] - t[e], g, &got[e]), s);
 		double mine = red == KERN_REDUCE_MEAN ? s / (double)n : s;
 		CHECK_SAME("mse dx", got, want, n);
 		CHECK_NEAR(mine, l, 1e-12 * fabs(l));
@@ -307,9 +307,9 @@ static void test_mse(void)
 			x[i * 7] = t[i * 7] + (i % 3 == 0 ? 0.0f : i % 3 == 1 ? pa : -pa);
 		for (int red = 0; red < 2; red++) {
 			double l = kern_regression(reg[k].kind, pa, x, t, want, n, red, 0.5f);
-			float g = body_regression_grad(reg[k].kind, (int64_t)n, red, 0.5f);
+			float g = loss_regression_grad(reg[k].kind, (int64_t)n, red, 0.5f);
 			double s;
-			BLOCK_SUM(1024, double, (int64_t)n, body_regression_term(reg[k].kind, pa, x[e], t[e], g, &got[e]), s);
+			BLOCK_SUM(1024, double, (int64_t)n, loss_regression_term(reg[k].kind, pa, x[e] - t[e], g, &got[e]), s);
 			double mine = red == KERN_REDUCE_MEAN ? s / (double)n : s;
 			CHECK_SAME("regression dx", got, want, n);
 			CHECK_NEAR(mine, l, 1e-12 * fabs(l));

@@ -5,6 +5,8 @@
  * formulas, same float/double choices, same window and ignore rules.  What
  * differs on the GPU is only summation order (tree reductions instead of
  * sequential loops) and libm's last-bit rounding (expf, tanhf, erff).
+ * The regression losses' element term is loss_elem.h's and the activations
+ * with parameters are act_elem.h's, shared with the CPU outright.
  * Nothing here loops over more than one row or window, or reads a thread id.
  * Past ~150 lines because it is the arithmetic of every kernel of kc.h.
  */
@@ -15,6 +17,7 @@
 #include <stdint.h>
 
 #include "runtime/kern.h"
+#include "runtime/loss_elem.h"
 #include "runtime/philox.h"
 
 #ifdef __CUDACC__
@@ -284,35 +287,6 @@ BODY_FN double body_loss_reduce(double sum, int64_t count, enum kern_reduction r
 BODY_FN float body_class_grad(int64_t count, enum kern_reduction red, float scale)
 {
 	return red == KERN_REDUCE_MEAN ? (count ? scale / (float)count : 0.0f) : scale;
-}
-
-/* kern_regression's factor and element term (kern_loss.c's, the same bits). */
-BODY_FN float body_regression_grad(enum kern_regression kind, int64_t n, enum kern_reduction red, float scale)
-{
-	float k = kind == KERN_MSE ? 2.0f : 1.0f;
-	return (red == KERN_REDUCE_MEAN ? k / (float)n : k) * scale;
-}
-
-BODY_FN double body_regression_term(enum kern_regression kind, float param, float x, float t, float g, float *d)
-{
-	float e = x - t, z = fabsf(e);
-	float sign = e > 0 ? 1.0f : e < 0 ? -1.0f : e;
-	switch (kind) {
-	case KERN_L1:
-		*d = g * sign;
-		return z;
-	case KERN_SMOOTH_L1:
-		*d = e <= -param ? -g : e >= param ? g : g * e / param; /* PyTorch's: -g at 0 when beta is 0 */
-		return z < param ? 0.5f * z * z / param : z - 0.5f * param;
-	case KERN_HUBER:
-		*d = e <= -param ? -g * param : e >= param ? g * param : g * e;
-		return z < param ? 0.5f * z * z : param * (z - 0.5f * param);
-	case KERN_MSE:
-		*d = g * e;
-		return (double)e * e;
-	}
-	*d = 0;
-	return 0;
 }
 
 /* 1 if target t is neither ignore_index nor a class of c (an error). */

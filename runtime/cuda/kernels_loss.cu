@@ -154,13 +154,13 @@ __global__ void __launch_bounds__(LOSS_THREADS) regression_kernel(enum kern_regr
 				  double *loss, double weight, bool add, double *parts)
 {
 	__shared__ double sh[LOSS_THREADS];
-	float g = body_regression_grad(kind, n, red, scale);
+	float g = loss_regression_grad(kind, n, red, scale);
 	int64_t lo, hi;
 	block_rows(n, &lo, &hi);
 	double acc = 0;
 	for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
 		float d;
-		acc += body_regression_term(kind, param, x[i], target[i], g, &d);
+		acc += loss_regression_term(kind, param, x[i] - target[i], g, &d);
 		if (dx)
 			dx[i] = d;
 	}

@@ -499,12 +499,12 @@ static void host_regression(cudaStream_t s, enum kern_regression kind, float par
 			    int64_t n, enum kern_reduction red, float scale, double *loss, double weight, bool add, double *parts)
 {
 	parts_check(parts);
-	float g = body_regression_grad(kind, n, red, scale);
+	float g = loss_regression_grad(kind, n, red, scale);
 	struct slices sl;
 	slices_init(&sl, n);
 	for (int64_t i = 0; i < n; i++) {
 		float d;
-		sl.part[i / sl.len] += body_regression_term(kind, param, x[i], target[i], g, &d);
+		sl.part[i / sl.len] += loss_regression_term(kind, param, x[i] - target[i], g, &d);
 		if (dx)
 			dx[i] = d;
 	}

@@ -32,6 +32,7 @@ enum op {
 	OP_BATCHNORM1D, OP_BATCHNORM2D, OP_LAYERNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
 	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID,
 	OP_LEAKY_RELU, OP_ELU, OP_SELU, OP_SILU, OP_SOFTPLUS, OP_HARDTANH, OP_RELU6, OP_HARDSIGMOID, OP_HARDSWISH, OP_MISH,
+	OP_CELU, OP_LOGSIGMOID, OP_SOFTSIGN, OP_TANHSHRINK, OP_SOFTSHRINK, OP_HARDSHRINK, OP_THRESHOLD,
 	OP_SOFTMAX, OP_LOG_SOFTMAX,
 	OP_ADD,      /* residual join: out = in + in2 */
 	OP_TRANSFER, /* activation moves between two devices of a rank */
@@ -41,7 +42,8 @@ enum op {
 /* The activations of runtime/act_elem.h, as the case labels of a switch */
 #define OP_ACT_CASES                                                                                               \
 	case OP_LEAKY_RELU: case OP_ELU: case OP_SELU: case OP_SILU: case OP_SOFTPLUS: case OP_HARDTANH: case OP_RELU6: \
-	case OP_HARDSIGMOID: case OP_HARDSWISH: case OP_MISH
+	case OP_HARDSIGMOID: case OP_HARDSWISH: case OP_MISH: case OP_CELU: case OP_LOGSIGMOID: case OP_SOFTSIGN:       \
+	case OP_TANHSHRINK: case OP_SOFTSHRINK: case OP_HARDSHRINK: case OP_THRESHOLD
 
 enum dtype { DT_F32, DT_I64, DT_BF16, DT_F16 };
 
@@ -101,7 +103,8 @@ struct node {
 		struct { int start, end, start_arg, end_arg; } flat; /* per-sample dims start..end merged; args as written */
 		struct { bool tanh; } gelu;
 		/* leaky_relu: a = negative_slope; elu: a = alpha; softplus: a = beta, b = threshold;
-		 * hardtanh: a = min_val, b = max_val */
+		 * hardtanh: a = min_val, b = max_val; celu: a = alpha; softshrink and hardshrink:
+		 * a = lambd; threshold: a = threshold, b = value */
 		struct { double a, b; struct int_form a_form, b_form; } act;
 		struct { int from, to; } xfer;
 		struct { int64_t dims[SHAPE_MAX]; } input;

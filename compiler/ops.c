@@ -44,6 +44,13 @@ const struct op_info op_info[OP__COUNT] = {
 	[OP_HARDSIGMOID] = { "hardsigmoid", "Hardsigmoid" },
 	[OP_HARDSWISH] = { "hardswish", "Hardswish" },
 	[OP_MISH] = { "mish", "Mish" },
+	[OP_CELU] = { "celu", "CELU" },
+	[OP_LOGSIGMOID] = { "logsigmoid", "LogSigmoid" },
+	[OP_SOFTSIGN] = { "softsign", "Softsign" },
+	[OP_TANHSHRINK] = { "tanhshrink", "Tanhshrink" },
+	[OP_SOFTSHRINK] = { "softshrink", "Softshrink" },
+	[OP_HARDSHRINK] = { "hardshrink", "Hardshrink" },
+	[OP_THRESHOLD] = { "threshold", "Threshold" },
 	[OP_SOFTMAX] = { "softmax", "Softmax" },
 	[OP_LOG_SOFTMAX] = { "log_softmax", "LogSoftmax" },
 	[OP_ADD] = { "+", "Add" },
@@ -586,6 +593,42 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		val_note_origin(d, at);
 		return false;
 	}
+	case OP_CELU: {
+		npos = 1;
+		BIND("alpha");
+		n->a.act.a = 1.0;
+		if (s[0] && !get_act_num(d, s[0], "alpha", &n->a.act.a, &n->a.act.a_form))
+			return false;
+		/* ATen's celu is elu with input_scale 1 / alpha, taken as a float32 */
+		if (fabs(1.0 / n->a.act.a) <= FLT_MAX)
+			return true;
+		diag_error(d, s[0]->loc, "celu's alpha must not be 0%s: it divides by alpha",
+			   n->a.act.a == 0 ? "" : " nor so small that 1 / alpha is beyond float32");
+		val_note_origin(d, s[0]);
+		return false;
+	}
+	case OP_SOFTSHRINK: case OP_HARDSHRINK: {
+		npos = 1;
+		BIND("lambd");
+		n->a.act.a = 0.5;
+		if (s[0] && !get_act_num(d, s[0], "lambd", &n->a.act.a, &n->a.act.a_form))
+			return false;
+		if (n->op == OP_HARDSHRINK || n->a.act.a >= 0)
+			return true;
+		char x[32];
+		diag_error(d, s[0]->loc, "softshrink's lambd must be 0 or more, not %s, as PyTorch requires",
+			   val_number_text(n->a.act.a, x, sizeof x));
+		val_note_origin(d, s[0]);
+		return false;
+	}
+	case OP_THRESHOLD: {
+		npos = 2;
+		BIND("threshold", "value");
+		if (!s[0] || !s[1])
+			return missing(d, call, callee, "a threshold and the value that replaces what is not above it: threshold(0.1, 0)");
+		return get_act_num(d, s[0], "threshold", &n->a.act.a, &n->a.act.a_form) &&
+		       get_act_num(d, s[1], "value", &n->a.act.b, &n->a.act.b_form);
+	}
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
 		npos = 1;
 		BIND("dim");
@@ -600,7 +643,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		return true;
 	}
 	case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SELU: case OP_SILU: case OP_RELU6: case OP_HARDSIGMOID:
-	case OP_HARDSWISH: case OP_MISH: {
+	case OP_HARDSWISH: case OP_MISH: case OP_LOGSIGMOID: case OP_SOFTSIGN: case OP_TANHSHRINK: {
 		npos = 0;
 		static const char *const none[1] = { "" };
 		struct val *s[1];
@@ -1116,8 +1159,15 @@ void op_describe(const struct node *n, char *buf, int len)
 	case OP_LEAKY_RELU:
 		snprintf(buf, l, "%s(negative_slope=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1));
 		return;
-	case OP_ELU:
+	case OP_ELU: case OP_CELU:
 		snprintf(buf, l, "%s(alpha=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1));
+		return;
+	case OP_SOFTSHRINK: case OP_HARDSHRINK: /* PyTorch prints the bare number */
+		snprintf(buf, l, "%s(%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1));
+		return;
+	case OP_THRESHOLD:
+		snprintf(buf, l, "%s(threshold=%s, value=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1),
+			 pynum(n->a.act.b, n->a.act.b_form, f2, sizeof f2));
 		return;
 	case OP_HARDTANH:
 		snprintf(buf, l, "%s(min_val=%s, max_val=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1),

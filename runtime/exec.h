@@ -151,7 +151,8 @@ static inline enum kern_regression exec_regression(const struct plan *p)
 }
 /* An activation of OP_ACT_CASES as kern_act's, with its two numbers:
  * selu is elu scaled (ATen's elu with SELU's alpha and scale, their
- * product rounded to float32 as ATen rounds it), relu6 hardtanh(0, 6). */
+ * product rounded to float32 as ATen rounds it), relu6 hardtanh(0, 6),
+ * celu's b the float32 of 1 / alpha. */
 static inline enum kern_act exec_act_kind(const struct node *nd, float *a, float *b)
 {
 	*a = (float)nd->a.act.a;
@@ -170,6 +171,13 @@ static inline enum kern_act exec_act_kind(const struct node *nd, float *a, float
 	case OP_HARDSIGMOID: return KERN_HARDSIGMOID;
 	case OP_HARDSWISH: return KERN_HARDSWISH;
 	case OP_MISH: return KERN_MISH;
+	case OP_CELU: *b = (float)(1.0 / nd->a.act.a); return KERN_CELU; /* ATen's elu with input_scale 1 / alpha */
+	case OP_LOGSIGMOID: return KERN_LOGSIGMOID;
+	case OP_SOFTSIGN: return KERN_SOFTSIGN;
+	case OP_TANHSHRINK: return KERN_TANHSHRINK;
+	case OP_SOFTSHRINK: return KERN_SOFTSHRINK;
+	case OP_HARDSHRINK: return KERN_HARDSHRINK;
+	case OP_THRESHOLD: return KERN_THRESHOLD;
 	default: break;
 	}
 	assert(0 && "not one of OP_ACT_CASES");

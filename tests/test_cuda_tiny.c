@@ -159,6 +159,16 @@ static void test_hard_activations(void)
 		1, 4);
 }
 
+static void test_shrink_activations(void)
+{
+	agree("model Net {\n input(12)\n fc1 = linear(12, 16)\n celu(0.5)\n fc2 = linear(16, 16)\n softshrink(0.2)\n"
+		" fc3 = linear(16, 16)\n logsigmoid\n fc4 = linear(16, 16)\n hardshrink(0.1)\n fc5 = linear(16, 16)\n softsign\n"
+		" fc6 = linear(16, 16)\n threshold(0.05, -0.3)\n fc7 = linear(16, 16)\n tanhshrink\n fc8 = linear(16, 5)\n}\n"
+		"data { train = synthetic(input=randn(12), target=classes(5), samples=64) }\n"
+		"train { loss = cross_entropy; optimizer = sgd(lr=0.5, momentum=0.5); batch = 16 }\n",
+		1, 4);
+}
+
 static void test_which_plans(void)
 {
 	struct arena a = { 0 };
@@ -185,6 +195,7 @@ int main(void)
 	RUN(test_classifier_ce_adam);
 	RUN(test_parametric_activations);
 	RUN(test_hard_activations);
+	RUN(test_shrink_activations);
 	RUN(test_which_plans);
 	return check_done();
 }

@@ -211,6 +211,14 @@ static const char *const ACTS =
 	"  mish\n"
 	"  fc5 = linear(12)\n"
 	"  softplus(beta=2)\n"
+	"  fc6 = linear(12)\n"
+	"  celu(0.5)\n"
+	"  fc7 = linear(12)\n"
+	"  logsigmoid\n"
+	"  fc8 = linear(12)\n"
+	"  softsign\n"
+	"  fc9 = linear(12)\n"
+	"  tanhshrink\n"
 	"  out = linear(4)\n"
 	"}\n"
 	"data { train = synthetic(input=randn(2, 6, 6), target=classes(4), samples=8) }\n"
@@ -224,7 +232,8 @@ static void test_activation_gradients(void)
 }
 
 /* A plan's selu is elu at SELU's numbers, their product rounded to
- * float32 as ATen rounds it; relu6 is hardtanh(0, 6); elu's scale is 1. */
+ * float32 as ATen rounds it; relu6 is hardtanh(0, 6); elu's scale is 1;
+ * celu's second number is 1 / alpha. */
 static void test_activation_numbers(void)
 {
 	struct node nd = { .op = OP_SELU };
@@ -241,6 +250,14 @@ static void test_activation_numbers(void)
 	nd.a.act.a = -2;
 	nd.a.act.b = 3;
 	CHECK(exec_act_kind(&nd, &a, &b) == KERN_HARDTANH && a == -2 && b == 3);
+	/* celu is ATen's elu with input_scale 1 / alpha, a float32 of the double */
+	nd.op = OP_CELU;
+	nd.a.act.a = 0.3;
+	CHECK(exec_act_kind(&nd, &a, &b) == KERN_CELU && a == 0.3f && b == (float)(1 / 0.3));
+	nd.op = OP_THRESHOLD;
+	nd.a.act.a = 0.1;
+	nd.a.act.b = -0.5;
+	CHECK(exec_act_kind(&nd, &a, &b) == KERN_THRESHOLD && a == 0.1f && b == -0.5f);
 }
 
 /* The embedding path: ids avoid the padding index 0, whose row PyTorch

@@ -1069,10 +1069,21 @@ static void test_param_activation_grad(void)
 	pact_grad("hardswish", KERN_HARDSWISH, 0, 0, -3, 3);
 	pact_grad("mish", KERN_MISH, 0, 0, 100, 100);
 	pact_grad("selu", KERN_ELU, (float)KERN_SELU_ALPHA * (float)KERN_SELU_SCALE, (float)KERN_SELU_SCALE, 0, 0);
+	pact_grad("celu", KERN_CELU, 1, 1, 0, 0);
+	pact_grad("celu alpha 0.5", KERN_CELU, 0.5f, 2, 0, 0);
+	pact_grad("celu alpha -2", KERN_CELU, -2, -0.5f, 0, 0);
+	pact_grad("logsigmoid", KERN_LOGSIGMOID, 0, 0, 100, 100);
+	pact_grad("softsign", KERN_SOFTSIGN, 0, 0, 0, 0);
+	pact_grad("tanhshrink", KERN_TANHSHRINK, 0, 0, 100, 100);
+	pact_grad("softshrink", KERN_SOFTSHRINK, 0.5f, 0, -0.5f, 0.5f);
+	pact_grad("hardshrink", KERN_HARDSHRINK, 1.5f, 0, -1.5f, 1.5f);
+	pact_grad("threshold", KERN_THRESHOLD, 0.3f, -2, 0.3f, 0.3f);
 }
 
 /* PyTorch 1.13's F.leaky_relu, F.elu, F.silu, F.softplus (x7), F.hardtanh,
- * F.relu6, F.hardsigmoid, F.hardswish, F.mish and F.selu (x12) of x and the
+ * F.relu6, F.hardsigmoid, F.hardswish, F.mish and F.selu (x12), F.celu,
+ * F.logsigmoid, F.softsign, F.tanhshrink (x7), F.softshrink, F.hardshrink
+ * and F.threshold (xs: both sides of each lambd, at it) of x and the
  * gradient of their sum: far out, near 0 and at 0 (the negative side's
  * slope, as PyTorch's), at the bounds and kinks of the hard ones, softplus
  * over its threshold too.  selu is elu at exec_act_kind's numbers (the
@@ -1082,6 +1093,7 @@ static void test_param_activation_reference(void)
 	begin();
 	static const float x7[12] = { -30, -1.5f, -0.2f, 0, 0.7f, 2, 30 };
 	static const float x12[12] = { -30, -3, -1.5f, -1, -0.2f, 0, 0.7f, 1, 2, 3, 6, 30 };
+	static const float xs[12] = { -30, -1.5f, -0.5f, -0.3f, -0.2f, 0, 0.1f, 0.2f, 0.5f, 0.7f, 2, 30 };
 	float selu_a = (float)KERN_SELU_ALPHA * (float)KERN_SELU_SCALE, selu_b = (float)KERN_SELU_SCALE;
 	const struct {
 		const char *what;
@@ -1133,6 +1145,39 @@ static void test_param_activation_reference(void)
 		    3.15210295f, 6.30420589f, 31.5210304f },
 		  { 1.64516309e-13f, 0.0875306055f, 0.392284989f, 0.64676863f, 1.43940997f, 1.75809932f, 1.05070102f, 1.05070102f,
 		    1.05070102f, 1.05070102f, 1.05070102f, 1.05070102f } },
+		{ "celu 1", KERN_CELU, 1, 1, x7, 7,
+		  { -1, -0.776869833f, -0.181269228f, 0, 0.699999988f, 2, 30 },
+		  { 9.35762291e-14f, 0.223130167f, 0.818730772f, 1, 1, 1, 1 } },
+		{ "celu 0.5", KERN_CELU, 0.5f, 2, x7, 7,
+		  { -0.5f, -0.475106478f, -0.164839983f, 0, 0.699999988f, 2, 30 },
+		  { 8.75651089e-27f, 0.0497870669f, 0.670320034f, 1, 1, 1, 1 } },
+		{ "logsigmoid", KERN_LOGSIGMOID, 0, 0, x7, 7,
+		  { -30, -1.70141327f, -0.798138857f, -0.693147182f, -0.403186053f, -0.126928017f, -9.35762291e-14f },
+		  { 1, 0.817574501f, 0.549834013f, 0.5f, 0.331812203f, 0.119202919f, 9.35762291e-14f } },
+		{ "softsign", KERN_SOFTSIGN, 0, 0, x7, 7,
+		  { -0.967741907f, -0.600000024f, -0.166666657f, 0, 0.411764681f, 0.666666687f, 0.967741907f },
+		  { 0.00104058348f, 0.159999996f, 0.694444418f, 1, 0.346020758f, 0.111111119f, 0.00104058348f } },
+		{ "tanhshrink", KERN_TANHSHRINK, 0, 0, x7, 7,
+		  { -29, -0.594851732f, -0.00262467563f, 0, 0.0956321955f, 1.03597236f, 29 },
+		  { 1, 0.81929338f, 0.0389569998f, 0, 0.365260422f, 0.929349184f, 1 } },
+		{ "softshrink 0.5", KERN_SOFTSHRINK, 0.5f, 0, xs, 12,
+		  { -29.5f, -1, 0, 0, 0, 0, 0, 0, 0, 0.199999988f, 1.5f, 29.5f },
+		  { 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1 } },
+		{ "softshrink 0.2", KERN_SOFTSHRINK, 0.2f, 0, xs, 12,
+		  { -29.7999992f, -1.29999995f, -0.300000012f, -0.100000009f, 0, 0, 0, 0, 0.300000012f, 0.5f, 1.79999995f, 29.7999992f },
+		  { 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1 } },
+		{ "hardshrink 0.5", KERN_HARDSHRINK, 0.5f, 0, xs, 12,
+		  { -30, -1.5f, 0, 0, 0, 0, 0, 0, 0, 0.699999988f, 2, 30 },
+		  { 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1 } },
+		{ "hardshrink -1", KERN_HARDSHRINK, -1, 0, xs, 12,
+		  { -30, -1.5f, -0.5f, -0.300000012f, -0.200000003f, 0, 0.100000001f, 0.200000003f, 0.5f, 0.699999988f, 2, 30 },
+		  { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 } },
+		{ "threshold 0.1 20", KERN_THRESHOLD, 0.1f, 20, xs, 12,
+		  { 20, 20, 20, 20, 20, 20, 20, 0.200000003f, 0.5f, 0.699999988f, 2, 30 },
+		  { 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1 } },
+		{ "threshold 0.1 -0.5", KERN_THRESHOLD, 0.1f, -0.5f, xs, 12,
+		  { -0.5f, -0.5f, -0.5f, -0.5f, -0.5f, -0.5f, -0.5f, 0.200000003f, 0.5f, 0.699999988f, 2, 30 },
+		  { 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1 } },
 	};
 	static const float ones[12] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
 	for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
@@ -1156,7 +1201,7 @@ static void test_param_activation_reference(void)
 	CHECK_NEAR(v[4], 0.467731416f, 1e-7);
 	/* NaN passes through each, as PyTorch's */
 	float nan_in = NAN, out;
-	for (int k = KERN_LEAKY_RELU; k <= KERN_MISH; k++) {
+	for (int k = KERN_LEAKY_RELU; k <= KERN_ACT_LAST; k++) {
 		kern_act_fwd((enum kern_act)k, &nan_in, &out, 1, k == KERN_HARDTANH ? -1 : 1, k == KERN_HARDTANH ? 1 : 20);
 		CHECK(isnan(out));
 	}

@@ -2,7 +2,9 @@
 # activations.net (LeakyReLU, ELU, SiLU, Softplus, each at numbers other
 # than its defaults) and activations_hard.net (Hardtanh, ReLU6, Hardswish,
 # Hardsigmoid, Mish, SELU, from weights scaled so that about a third of
-# the inputs fall past each bound and kink) trained 5 steps from given
+# the inputs fall past each bound and kink) and activations_shrink.net
+# (CELU, Softshrink, LogSigmoid, Hardshrink, Softsign, Threshold,
+# Tanhshrink, each shrink's inputs on all three sides) trained 5 steps from given
 # initial weights give PyTorch 1.13's losses, test set loss and final
 # weights within 1e-6, on the CPU and, where CUDA was configured, through
 # the GPU library on the host and over its kernel files, as the one-kernel
@@ -36,6 +38,7 @@ check() {
 }
 check activations "2.4157979488372803 2.2433764934539795 2.3814826011657715 2.4006505012512207 2.274827241897583" 2.376753234863281
 check activations_hard "2.2850804328918457 2.407144069671631 2.3658907413482666 2.353055238723755 2.215695858001709" 2.301672172546387
+check activations_shrink "2.298691749572754 2.3504698276519775 2.2461037635803223 2.3181076049804688 2.333547592163086" 2.3352331161499023
 
 # PyTorch's repr, the defaults as PyTorch 1.13 keeps them
 cat > "$tmp/defaults.net" <<'NET'
@@ -55,12 +58,22 @@ model Net {
     hardswish
     mish
     selu
+    celu
+    celu(alpha=2)
+    logsigmoid
+    softsign
+    tanhshrink
+    softshrink
+    hardshrink(1)
+    threshold(threshold=0, value=1.5)
 }
 NET
 prints "$tmp/defaults.net" "(0): LeakyReLU(negative_slope=0.01)" "(1): ELU(alpha=1.0)" "(2): SiLU()" \
 	"(3): Softplus(beta=1, threshold=20)" "(4): LeakyReLU(negative_slope=0)" "(5): ELU(alpha=2)" \
 	"(6): Softplus(beta=3, threshold=0.001)" "(7): Hardtanh(min_val=-1.0, max_val=1.0)" "(8): Hardtanh(min_val=-2, max_val=2)" \
-	"(9): ReLU6()" "(10): Hardsigmoid()" "(11): Hardswish()" "(12): Mish()" "(13): SELU()"
+	"(9): ReLU6()" "(10): Hardsigmoid()" "(11): Hardswish()" "(12): Mish()" "(13): SELU()" \
+	"(14): CELU(alpha=1.0)" "(15): CELU(alpha=2)" "(16): LogSigmoid()" "(17): Softsign()" "(18): Tanhshrink()" \
+	"(19): Softshrink(0.5)" "(20): Hardshrink(1)" "(21): Threshold(threshold=0, value=1.5)"
 
 # the numbers are the model's: written otherwise they resume, changed they do not
 anet=tests/cli/nets/activations.net

@@ -11,7 +11,12 @@ Linear(784, 32), Hardtanh(-0.5, 0.3), Linear(32, 24), ReLU6,
 Linear(24, 24), Hardswish, Linear(24, 24), Hardsigmoid, Linear(24, 16),
 Mish, Linear(16, 16), SELU, Linear(16, 10); the weights before ReLU6
 scaled by 40 and before Hardswish and Hardsigmoid by 3 so that their
-upper kinks are reached), writes each one's initial weights as
+upper kinks are reached) and tests/cli/nets/activations_shrink.net
+(flatten, Linear(784, 32), CELU(0.5), Linear(32, 24), Softshrink(0.3),
+Linear(24, 24), LogSigmoid, Linear(24, 24), Hardshrink(0.2),
+Linear(24, 16), Softsign, Linear(16, 16), Threshold(0.1, -0.5),
+Linear(16, 16), Tanhshrink, Linear(16, 10); the weights before the
+shrinks and Tanhshrink scaled by 2 or 3), writes each one's initial weights as
 NAME_init.safetensors, trains 5 steps (batch 8, SGD with momentum 0.5,
 CrossEntropyLoss, the dataset's order) on torch_ref.py's samples and
 writes the result as NAME_final.safetensors.  It prints each step's loss,
@@ -79,6 +84,14 @@ def main():
                   ("10", nn.Mish()), ("fc6", nn.Linear(16, 16)), ("12", nn.SELU()), ("fc7", nn.Linear(16, 10))])
     run(out, "activations_hard", hard, 0.05, {"2": (-0.5, 0.3), "4": (0, 6), "6": (-3, 3), "8": (-3, 3), "12": (0, 0)},
         {"fc2": 40, "fc3": 3, "fc4": 3})
+    shrink = build([("fc1", nn.Linear(784, 32)), ("2", nn.CELU(0.5)), ("fc2", nn.Linear(32, 24)),
+                    ("4", nn.Softshrink(0.3)), ("fc3", nn.Linear(24, 24)), ("6", nn.LogSigmoid()),
+                    ("fc4", nn.Linear(24, 24)), ("8", nn.Hardshrink(lambd=0.2)), ("fc5", nn.Linear(24, 16)),
+                    ("10", nn.Softsign()), ("fc6", nn.Linear(16, 16)), ("12", nn.Threshold(0.1, -0.5)),
+                    ("fc7", nn.Linear(16, 16)), ("14", nn.Tanhshrink()), ("fc8", nn.Linear(16, 10))])
+    run(out, "activations_shrink", shrink, 0.05,
+        {"2": (0, 0), "4": (-0.3, 0.3), "6": (0, 0), "8": (-0.2, 0.2), "10": (0, 0), "12": (0.1, 0.1), "14": (0, 0)},
+        {"fc2": 3, "fc4": 2, "fc7": 3})
 
 
 main()

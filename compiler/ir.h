@@ -47,6 +47,20 @@ enum op {
 
 enum dtype { DT_F32, DT_I64, DT_BF16, DT_F16 };
 
+/* Layers that are another op under their own name: conv1d, maxpool1d and
+ * avgpool1d are the 2-D ops over (channels, length) at a height of 1 (as
+ * ATen computes them); unflatten is flatten's view the other way. */
+enum variant { VAR_NONE, VAR_1D, VAR_UNFLATTEN };
+
+/* (channels, height, width) of a per-sample shape a 2-D layer reads or
+ * writes: (C, H, W), or (C, L) as a height of 1 (conv1d and its pools) */
+static inline void shape_chw(const int64_t *d, int rank, int64_t *c, int64_t *h, int64_t *w)
+{
+	*c = d[0];
+	*h = rank == 2 ? 1 : d[1];
+	*w = d[rank - 1];
+}
+
 /* How a size argument was written: PyTorch keeps a pool's arguments as
  * given, and its repr shows 2, (2, 3) or [2, 3] accordingly. */
 enum size_form { FORM_INT, FORM_TUPLE, FORM_LIST };
@@ -74,6 +88,8 @@ struct node {
 	 * before a conv2d(padding="same") that pads one side more (it shares
 	 * the conv's scope, path and placement, and is no module of its own) */
 	bool hidden;
+	/* the op under another layer's name (VAR_NONE: its own) */
+	enum variant variant;
 	int param0, nparams; /* plan.params[param0 .. param0+nparams) */
 	int alias;         /* node whose buffer this output reuses (flatten), or -1 */
 	/* compile time only: the in-size as written (linear's in, conv2d's in,
@@ -100,7 +116,15 @@ struct node {
 		struct { int64_t num, dim, padding_idx; } emb; /* padding_idx -1: none */
 		struct { double p; struct int_form p_form; } drop;
 		struct { int dim, written; } softmax; /* per-sample dimension index, 0-based; the dim as written */
-		struct { int start, end, start_arg, end_arg; } flat; /* per-sample dims start..end merged; args as written */
+		/* flatten: per-sample dims start..end merged; args as written.
+		 * unflatten: per-sample dim start split into sizes (one may be
+		 * -1 as written), start_arg its dim as written */
+		struct {
+			int start, end, start_arg, end_arg;
+			int nsizes;
+			enum size_form sform;
+			int64_t sizes[SHAPE_MAX];
+		} flat;
 		struct { bool tanh; } gelu;
 		/* leaky_relu: a = negative_slope; elu: a = alpha; softplus: a = beta, b = threshold;
 		 * hardtanh: a = min_val, b = max_val; celu: a = alpha; softshrink and hardshrink:

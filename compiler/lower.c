@@ -282,9 +282,9 @@ static bool instantiate(struct lower *L, const struct ast_section *blk, const st
 
 static void unknown_layer(struct lower *L, const char *callee, struct loc at)
 {
-	const char *cands[64];
-	int nops = op_names(cands, 60), n = nops;
-	for (int i = 0; i < L->s->nblocks && n < 62; i++)
+	const char *cands[128];
+	int nops = op_names(cands, 80), n = nops;
+	for (int i = 0; i < L->s->nblocks && n < 126; i++)
 		cands[n++] = L->s->blocks[i]->name;
 	cands[n++] = "residual";
 	cands[n++] = "repeat";
@@ -294,7 +294,7 @@ static void unknown_layer(struct lower *L, const char *callee, struct loc at)
 		return;
 	}
 	/* no likely typo: what there is, for a PyTorch layer trainc lacks */
-	char list[512], blocks[256] = "";
+	char list[1024], blocks[256] = "";
 	size_t k = 0, kb = 0;
 	for (int i = 0; i < nops && k < sizeof list; i++)
 		if (strcmp(cands[i], "input") != 0)
@@ -487,7 +487,8 @@ static bool lower_stmt(struct lower *L, const struct ast_stmt *st, int scope, co
 		L->p->scopes[sc].device = inh.device;
 		return instantiate(L, blk, v, st, sc, inh);
 	}
-	int op = op_lookup(callee);
+	enum variant var;
+	int op = op_lookup_variant(callee, &var);
 	if (op < 0) {
 		unknown_layer(L, callee, v->name_loc);
 		return false;
@@ -496,11 +497,13 @@ static bool lower_stmt(struct lower *L, const struct ast_stmt *st, int scope, co
 		name = child_name(L, st, counter);
 	if (!unique(L, scope, name, name_at))
 		return false;
-	int sc = new_scope(L, scope, name, op_info[op].torch, name_at);
+	struct node probe = { .op = (enum op)op, .variant = var };
+	int sc = new_scope(L, scope, name, op_class(&probe), name_at);
 	int id = new_node(L, (enum op)op, v->name_loc, sc);
 	if (id < 0)
 		return false;
 	struct node *n = &L->p->nodes[id];
+	n->variant = var;
 	n->loc = loc_span(v->name_loc, v->loc);
 	if (v->kind == V_CALL)
 		n->loc = v->loc;

@@ -162,7 +162,9 @@ static int64_t bytes_of(double v)
 /* Convolution n (input in) at batch b by one of oneDNN's algorithms. */
 static struct convwork onednn_work(const struct node *n, const struct shape *in, int64_t b, bool wino)
 {
-	int64_t ci = in->d[0], h = in->d[1], w = in->d[2], co = n->a.conv.cout, oh = n->out.d[1], ow = n->out.d[2];
+	int64_t ci, h, w, co, oh, ow;
+	shape_chw(in->d, in->rank, &ci, &h, &w);
+	shape_chw(n->out.d, n->out.rank, &co, &oh, &ow);
 	int64_t g = n->a.conv.groups, taps = n->a.conv.kh * n->a.conv.kw;
 	int64_t chunk = conv_chunk(b, (ci * h * w + co * oh * ow) * 4, wino);
 	int64_t wt = bytes_of(4.0 * up16(co / g) * up16(ci / g) * g * taps); /* staged weights, a weight gradient */
@@ -185,7 +187,7 @@ static struct convwork conv_work(const struct plan *p, const struct node *n, int
 {
 	const struct shape *in = &p->nodes[n->in].out;
 	int64_t ci = in->d[0], co = n->a.conv.cout, g = n->a.conv.groups;
-	int64_t col = bytes_of(4.0 * ci * n->a.conv.kh * n->a.conv.kw * n->out.d[1] * n->out.d[2]);
+	int64_t col = bytes_of(4.0 * ci * n->a.conv.kh * n->a.conv.kw * shape_numel(&n->out) / co);
 	struct convwork best = { WORK_IM2COL, col, 0, 0 }, direct = onednn_work(n, in, b, false);
 	if (ci / g < 16)
 		direct.shared += col;

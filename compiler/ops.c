@@ -57,20 +57,78 @@ const struct op_info op_info[OP__COUNT] = {
 	[OP_TRANSFER] = { "transfer", "Transfer" },
 };
 
-int op_lookup(const char *name)
+/* the layers that are another op under their own name */
+static const struct {
+	enum op op;
+	enum variant var;
+	struct op_info info;
+} op_variants[] = {
+	{ OP_CONV2D, VAR_1D, { "conv1d", "Conv1d" } },
+	{ OP_MAXPOOL2D, VAR_1D, { "maxpool1d", "MaxPool1d" } },
+	{ OP_AVGPOOL2D, VAR_1D, { "avgpool1d", "AvgPool1d" } },
+	{ OP_FLATTEN, VAR_UNFLATTEN, { "unflatten", "Unflatten" } },
+};
+enum { N_VARIANTS = sizeof op_variants / sizeof op_variants[0] };
+
+int op_lookup_variant(const char *name, enum variant *var)
 {
+	if (var)
+		*var = VAR_NONE;
 	for (int k = 0; k < OP__COUNT; k++)
 		if (k != OP_ADD && k != OP_TRANSFER && strcmp(op_info[k].name, name) == 0)
 			return k;
+	for (int k = 0; k < N_VARIANTS; k++)
+		if (strcmp(op_variants[k].info.name, name) == 0) {
+			if (var)
+				*var = op_variants[k].var;
+			return (int)op_variants[k].op;
+		}
 	return -1;
 }
 
+int op_lookup(const char *name)
+{
+	return op_lookup_variant(name, NULL);
+}
+
+static bool one_d(const struct node *n)
+{
+	return n->variant == VAR_1D;
+}
+
+static const struct op_info *info_of(const struct node *n)
+{
+	for (int k = 0; n->variant != VAR_NONE && k < N_VARIANTS; k++)
+		if (op_variants[k].op == n->op && op_variants[k].var == n->variant)
+			return &op_variants[k].info;
+	return &op_info[n->op];
+}
+
+const char *op_name(const struct node *n)
+{
+	return info_of(n)->name;
+}
+
+const char *op_class(const struct node *n)
+{
+	return info_of(n)->torch;
+}
+
+/* the layers' names: conv1d before conv2d, flatten before unflatten */
 int op_names(const char **out, int max)
 {
 	int n = 0;
-	for (int k = 0; k < OP__COUNT && n < max; k++)
-		if (k != OP_ADD && k != OP_TRANSFER)
-			out[n++] = op_info[k].name;
+	for (int k = 0; k < OP__COUNT && n < max; k++) {
+		if (k == OP_ADD || k == OP_TRANSFER)
+			continue;
+		for (int pass = 0; pass < 2; pass++) {
+			for (int j = 0; j < N_VARIANTS && n < max; j++)
+				if ((int)op_variants[j].op == k && (op_variants[j].var == VAR_1D) == (pass == 0))
+					out[n++] = op_variants[j].info.name;
+			if (pass == 0 && n < max)
+				out[n++] = op_info[k].name;
+		}
+	}
 	return n;
 }
 
@@ -120,6 +178,31 @@ static bool get_pair(struct diag *d, struct val *v, const char *what, int64_t *a
 		return false;
 	*a = p[0];
 	*b = p[1];
+	return true;
+}
+
+/* A 2-D layer's size argument; for a 1-D one an integer or a tuple of
+ * one, with the height's size `unit` (1 for kernel, stride and dilation,
+ * 0 for padding). */
+static bool get_size(struct diag *d, struct val *v, const char *what, const struct node *n, int64_t unit, int64_t *h,
+		     int64_t *w, int64_t min)
+{
+	if (!one_d(n))
+		return get_pair(d, v, what, h, w, min);
+	const struct val *x = v;
+	if ((v->kind == V_TUPLE || v->kind == V_LIST) && v->n == 1)
+		x = v->items[0].v;
+	int64_t k;
+	if (x->kind != V_INT) {
+		diag_error(d, v->loc, "%s's %s must be an integer or a tuple of one, as (3,)", op_name(n), what);
+		val_note_origin(d, v);
+		return false;
+	}
+	k = x->i;
+	if (!positive(d, v, what, k, min))
+		return false;
+	*h = unit;
+	*w = k;
 	return true;
 }
 
@@ -197,7 +280,7 @@ static bool configure_pool(struct diag *d, struct node *n, struct val **s, const
 {
 	if (!s[0])
 		return missing(d, call, callee, "a kernel size");
-	if (!get_pair(d, s[0], "kernel", &n->a.pool.kh, &n->a.pool.kw, 1))
+	if (!get_size(d, s[0], "kernel", n, 1, &n->a.pool.kh, &n->a.pool.kw, 1))
 		return false;
 	/* PyTorch keeps each argument as given, stride defaulting to the
 	 * kernel size itself */
@@ -207,16 +290,16 @@ static bool configure_pool(struct diag *d, struct node *n, struct val **s, const
 	n->a.pool.sform = n->a.pool.kform;
 	n->a.pool.dh = n->a.pool.dw = 1;
 	n->a.pool.count_include_pad = true;
-	if (s[1] && !get_pair(d, s[1], "stride", &n->a.pool.sh, &n->a.pool.sw, 1))
+	if (s[1] && !get_size(d, s[1], "stride", n, 1, &n->a.pool.sh, &n->a.pool.sw, 1))
 		return false;
 	if (s[1])
 		n->a.pool.sform = size_form(s[1]);
-	if (s[2] && !get_pair(d, s[2], "padding", &n->a.pool.ph, &n->a.pool.pw, 0))
+	if (s[2] && !get_size(d, s[2], "padding", n, 0, &n->a.pool.ph, &n->a.pool.pw, 0))
 		return false;
 	n->a.pool.pform = s[2] ? size_form(s[2]) : FORM_INT;
 	if (s[3] && !val_bool(d, s[3], "ceil_mode", &n->a.pool.ceil_mode))
 		return false;
-	if (s[4] && !avg && !get_pair(d, s[4], "dilation", &n->a.pool.dh, &n->a.pool.dw, 1))
+	if (s[4] && !avg && !get_size(d, s[4], "dilation", n, 1, &n->a.pool.dh, &n->a.pool.dw, 1))
 		return false;
 	n->a.pool.dform = s[4] && !avg ? size_form(s[4]) : FORM_INT;
 	if (s[4] && avg && !val_bool(d, s[4], "count_include_pad", &n->a.pool.count_include_pad))
@@ -276,9 +359,56 @@ bool op_same_pad(const struct node *n, int64_t pad[4])
 	return true;
 }
 
+/* unflatten(dim, sizes): nn.Unflatten(dim, unflattened_size), the sizes a
+ * tuple or list of ints of which one may be -1 (inferred by op_infer) */
+static bool configure_unflatten(struct diag *d, struct node *n, const struct val *call, const char *callee)
+{
+	int npos = 2;
+	BIND("dim", "sizes");
+	if (!s[0] || !s[1])
+		return missing(d, call, callee, "the dimension to split and its sizes, e.g. unflatten(1, (28, 28))");
+	int64_t dim;
+	if (!val_int(d, s[0], "dim", &dim))
+		return false;
+	if (dim < -8 || dim > 8) {
+		diag_error(d, s[0]->loc, "unflatten's dimension %" PRId64 " is out of range", dim);
+		return false;
+	}
+	const struct val *v = s[1];
+	if (v->kind != V_TUPLE && v->kind != V_LIST) {
+		diag_error(d, v->loc, "unflatten's sizes must be a tuple of ints, as (28, 28): nn.Unflatten's unflattened_size");
+		val_note_origin(d, v);
+		return false;
+	}
+	if (v->n < 1 || v->n > SHAPE_MAX) {
+		diag_error(d, v->loc, "unflatten splits a dimension into 1 to %d sizes, not %d", SHAPE_MAX, v->n);
+		return false;
+	}
+	int inferred = 0;
+	for (int k = 0; k < v->n; k++) {
+		const struct val *x = v->items[k].v;
+		if (x->kind != V_INT) {
+			diag_error(d, x->loc, "unflatten's sizes must be ints, but size %d is not", k + 1);
+			val_note_origin(d, x);
+			return false;
+		}
+		if (x->i == -1 && inferred++) {
+			diag_error(d, x->loc, "only one of unflatten's sizes can be -1 (inferred)");
+			return false;
+		}
+		if (x->i != -1 && !positive(d, x, "an unflatten size", x->i, 1))
+			return false;
+		n->a.flat.sizes[k] = x->i;
+	}
+	n->a.flat.nsizes = v->n;
+	n->a.flat.sform = size_form(v);
+	n->a.flat.start = n->a.flat.start_arg = (int)dim; /* batch-inclusive; normalised by op_infer */
+	return true;
+}
+
 bool op_configure(struct diag *d, struct node *n, const struct val *call)
 {
-	const char *callee = op_info[n->op].name;
+	const char *callee = op_name(n);
 	int npos;
 	switch (n->op) {
 	case OP_INPUT: {
@@ -339,10 +469,11 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 	case OP_CONV2D: {
 		npos = 3;
 		BIND("in", "out", "kernel", "stride", "padding", "dilation", "groups", "bias");
-		/* conv2d(in, out, kernel) or conv2d(out, kernel=k): in is then inferred */
+		/* conv2d(in, out, kernel) or conv2d(out, kernel=k): in is then inferred (conv1d alike) */
 		struct val *kernel = s[2];
 		if (!kernel)
-			return missing(d, call, callee, "a kernel size: conv2d(in, out, kernel=3)");
+			return missing(d, call, callee, one_d(n) ? "a kernel size: conv1d(in, out, kernel=3)"
+								: "a kernel size: conv2d(in, out, kernel=3)");
 		if (s[0] && s[1]) {
 			if (!get_int(d, s[0], "in_channels", &n->a.conv.cin, 1) || !get_int(d, s[1], "out_channels", &n->a.conv.cout, 1))
 				return false;
@@ -355,17 +486,17 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		} else {
 			return missing(d, call, callee, "an output channel count");
 		}
-		if (!get_pair(d, kernel, "kernel", &n->a.conv.kh, &n->a.conv.kw, 1))
+		if (!get_size(d, kernel, "kernel", n, 1, &n->a.conv.kh, &n->a.conv.kw, 1))
 			return false;
 		n->a.conv.sh = n->a.conv.sw = n->a.conv.dh = n->a.conv.dw = n->a.conv.groups = 1;
 		n->a.conv.bias = true;
-		if (s[3] && !get_pair(d, s[3], "stride", &n->a.conv.sh, &n->a.conv.sw, 1))
+		if (s[3] && !get_size(d, s[3], "stride", n, 1, &n->a.conv.sh, &n->a.conv.sw, 1))
 			return false;
 		if (s[4] && s[4]->kind == V_STRING) {
 			n->a.conv.valid = strcmp(s[4]->s, "valid") == 0;
 			n->a.conv.same = strcmp(s[4]->s, "same") == 0;
 			if (!n->a.conv.valid && !n->a.conv.same) {
-				diag_error(d, s[4]->loc, "padding must be an integer, a pair, \"valid\" or \"same\"");
+				diag_error(d, s[4]->loc, "padding must be an integer%s, \"valid\" or \"same\"", one_d(n) ? "" : ", a pair");
 				return false;
 			}
 		} else if (s[4] && s[4]->kind == V_NAME && !s[4]->from && (!strcmp(s[4]->s, "same") || !strcmp(s[4]->s, "valid"))) {
@@ -373,10 +504,10 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 			diag_error(d, s[4]->loc, "name '%s' is not defined; padding=\"%s\" is a string: write it in quotes", s[4]->s,
 				   s[4]->s);
 			return false;
-		} else if (s[4] && !get_pair(d, s[4], "padding", &n->a.conv.ph, &n->a.conv.pw, 0)) {
+		} else if (s[4] && !get_size(d, s[4], "padding", n, 0, &n->a.conv.ph, &n->a.conv.pw, 0)) {
 			return false;
 		}
-		if (s[5] && !get_pair(d, s[5], "dilation", &n->a.conv.dh, &n->a.conv.dw, 1))
+		if (s[5] && !get_size(d, s[5], "dilation", n, 1, &n->a.conv.dh, &n->a.conv.dw, 1))
 			return false;
 		if (n->a.conv.same && !same_padding(d, n, s[3]))
 			return false;
@@ -517,6 +648,8 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 	}
 	case OP_FLATTEN: {
 		npos = 2;
+		if (n->variant == VAR_UNFLATTEN)
+			return configure_unflatten(d, n, call, callee);
 		BIND("start", "end");
 		int64_t st = 1, en = -1;
 		if (s[0] && !val_int(d, s[0], "start", &st))
@@ -683,7 +816,7 @@ const char *shape_str(const struct shape *s, char *buf, int n)
 static const char *size_origin(const struct node *prev, const struct node *pp, int64_t size, char *buf, int n)
 {
 	int at = snprintf(buf, (size_t)n, "%" PRId64, size);
-	if (prev && prev->op == OP_FLATTEN && pp && pp->out.rank > 1) {
+	if (prev && prev->op == OP_FLATTEN && prev->variant == VAR_NONE && pp && pp->out.rank > 1) {
 		at += snprintf(buf + at, (size_t)(n - at), " = ");
 		for (int k = 0; k < pp->out.rank && at < n; k++)
 			at += snprintf(buf + at, (size_t)(n - at), "%s%" PRId64, k ? "x" : "", pp->out.d[k]);
@@ -772,6 +905,66 @@ static bool need_float(struct diag *d, const struct node *n, const struct node *
 	return false;
 }
 
+static const char *sizes_str(const struct node *n, char *buf, int l)
+{
+	int at = snprintf(buf, (size_t)l, "%s", n->a.flat.sform == FORM_LIST ? "[" : "(");
+	for (int k = 0; k < n->a.flat.nsizes && at < l; k++)
+		at += snprintf(buf + at, (size_t)(l - at), "%s%" PRId64, k ? ", " : "", n->a.flat.sizes[k]);
+	if (at < l)
+		snprintf(buf + at, (size_t)(l - at), "%s", n->a.flat.sform == FORM_LIST ? "]" : n->a.flat.nsizes == 1 ? ",)" : ")");
+	return buf;
+}
+
+/* unflatten splits per-sample dimension dim - 1 (dim counts the batch as
+ * 0, as Tensor.unflatten's does) into its sizes, -1 taking the rest. */
+static bool infer_unflatten(struct diag *d, struct node *n, const struct shape *in)
+{
+	char b1[96], b2[96];
+	int full = in->rank + 1;
+	int dim = n->a.flat.start < 0 ? n->a.flat.start + full : n->a.flat.start;
+	if (dim < 1 || dim >= full) {
+		char dims[64];
+		if (in->rank == 1)
+			snprintf(dims, sizeof dims, "dimension is 1 (or -1)");
+		else
+			snprintf(dims, sizeof dims, "dimensions are 1 to %d (or -%d to -1)", in->rank, in->rank);
+		diag_error(d, n->loc, "%s: cannot split dimension %d of a batch of %s samples: dimension 0 is the batch, which "
+			   "stays whole, and a sample's %s", n->what, n->a.flat.start, shape_str(in, b1, sizeof b1), dims);
+		return false;
+	}
+	int k = dim - 1, ns = n->a.flat.nsizes;
+	if (in->rank - 1 + ns > SHAPE_MAX) {
+		diag_error(d, n->loc, "%s: its output would have %d dimensions per sample, more than trainc's %d", n->what,
+			   in->rank - 1 + ns, SHAPE_MAX);
+		return false;
+	}
+	int64_t known = 1, size = in->d[k];
+	int hole = -1;
+	for (int j = 0; j < ns; j++)
+		if (n->a.flat.sizes[j] < 0)
+			hole = j;
+		else if (known <= size && !mul(known, n->a.flat.sizes[j], &known))
+			known = size + 1; /* past it either way */
+	int64_t fill = size % known == 0 ? size / known : 0;
+	if (hole < 0 ? known != size : fill == 0) {
+		diag_error(d, n->loc, "%s: sizes %s %s the size of the dimension it splits, %" PRId64 " (of %s)", n->what,
+			   sizes_str(n, b2, sizeof b2), hole < 0 ? "do not multiply up to" : "cannot be completed to", size,
+			   shape_str(in, b1, sizeof b1));
+		return false;
+	}
+	struct shape o = { 0, { 0 } };
+	for (int j = 0; j < k; j++)
+		o.d[o.rank++] = in->d[j];
+	for (int j = 0; j < ns; j++)
+		o.d[o.rank++] = j == hole ? fill : n->a.flat.sizes[j];
+	for (int j = k + 1; j < in->rank; j++)
+		o.d[o.rank++] = in->d[j];
+	n->out = o;
+	n->a.flat.start = n->a.flat.end = k;
+	n->alias = n->in;
+	return true;
+}
+
 bool op_infer(struct diag *d, struct node *n, const struct node *prev, const struct node *pp)
 {
 	struct shape in = prev ? prev->out : n->out;
@@ -815,7 +1008,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		return true;
 	}
 	case OP_CONV2D: {
-		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
+		if (!need_rank(d, n, &in, one_d(n) ? 2 : 3, one_d(n) ? "(channels, length)" : "(channels, height, width)"))
 			return false;
 		if (n->a.conv.cin && n->a.conv.cin != in.d[0]) {
 			diag_error(d, n->loc, "%s expects %" PRId64 " input channels, but the layer before it gives %" PRId64 " (shape %s)",
@@ -830,12 +1023,17 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 			return false;
 		}
 		n->out.d[0] = n->a.conv.cout;
+		if (one_d(n))
+			return window(d, n, in.d[1], n->a.conv.kw, n->a.conv.sw, n->a.conv.pw, n->a.conv.dw, false, &n->out.d[1]);
 		return window(d, n, in.d[1], n->a.conv.kh, n->a.conv.sh, n->a.conv.ph, n->a.conv.dh, false, &n->out.d[1]) &&
 		       window(d, n, in.d[2], n->a.conv.kw, n->a.conv.sw, n->a.conv.pw, n->a.conv.dw, false, &n->out.d[2]);
 	}
 	case OP_MAXPOOL2D: case OP_AVGPOOL2D:
-		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
+		if (!need_rank(d, n, &in, one_d(n) ? 2 : 3, one_d(n) ? "(channels, length)" : "(channels, height, width)"))
 			return false;
+		if (one_d(n))
+			return window(d, n, in.d[1], n->a.pool.kw, n->a.pool.sw, n->a.pool.pw, n->a.pool.dw, n->a.pool.ceil_mode,
+				      &n->out.d[1]);
 		return window(d, n, in.d[1], n->a.pool.kh, n->a.pool.sh, n->a.pool.ph, n->a.pool.dh, n->a.pool.ceil_mode, &n->out.d[1]) &&
 		       window(d, n, in.d[2], n->a.pool.kw, n->a.pool.sw, n->a.pool.pw, n->a.pool.dw, n->a.pool.ceil_mode, &n->out.d[2]);
 	case OP_ADAPTIVE_AVGPOOL2D:
@@ -913,6 +1111,8 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		n->dtype = DT_F32;
 		return true;
 	case OP_FLATTEN: {
+		if (n->variant == VAR_UNFLATTEN)
+			return infer_unflatten(d, n, &in);
 		/* dims count the batch as 0, as torch.flatten does */
 		int full = in.rank + 1;
 		int st = n->a.flat.start < 0 ? n->a.flat.start + full : n->a.flat.start;
@@ -996,6 +1196,11 @@ void op_warn(struct diag *d, const struct node *n, const struct node *prev)
 	if (n->op != OP_MAXPOOL2D)
 		return;
 	const struct shape *in = &prev->out;
+	if (one_d(n)) {
+		warn_empty_window(d, n, "position", "length", in->d[1], n->a.pool.kw, n->a.pool.sw, n->a.pool.pw, n->a.pool.dw,
+				  n->out.d[1]);
+		return;
+	}
 	if (!warn_empty_window(d, n, "row", "height", in->d[1], n->a.pool.kh, n->a.pool.sh, n->a.pool.ph, n->a.pool.dh, n->out.d[1]))
 		warn_empty_window(d, n, "column", "width", in->d[2], n->a.pool.kw, n->a.pool.sw, n->a.pool.pw, n->a.pool.dw, n->out.d[2]);
 }
@@ -1012,9 +1217,10 @@ int op_params(const struct node *n, struct param_spec out[5])
 		break;
 	case OP_CONV2D: {
 		int64_t fan = n->a.conv.cin / n->a.conv.groups * n->a.conv.kh * n->a.conv.kw;
-		out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT,
-						{ 4, { n->a.conv.cout, n->a.conv.cin / n->a.conv.groups, n->a.conv.kh, n->a.conv.kw } },
-						DT_F32, INIT_KAIMING_UNIFORM, fan, false };
+		struct shape w = { 4, { n->a.conv.cout, n->a.conv.cin / n->a.conv.groups, n->a.conv.kh, n->a.conv.kw } };
+		if (one_d(n)) /* Conv1d's (out, in / groups, kernel): the same floats */
+			w = (struct shape){ 3, { n->a.conv.cout, n->a.conv.cin / n->a.conv.groups, n->a.conv.kw } };
+		out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT, w, DT_F32, INIT_KAIMING_UNIFORM, fan, false };
 		if (n->a.conv.bias)
 			out[k++] = (struct param_spec){ "bias", ROLE_BIAS, sh1(n->a.conv.cout), DT_F32, INIT_BIAS_UNIFORM, fan, false };
 		break;
@@ -1062,6 +1268,13 @@ static const char *pysize(int64_t a, int64_t b, enum size_form form, char *buf, 
 	return buf;
 }
 
+/* a 1-D layer's size as PyTorch keeps it: 3, (3,) or [3] */
+static const char *pysize1(int64_t a, enum size_form form, char *buf, int n)
+{
+	snprintf(buf, (size_t)n, form == FORM_INT ? "%" PRId64 : form == FORM_LIST ? "[%" PRId64 "]" : "(%" PRId64 ",)", a);
+	return buf;
+}
+
 /* Python's repr of a number argument as PyTorch keeps it: an integer as
  * written (eps=0, p=1), a float as Python's repr writes it (1e-05,
  * 0.30000000000000004, 0.0). */
@@ -1074,9 +1287,20 @@ static const char *pynum(double v, struct int_form form, char *buf, int n)
 	return buf;
 }
 
+/* A conv's size as its repr shows it: (w,) for Conv1d, as _single makes
+ * it, (h, w) for Conv2d */
+static const char *conv_size(const struct node *c, int64_t h, int64_t w, char *buf, int n)
+{
+	if (one_d(c))
+		snprintf(buf, (size_t)n, "(%" PRId64 ",)", w);
+	else
+		snprintf(buf, (size_t)n, "(%" PRId64 ", %" PRId64 ")", h, w);
+	return buf;
+}
+
 void op_describe(const struct node *n, char *buf, int len)
 {
-	const char *t = op_info[n->op].torch;
+	const char *t = op_class(n);
 	char f1[32], f2[32];
 	size_t l = (size_t)len;
 	switch (n->op) {
@@ -1090,15 +1314,18 @@ void op_describe(const struct node *n, char *buf, int len)
 			 pybool(n->a.linear.bias));
 		return;
 	case OP_CONV2D: {
+		/* a 1-D conv's height sizes are 1 and its padding 0 */
 		const struct node *c = n;
-		int at = snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ", kernel_size=(%" PRId64 ", %" PRId64 "), stride=(%" PRId64 ", %" PRId64 ")",
-				  t, c->a.conv.cin, c->a.conv.cout, c->a.conv.kh, c->a.conv.kw, c->a.conv.sh, c->a.conv.sw);
+		char k[48], st[48], x[48];
+		int at = snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ", kernel_size=%s, stride=%s", t, c->a.conv.cin, c->a.conv.cout,
+				  conv_size(c, c->a.conv.kh, c->a.conv.kw, k, sizeof k),
+				  conv_size(c, c->a.conv.sh, c->a.conv.sw, st, sizeof st));
 		if ((c->a.conv.valid || c->a.conv.same) && at < len)
 			at += snprintf(buf + at, l - (size_t)at, ", padding=%s", c->a.conv.valid ? "valid" : "same");
 		else if ((c->a.conv.ph || c->a.conv.pw) && at < len)
-			at += snprintf(buf + at, l - (size_t)at, ", padding=(%" PRId64 ", %" PRId64 ")", c->a.conv.ph, c->a.conv.pw);
+			at += snprintf(buf + at, l - (size_t)at, ", padding=%s", conv_size(c, c->a.conv.ph, c->a.conv.pw, x, sizeof x));
 		if ((c->a.conv.dh != 1 || c->a.conv.dw != 1) && at < len)
-			at += snprintf(buf + at, l - (size_t)at, ", dilation=(%" PRId64 ", %" PRId64 ")", c->a.conv.dh, c->a.conv.dw);
+			at += snprintf(buf + at, l - (size_t)at, ", dilation=%s", conv_size(c, c->a.conv.dh, c->a.conv.dw, x, sizeof x));
 		if (c->a.conv.groups != 1 && at < len)
 			at += snprintf(buf + at, l - (size_t)at, ", groups=%" PRId64, c->a.conv.groups);
 		if (!c->a.conv.bias && at < len)
@@ -1110,10 +1337,19 @@ void op_describe(const struct node *n, char *buf, int len)
 	case OP_MAXPOOL2D: case OP_AVGPOOL2D: {
 		const struct node *c = n;
 		char k[48], s[48], p[48], dl[48];
-		pysize(c->a.pool.kh, c->a.pool.kw, c->a.pool.kform, k, sizeof k);
-		pysize(c->a.pool.sh, c->a.pool.sw, c->a.pool.sform, s, sizeof s);
-		pysize(c->a.pool.ph, c->a.pool.pw, c->a.pool.pform, p, sizeof p);
-		pysize(c->a.pool.dh, c->a.pool.dw, c->a.pool.dform, dl, sizeof dl);
+		if (one_d(c)) {
+			/* AvgPool1d makes each a tuple of one; MaxPool1d keeps them as given */
+			bool avg = n->op == OP_AVGPOOL2D;
+			pysize1(c->a.pool.kw, avg ? FORM_TUPLE : c->a.pool.kform, k, sizeof k);
+			pysize1(c->a.pool.sw, avg ? FORM_TUPLE : c->a.pool.sform, s, sizeof s);
+			pysize1(c->a.pool.pw, avg ? FORM_TUPLE : c->a.pool.pform, p, sizeof p);
+			pysize1(c->a.pool.dw, c->a.pool.dform, dl, sizeof dl);
+		} else {
+			pysize(c->a.pool.kh, c->a.pool.kw, c->a.pool.kform, k, sizeof k);
+			pysize(c->a.pool.sh, c->a.pool.sw, c->a.pool.sform, s, sizeof s);
+			pysize(c->a.pool.ph, c->a.pool.pw, c->a.pool.pform, p, sizeof p);
+			pysize(c->a.pool.dh, c->a.pool.dw, c->a.pool.dform, dl, sizeof dl);
+		}
 		if (n->op == OP_MAXPOOL2D)
 			snprintf(buf, l, "%s(kernel_size=%s, stride=%s, padding=%s, dilation=%s, ceil_mode=%s)", t, k, s, p, dl,
 				 pybool(c->a.pool.ceil_mode));
@@ -1151,7 +1387,11 @@ void op_describe(const struct node *n, char *buf, int len)
 		snprintf(buf, l, "%s(p=%s, inplace=False)", t, pynum(n->a.drop.p, n->a.drop.p_form, f1, sizeof f1));
 		return;
 	case OP_FLATTEN:
-		snprintf(buf, l, "%s(start_dim=%d, end_dim=%d)", t, n->a.flat.start_arg, n->a.flat.end_arg);
+		if (n->variant == VAR_UNFLATTEN) {
+			char sz[96];
+			snprintf(buf, l, "%s(dim=%d, unflattened_size=%s)", t, n->a.flat.start_arg, sizes_str(n, sz, sizeof sz));
+		} else
+			snprintf(buf, l, "%s(start_dim=%d, end_dim=%d)", t, n->a.flat.start_arg, n->a.flat.end_arg);
 		return;
 	case OP_GELU:
 		snprintf(buf, l, "%s(approximate='%s')", t, n->a.gelu.tanh ? "tanh" : "none");

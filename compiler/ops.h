@@ -19,8 +19,14 @@ struct op_info {
 };
 extern const struct op_info op_info[OP__COUNT];
 
-/* The op called `name`, or -1. */
+/* The op called `name`, or -1; *var (when not NULL) is set to the variant
+ * the name is of its op (conv1d: VAR_1D of OP_CONV2D). */
 int op_lookup(const char *name);
+int op_lookup_variant(const char *name, enum variant *var);
+/* A node's layer name as written and its nn.Module class (Conv1d for a
+ * conv1d) */
+const char *op_name(const struct node *n);
+const char *op_class(const struct node *n);
 /* All op names (for suggestions); returns the count. */
 int op_names(const char **out, int max);
 

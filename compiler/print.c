@@ -316,7 +316,7 @@ void print_graph(FILE *out, const struct plan *p)
 				continue;
 			char sh[96];
 			fprintf(out, "%s  n%d [label=\"%s\\n%s %s\", fillcolor=%s];\n", u >= 0 ? "  " : "", i, n->path,
-				op_info[n->op].name, shape_str(&n->out, sh, sizeof sh), colors[n->device % 8]);
+				op_name(n), shape_str(&n->out, sh, sizeof sh), colors[n->device % 8]);
 		}
 		if (u >= 0)
 			fprintf(out, "  }\n");

@@ -222,11 +222,11 @@ static const char *const class_aliases[][2] = {
 
 /* PyTorch's names (folded, see fold) of things trainc lacks, each a
  * typo's distance from a trainc name that computes something else: PReLU
- * is not ReLU, Dropout2d drops whole channels, Conv1d is not Conv2d. */
+ * is not ReLU, Dropout2d drops whole channels, Conv3d is not Conv2d. */
 static const char *const unlike[] = {
-	"prelu",      "rrelu",	"softmin",     "glu",
-	"dropout1d",  "dropout2d", "dropout3d", "conv1d",      "conv3d",     "maxpool1d",  "maxpool3d",
-	"avgpool1d",  "avgpool3d", "batchnorm3d", "adaptivemaxpool2d", "adaptiveavgpool1d", "zeropad1d",
+	"prelu",     "rrelu",	  "softmin",	 "glu",		      "dropout1d",	   "dropout2d", "dropout3d",
+	"conv3d",    "maxpool3d", "avgpool3d",	 "batchnorm3d",	      "adaptivemaxpool2d", "adaptiveavgpool1d",
+	"zeropad1d",
 };
 
 /* s in lower case without '_' (StepLR and step_lr are both "steplr");

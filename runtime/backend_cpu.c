@@ -74,9 +74,11 @@ static struct conv2d_desc conv_desc(const struct plan *p, const struct node *nd,
 	const struct shape *in = &p->nodes[nd->in].out;
 	struct conv2d_desc d = { 0 };
 	d.n = (int)n;
-	d.c_in = (int)in->d[0];
-	d.h = (int)in->d[1];
-	d.w = (int)in->d[2];
+	int64_t c, h, w;
+	shape_chw(in->d, in->rank, &c, &h, &w);
+	d.c_in = (int)c;
+	d.h = (int)h;
+	d.w = (int)w;
 	d.c_out = (int)nd->a.conv.cout;
 	d.kh = (int)nd->a.conv.kh;
 	d.kw = (int)nd->a.conv.kw;

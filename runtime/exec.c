@@ -286,9 +286,11 @@ struct pool2d_desc exec_pool_desc(const struct plan *p, const struct node *nd, i
 	const struct shape *in = &p->nodes[nd->in].out;
 	struct pool2d_desc d = { 0 };
 	d.n = (int)n;
-	d.c = (int)in->d[0];
-	d.h = (int)in->d[1];
-	d.w = (int)in->d[2];
+	int64_t c, h, w;
+	shape_chw(in->d, in->rank, &c, &h, &w);
+	d.c = (int)c;
+	d.h = (int)h;
+	d.w = (int)w;
 	d.kh = (int)nd->a.pool.kh;
 	d.kw = (int)nd->a.pool.kw;
 	d.sh = (int)nd->a.pool.sh;

@@ -121,7 +121,7 @@ static void model(uint64_t *h, const struct plan *p)
 	field(h, "nodes %d devices %d", p->nnodes, p->ndevices);
 	for (int i = 0; i < p->nnodes; i++) {
 		const struct node *n = &p->nodes[i];
-		field(h, "node %s %d %d %d device %d unit %d frozen %d", op_info[n->op].name, n->in, n->in2, n->dtype, n->device,
+		field(h, "node %s %d %d %d device %d unit %d frozen %d", op_name(n), n->in, n->in2, n->dtype, n->device,
 		      n->unit, n->frozen);
 		text(h, "path", n->path);
 		shape(h, "out", &n->out);

@@ -567,7 +567,7 @@ static int check_bn_sizes(const struct plan *p, const int64_t *sizes, int ntrain
 			return util_fail(err, errlen,
 					 "%s:%d:%d: %s would normalise over one value per channel: its input is %s "
 					 "and %s holds 1 sample (PyTorch refuses this too: more than 1 value per channel is needed); %s",
-					 nd->loc.src ? nd->loc.src->path : "the .net file", nd->loc.line, nd->loc.col, op_info[nd->op].name, each,
+					 nd->loc.src ? nd->loc.src->path : "the .net file", nd->loc.line, nd->loc.col, op_name(nd), each,
 					 train ? (k == 0 ? "a training batch (or pipeline micro-batch)" : "the epoch's last training batch (or one of its pipeline micro-batches)") : test,
 					 train ? (k == 0 ? "use a batch of at least 2" : "set train.drop_last = true, or a batch that leaves 2 or more")
 					       : fix);

@@ -14,6 +14,7 @@
 #include "net_text.h"
 #include "compiler/compile.h"
 #include "compiler/compile_impl.h"
+#include "compiler/ops.h"
 #include "compiler/print.h"
 #include "compiler/value.h"
 #include "grammar/arena.h"
@@ -413,6 +414,55 @@ static void test_model_hash(void)
 	}
 }
 
+/* The 1-D layers are the 2-D ops at a height of 1, with PyTorch's 1-D
+ * shapes and names: conv1d's weight is (out, in / groups, kernel), and a
+ * conv1d is not the conv2d of the same numbers; unflatten splits a
+ * dimension, a -1 taking what is left, a list as a tuple. */
+static void test_one_d(void)
+{
+	static const char *const text =
+		"model O {\n    input(4, 16)\n    c = conv1d(4, 6, kernel=3, stride=2, padding=2, dilation=2)\n"
+		"    p = maxpool1d(2)\n    u = unflatten(-1, [2, -1])\n    flatten\n    linear(3)\n}\n"
+		"data { train = synthetic(input=randn(4, 16), target=randn(3), samples=8) }\n"
+		"train { loss = mse; optimizer = sgd(lr=0.1); batch = 4 }\n";
+	struct plan *p = compile_text(text, 1);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	const struct node *c = &p->nodes[1], *u = &p->nodes[3];
+	CHECK(c->out.rank == 2 && c->out.d[0] == 6 && c->out.d[1] == 8); /* (16 + 2 * 2 - 2 * 2 - 1) / 2 + 1 */
+	CHECK(p->nodes[2].out.rank == 2 && p->nodes[2].out.d[1] == 4);
+	CHECK(u->out.rank == 3 && u->out.d[0] == 6 && u->out.d[1] == 2 && u->out.d[2] == 2 && u->alias == 2);
+	CHECK(p->nodes[4].out.rank == 1 && p->nodes[4].out.d[0] == 24);
+	CHECK_STR(p->params[0].name, "c.weight");
+	CHECK(p->params[0].shape.rank == 3 && p->params[0].shape.d[0] == 6 && p->params[0].shape.d[1] == 4 &&
+	      p->params[0].shape.d[2] == 3 && p->params[0].fan_in == 12);
+	CHECK_STR(p->scopes[c->scope].type, "Conv1d");
+	char buf[160];
+	op_describe(u, buf, sizeof buf);
+	CHECK_STR(buf, "Unflatten(dim=-1, unflattened_size=[2, -1])");
+	uint64_t h = model_hash(p);
+	/* the same meaning spelt otherwise hashes alike; another does not */
+	static const char *const edits[][3] = {
+		{ "kernel=3", "kernel=(3,)", "=" },
+		{ "[2, -1]", "(2, 2)", "=" },
+		{ "maxpool1d(2)", "maxpool1d(2, stride=(2,))", "=" },
+		{ "maxpool1d(2)", "avgpool1d(2)", "!" },
+		{ "[2, -1]", "(-1, 1)", "!" },
+	};
+	for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
+		char t[1024];
+		const char *at = strstr(text, edits[k][0]);
+		snprintf(t, sizeof t, "%.*s%s%s", (int)(at - text), text, edits[k][1], at + strlen(edits[k][0]));
+		struct plan *q = compile_text(t, 1);
+		CHECK(q != NULL);
+		if (q && (model_hash(q) == h) != (edits[k][2][0] == '=')) {
+			fprintf(stderr, "test_one_d: \"%s\" -> \"%s\"\n", edits[k][0], edits[k][1]);
+			CHECK(!"a 1-D layer's hash follows its meaning");
+		}
+	}
+}
+
 /* Adam's betas take all of [0, 1), as torch.optim.Adam does: a beta just
  * below 1 is valid there and must compile here too. */
 static void test_adam_betas(void)
@@ -542,6 +592,7 @@ int main(void)
 	RUN(test_adam_betas);
 	RUN(test_errors_counted);
 	RUN(test_data_files);
+	RUN(test_one_d);
 	RUN(test_float_repr);
 	RUN(test_print_long_line);
 	arena_release(&A);

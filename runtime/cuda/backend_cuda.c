@@ -266,7 +266,9 @@ static int conv_prepare(struct exec *e, struct gpu *gp, struct conv *cv, const s
 	struct cuda_state *c = st(e);
 	const struct plan *p = e->p;
 	const struct shape *in = &p->nodes[nd->in].out;
-	int ci = (int)in->d[0], h = (int)in->d[1], w = (int)in->d[2];
+	int64_t c64, h64, w64;
+	shape_chw(in->d, in->rank, &c64, &h64, &w64);
+	int ci = (int)c64, h = (int)h64, w = (int)w64;
 	int co = (int)nd->a.conv.cout, g = (int)nd->a.conv.groups;
 	bool tf32 = want_tf32();
 	DNN(c, cudnnCreateTensorDescriptor(&cv->x));

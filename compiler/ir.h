@@ -32,7 +32,7 @@ enum op {
 	OP_BATCHNORM1D, OP_BATCHNORM2D, OP_LAYERNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
 	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID,
 	OP_LEAKY_RELU, OP_ELU, OP_SELU, OP_SILU, OP_SOFTPLUS, OP_HARDTANH, OP_RELU6, OP_HARDSIGMOID, OP_HARDSWISH, OP_MISH,
-	OP_CELU, OP_LOGSIGMOID, OP_SOFTSIGN, OP_TANHSHRINK, OP_SOFTSHRINK, OP_HARDSHRINK, OP_THRESHOLD,
+	OP_CELU, OP_LOGSIGMOID, OP_SOFTSIGN, OP_TANHSHRINK, OP_SOFTSHRINK, OP_HARDSHRINK, OP_THRESHOLD, OP_PRELU,
 	OP_SOFTMAX, OP_LOG_SOFTMAX,
 	OP_ADD,      /* residual join: out = in + in2 */
 	OP_TRANSFER, /* activation moves between two devices of a rank */
@@ -130,13 +130,15 @@ struct node {
 		 * hardtanh: a = min_val, b = max_val; celu: a = alpha; softshrink and hardshrink:
 		 * a = lambd; threshold: a = threshold, b = value */
 		struct { double a, b; struct int_form a_form, b_form; } act;
+		/* prelu: num weights (1, or one per channel), their initial value */
+		struct { int64_t num; double init; struct int_form init_form; } prelu;
 		struct { int from, to; } xfer;
 		struct { int64_t dims[SHAPE_MAX]; } input;
 	} a;
 };
 
 enum param_role { ROLE_WEIGHT, ROLE_BIAS, ROLE_RUNNING_MEAN, ROLE_RUNNING_VAR, ROLE_NUM_BATCHES };
-enum init_kind { INIT_KAIMING_UNIFORM, INIT_BIAS_UNIFORM, INIT_ONES, INIT_ZEROS, INIT_NORMAL };
+enum init_kind { INIT_KAIMING_UNIFORM, INIT_BIAS_UNIFORM, INIT_ONES, INIT_ZEROS, INIT_NORMAL, INIT_PRELU };
 
 struct param {
 	const char *name;    /* state_dict key: "conv1.weight" */

@@ -51,6 +51,7 @@ const struct op_info op_info[OP__COUNT] = {
 	[OP_SOFTSHRINK] = { "softshrink", "Softshrink" },
 	[OP_HARDSHRINK] = { "hardshrink", "Hardshrink" },
 	[OP_THRESHOLD] = { "threshold", "Threshold" },
+	[OP_PRELU] = { "prelu", "PReLU" },
 	[OP_SOFTMAX] = { "softmax", "Softmax" },
 	[OP_LOG_SOFTMAX] = { "log_softmax", "LogSoftmax" },
 	[OP_ADD] = { "+", "Add" },
@@ -762,6 +763,16 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		return get_act_num(d, s[0], "threshold", &n->a.act.a, &n->a.act.a_form) &&
 		       get_act_num(d, s[1], "value", &n->a.act.b, &n->a.act.b_form);
 	}
+	case OP_PRELU: {
+		/* nn.PReLU(num_parameters=1, init=0.25) */
+		npos = 2;
+		BIND("num_parameters", "init");
+		n->a.prelu.num = 1;
+		n->a.prelu.init = 0.25;
+		if (s[0] && !get_int(d, s[0], "num_parameters", &n->a.prelu.num, 1))
+			return false;
+		return !s[1] || get_act_num(d, s[1], "init", &n->a.prelu.init, &n->a.prelu.init_form);
+	}
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
 		npos = 1;
 		BIND("dim");
@@ -1154,6 +1165,16 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 	case OP_DROPOUT: case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_TRANSFER:
 	OP_ACT_CASES:
 		return true;
+	case OP_PRELU:
+		/* one weight, or one per channel: the first per-sample dimension,
+		 * as F.prelu takes dimension 1 of the batch */
+		if (n->a.prelu.num != 1 && n->a.prelu.num != in.d[0]) {
+			diag_error(d, n->loc, "%s has %" PRId64 " weights, one per channel, but its input %s has %" PRId64
+				   " channels (its first dimension); use num_parameters=%" PRId64 ", or 1 for one weight shared by all",
+				   n->what, n->a.prelu.num, shape_str(&in, b1, sizeof b1), in.d[0], in.d[0]);
+			return false;
+		}
+		return true;
 	case OP_ADD:
 		if (pp && (pp->out.rank != in.rank || memcmp(pp->out.d, in.d, sizeof in.d) != 0)) {
 			diag_error(d, n->loc, "residual body changes the shape from %s to %s; the sum needs them equal",
@@ -1246,6 +1267,9 @@ int op_params(const struct node *n, struct param_spec out[5])
 		break;
 	case OP_EMBEDDING:
 		out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT, { 2, { n->a.emb.num, n->a.emb.dim } }, DT_F32, INIT_NORMAL, 0, false };
+		break;
+	case OP_PRELU:
+		out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT, sh1(n->a.prelu.num), DT_F32, INIT_PRELU, 0, false };
 		break;
 	default:
 		break;
@@ -1417,6 +1441,9 @@ void op_describe(const struct node *n, char *buf, int len)
 		snprintf(buf, l, "%s(beta=%s, threshold=%s)", t, pynum(n->a.act.a, n->a.act.a_form, f1, sizeof f1),
 			 pynum(n->a.act.b, n->a.act.b_form, f2, sizeof f2));
 		return;
+	case OP_PRELU:
+		snprintf(buf, l, "%s(num_parameters=%" PRId64 ")", t, n->a.prelu.num);
+		return;
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX:
 		snprintf(buf, l, "%s(dim=%d)", t, n->a.softmax.written); /* as written, as PyTorch prints it */
 		return;
@@ -1450,6 +1477,7 @@ bool op_needs_input(const struct node *n)
 {
 	switch (n->op) {
 	case OP_LINEAR: case OP_CONV2D: case OP_BATCHNORM1D: case OP_BATCHNORM2D: case OP_LAYERNORM: case OP_EMBEDDING: case OP_GELU:
+	case OP_PRELU:
 	OP_ACT_CASES:
 		return true;
 	default:

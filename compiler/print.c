@@ -90,7 +90,7 @@ static void node_note(const struct plan *p, const struct node *n, char *buf, siz
 			np += p->params[n->param0 + k].numel;
 	int at = snprintf(buf, len, "# %s", shape_str(&n->out, sh, sizeof sh));
 	if (np)
-		at += snprintf(buf + at, len - (size_t)at, "  %s params", print_count(np, cnt, sizeof cnt));
+		at += snprintf(buf + at, len - (size_t)at, "  %s param%s", print_count(np, cnt, sizeof cnt), np == 1 ? "" : "s");
 	if (p->ndevices > 1 && at < (int)len)
 		at += snprintf(buf + at, len - (size_t)at, "  device %d", n->device);
 	if (n->frozen && at < (int)len)
@@ -170,7 +170,7 @@ static void scope_lines(const struct plan *p, struct lines *ls, int s, int depth
 		char cnt[32];
 		struct line *l = add(ls, depth, "(%s): %s(", key, sc->type);
 		if (sc->numel)
-			snprintf(l->note, sizeof l->note, "# %s params", print_count(sc->numel, cnt, sizeof cnt));
+			snprintf(l->note, sizeof l->note, "# %s param%s", print_count(sc->numel, cnt, sizeof cnt), sc->numel == 1 ? "" : "s");
 		children(p, ls, s, depth + 1);
 		add(ls, depth, ")");
 	}

@@ -105,4 +105,12 @@ ACT_FN float act_elem_bwd(enum kern_act k, float x, float dy, float a, float b)
 	}
 	return dy;
 }
+
+/* PReLU is leaky_relu with its weight w as the slope, forward and for dx
+ * (ATen's prelu computes x > 0 ? x : w * x); this is an element's term of
+ * the weight's gradient, summed over the elements w scales */
+ACT_FN float act_prelu_dw(float x, float dy)
+{
+	return x > 0.0f ? 0.0f : x * dy;
+}
 #endif

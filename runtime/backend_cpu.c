@@ -275,6 +275,13 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		kern_act_fwd(k, x, y, (size_t)out_n, a, b);
 		break;
 	}
+	case OP_PRELU: {
+		int c;
+		int64_t inner;
+		exec_prelu_dims(p, nd, &c, &inner);
+		kern_prelu_fwd(x, exec_param_ptr(e, nd->param0), y, (int)n, c, inner);
+		break;
+	}
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
 		int64_t outer, inner;
 		int dim;
@@ -379,6 +386,13 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 			kern_act_bwd(k, x, dy, dx, (size_t)out_n, a, b);
 		}
 		break;
+	case OP_PRELU: {
+		int c;
+		int64_t inner;
+		exec_prelu_dims(p, nd, &c, &inner);
+		kern_prelu_bwd(x, exec_param_ptr(e, nd->param0), dy, dx, exec_grad_ptr(e, nd->param0), (int)n, c, inner);
+		break;
+	}
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
 		int64_t outer, inner;
 		int dim;

@@ -137,6 +137,10 @@ static void draw_param(const struct plan *p, int k, struct param_init *pi, float
 	case INIT_BIAS_UNIFORM: ip.role = nd->op == OP_CONV2D ? INIT_CONV_BIAS : INIT_LINEAR_BIAS; break;
 	case INIT_ONES: ip.role = pr->role == ROLE_RUNNING_VAR ? INIT_RUNNING_VAR : INIT_NORM_WEIGHT; break;
 	case INIT_ZEROS: ip.role = pr->role == ROLE_RUNNING_MEAN ? INIT_RUNNING_MEAN : INIT_NORM_BIAS; break;
+	case INIT_PRELU:
+		ip.role = INIT_CONST;
+		ip.value = (float)nd->a.prelu.init;
+		break;
 	case INIT_NORMAL:
 		ip.role = INIT_EMBEDDING;
 		ip.row_len = nd->a.emb.dim;

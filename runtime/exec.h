@@ -183,6 +183,13 @@ static inline enum kern_act exec_act_kind(const struct node *nd, float *a, float
 	assert(0 && "not one of OP_ACT_CASES");
 	return KERN_MISH;
 }
+/* PReLU's input as (n, c, inner) for kern_prelu_*: c its weights, one
+ * for all or one per channel (the first per-sample dimension) */
+static inline void exec_prelu_dims(const struct plan *p, const struct node *nd, int *c, int64_t *inner)
+{
+	*c = (int)nd->a.prelu.num;
+	*inner = shape_numel(&p->nodes[nd->in].out) / *c;
+}
 /* Pointer to node i's output of the last forward. */
 float *exec_output(struct exec *e, int node, bool train);
 void exec_free(struct exec *e);

@@ -147,6 +147,7 @@ void init_fill(const struct init_param *p, struct init_gen *g, float *x, int64_t
 	case INIT_RUNNING_VAR: fill_const(x, n, 1.0f); return;
 	case INIT_NORM_BIAS:
 	case INIT_RUNNING_MEAN: fill_const(x, n, 0.0f); return;
+	case INIT_CONST: fill_const(x, n, p->value); return;
 	case INIT_EMBEDDING: {
 		init_normal(g, x, n, 0.0f, 1.0f);
 		if (p->padding_idx < 0 || !x) return;

@@ -25,10 +25,11 @@
  *   INIT_LINEAR_BIAS, INIT_CONV_BIAS      U(-1/sqrt(fan_in), 1/sqrt(fan_in)), 0 if fan_in is 0
  *   INIT_NORM_WEIGHT, INIT_RUNNING_VAR    ones
  *   INIT_NORM_BIAS, INIT_RUNNING_MEAN     zeros
- *   INIT_EMBEDDING                        N(0, 1), row padding_idx zero */
+ *   INIT_EMBEDDING                        N(0, 1), row padding_idx zero
+ *   INIT_CONST                            value (PReLU's init), no draws */
 enum init_role {
 	INIT_LINEAR_WEIGHT, INIT_LINEAR_BIAS, INIT_CONV_WEIGHT, INIT_CONV_BIAS, INIT_NORM_WEIGHT, INIT_NORM_BIAS,
-	INIT_EMBEDDING, INIT_RUNNING_MEAN, INIT_RUNNING_VAR,
+	INIT_EMBEDDING, INIT_RUNNING_MEAN, INIT_RUNNING_VAR, INIT_CONST,
 };
 
 struct init_param {
@@ -36,6 +37,7 @@ struct init_param {
 	int64_t fan_in;      /* weights and biases: init_fan_in_linear / init_fan_in_conv */
 	int64_t row_len;     /* INIT_EMBEDDING: embedding_dim, elements per row */
 	int64_t padding_idx; /* INIT_EMBEDDING: row left at zero, or -1 for none */
+	float value;         /* INIT_CONST */
 };
 
 /* PyTorch's CPU generator: the twister and the spare sample its

@@ -215,6 +215,11 @@ void kern_sigmoid_bwd(const float *y, const float *dy, float *dx, size_t n); /* 
  * input x */
 void kern_act_fwd(enum kern_act k, const float *x, float *y, size_t n, float a, float b);
 void kern_act_bwd(enum kern_act k, const float *x, const float *dy, float *dx, size_t n, float a, float b);
+/* PReLU over x (n, c, inner) with weight w (c): c 1 shares one weight;
+ * backward from the input x, dx written (NULL: skipped), dw accumulated
+ * (NULL: skipped); dx may be dy */
+void kern_prelu_fwd(const float *x, const float *w, float *y, int n, int c, int64_t inner);
+void kern_prelu_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, int n, int c, int64_t inner);
 
 /* ---- softmax over the middle axis of (OUTER, DIM, INNER); bwd from output y ---- */
 void kern_softmax_fwd(const float *x, float *y, int outer, int dim, int inner);

@@ -1,7 +1,7 @@
 /* kern_act.c: elementwise activations relu, gelu (exact erf or tanh
  * approximation), tanh, sigmoid, and those of act_elem.h (leaky_relu, elu,
- * silu, softplus, hardtanh, hardsigmoid, hardswish, mish), forward and
- * backward.
+ * silu, softplus, hardtanh, hardsigmoid, hardswish, mish) and prelu,
+ * forward and backward.
  * Backward of relu, tanh and sigmoid reads the saved output y (so relu may run
  * in place); the others' read the saved input x.  Outputs may alias inputs
  * element for element.  Each element is independent: no thread dependence.
@@ -107,4 +107,31 @@ void kern_act_bwd(enum kern_act k, const float *x, const float *dy, float *dx, s
 	#pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
 	for (size_t i = 0; i < n; i++)
 		dx[i] = act_elem_bwd(k, x[i], dy[i], a, b);
+}
+
+void kern_prelu_fwd(const float *x, const float *w, float *y, int n, int c, int64_t inner)
+{
+	int64_t total = (int64_t)n * c * inner;
+	#pragma omp parallel for schedule(static) if (total > PAR_MIN)
+	for (int64_t i = 0; i < total; i++)
+		y[i] = act_elem_fwd(KERN_LEAKY_RELU, x[i], w[i / inner % c], 0.0f);
+}
+
+void kern_prelu_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, int n, int c, int64_t inner)
+{
+	/* the weight's gradient first: dx may overwrite dy */
+	#pragma omp parallel for schedule(static) if (dw && (int64_t)n * c * inner > PAR_MIN && c > 1)
+	for (int ch = 0; ch < (dw ? c : 0); ch++) {
+		double acc = 0;
+		for (int b = 0; b < n; b++) {
+			int64_t at = ((int64_t)b * c + ch) * inner;
+			for (int64_t j = 0; j < inner; j++)
+				acc += act_prelu_dw(x[at + j], dy[at + j]);
+		}
+		dw[ch] += (float)acc;
+	}
+	int64_t total = (int64_t)n * c * inner;
+	#pragma omp parallel for schedule(static) if (dx && total > PAR_MIN)
+	for (int64_t i = 0; i < (dx ? total : 0); i++)
+		dx[i] = act_elem_bwd(KERN_LEAKY_RELU, x[i], dy[i], w[i / inner % c], 0.0f);
 }

@@ -105,6 +105,7 @@ static void node_args(uint64_t *h, const struct node *n)
 	case OP_FLATTEN: field(h, "flat %d %d", n->a.flat.start, n->a.flat.end); break;
 	case OP_GELU: field(h, "gelu %d", n->a.gelu.tanh); break;
 	OP_ACT_CASES: field(h, "act %a %a", n->a.act.a, n->a.act.b); break;
+	case OP_PRELU: field(h, "prelu %" PRId64 " %a", n->a.prelu.num, n->a.prelu.init); break;
 	case OP_SOFTMAX:
 	case OP_LOG_SOFTMAX: field(h, "softmax %d", n->a.softmax.dim); break;
 	case OP_TRANSFER: field(h, "xfer %d %d", n->a.xfer.from, n->a.xfer.to); break;

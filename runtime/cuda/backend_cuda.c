@@ -619,6 +619,13 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		kc_act_fwd(s, k, x, y, out_n, a, b);
 		break;
 	}
+	case OP_PRELU: {
+		int ch;
+		int64_t inner;
+		exec_prelu_dims(p, nd, &ch, &inner);
+		kc_prelu_fwd(s, x, exec_param_ptr(e, nd->param0), y, (int)n, ch, inner);
+		break;
+	}
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
 		int64_t outer, inner;
 		int dim;
@@ -734,6 +741,13 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 			kc_act_bwd(s, k, x, dy, dx, out_n, a, b);
 		}
 		break;
+	case OP_PRELU: {
+		int ch;
+		int64_t inner;
+		exec_prelu_dims(p, nd, &ch, &inner);
+		kc_prelu_bwd(s, x, exec_param_ptr(e, nd->param0), dy, dx, exec_grad_ptr(e, nd->param0), (int)n, ch, inner);
+		break;
+	}
 	case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
 		int64_t outer, inner;
 		int dim;

@@ -40,6 +40,11 @@ void kc_sigmoid_bwd(cudaStream_t s, const float *y, const float *dy, float *dx, 
 /* act_elem.h's activations, as kern_act_fwd and kern_act_bwd (from input x) */
 void kc_act_fwd(cudaStream_t s, enum kern_act k, const float *x, float *y, int64_t n, float a, float b);
 void kc_act_bwd(cudaStream_t s, enum kern_act k, const float *x, const float *dy, float *dx, int64_t n, float a, float b);
+/* PReLU, as kern_prelu_fwd and kern_prelu_bwd (dw summed in double, a block
+ * a weight, then dx, which may be dy) */
+void kc_prelu_fwd(cudaStream_t s, const float *x, const float *w, float *y, int n, int c, int64_t inner);
+void kc_prelu_bwd(cudaStream_t s, const float *x, const float *w, const float *dy, float *dx, float *dw, int n, int c,
+		  int64_t inner);
 
 /* Dropout with the CPU's mask: element i is kept iff rng_uniform(&r, i) >= p.
  * The stream r is passed by value: the caller derives it from the step

@@ -100,6 +100,28 @@ static void host_act_bwd(cudaStream_t s, enum kern_act k, const float *x, const 
 		dx[i] = act_elem_bwd(k, x[i], dy[i], a, b);
 }
 
+/* PReLU as the kernels map it: an element a thread, a block a weight's sum */
+static void host_prelu_fwd(cudaStream_t s, const float *x, const float *w, float *y, int n, int c, int64_t inner)
+{
+	for (int64_t i = 0; i < (int64_t)n * c * inner; i++)
+		y[i] = act_elem_fwd(KERN_LEAKY_RELU, x[i], w[i / inner % c], 0.0f);
+}
+
+static void host_prelu_bwd(cudaStream_t s, const float *x, const float *w, const float *dy, float *dx, float *dw, int n,
+			   int c, int64_t inner)
+{
+	for (int ch = 0; dw && ch < c; ch++) {
+		double acc = 0;
+		for (int64_t e = 0; e < (int64_t)n * inner; e++) {
+			int64_t at = (e / inner * c + ch) * inner + e % inner;
+			acc += act_prelu_dw(x[at], dy[at]);
+		}
+		dw[ch] += (float)acc;
+	}
+	for (int64_t i = 0; dx && i < (int64_t)n * c * inner; i++)
+		dx[i] = act_elem_bwd(KERN_LEAKY_RELU, x[i], dy[i], w[i / inner % c], 0.0f);
+}
+
 /* ---- dropout ---- */
 static void dropout_fwd(const float *x, float *y, uint8_t *mask, int64_t n, float p, const struct rng *r)
 {
@@ -743,6 +765,11 @@ WRAP(sigmoid_bwd, L_sigmoid_bwd)
 WRAP(act_fwd, L_act_fwd)
 #define L_act_bwd(X) X(enum kern_act, k) X(const float *, x) X(const float *, dy) X(float *, dx) X(int64_t, n) X(float, a) X(float, b)
 WRAP(act_bwd, L_act_bwd)
+#define L_prelu_fwd(X) X(const float *, x) X(const float *, w) X(float *, y) X(int, n) X(int, c) X(int64_t, inner)
+WRAP(prelu_fwd, L_prelu_fwd)
+#define L_prelu_bwd(X) X(const float *, x) X(const float *, w) X(const float *, dy) X(float *, dx) X(float *, dw) X(int, n) \
+	X(int, c) X(int64_t, inner)
+WRAP(prelu_bwd, L_prelu_bwd)
 #define L_dropout_fwd(X) X(const float *, x) X(float *, y) X(uint8_t *, mask) X(int64_t, n) X(float, p) X(struct rng, r)
 WRAP(dropout_fwd, L_dropout_fwd)
 #define L_dropout_fwd_at(X) X(const float *, x) X(float *, y) X(uint8_t *, mask) X(int64_t, n) X(float, p) \

@@ -391,6 +391,12 @@ static void test_model_hash(void)
 			CHECK(!"another meaning hashes differently");
 		}
 	}
+	/* prelu's arguments against plain prelu, not the base's relu: its
+	 * defaults written out hash alike, another count or init does not */
+	uint64_t pr = hash_of("    relu\n", "    prelu\n");
+	CHECK(pr != 0 && pr == hash_of("    relu\n", "    prelu(num_parameters=1, init=0.25)\n"));
+	CHECK(hash_of("    relu\n", "    prelu(16)\n") != pr);
+	CHECK(hash_of("    relu\n", "    prelu(init=0.3)\n") != pr);
 	/* padding="same" is the padding it stands for */
 	static const char *const conv[2] = {
 		"model C {\n    input(1, 4, 5)\n    conv2d(2, kernel=(3, 5), padding=\"same\")\n}\n"

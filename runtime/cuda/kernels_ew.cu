@@ -103,52 +103,6 @@ void kc_act_bwd(cudaStream_t s, enum kern_act k, const float *x, const float *dy
 	if (n > 0) param_act_bwd_kernel<<<blocks_for(n), THREADS, 0, s>>>(k, x, dy, dx, n, a, b);
 }
 
-/* PReLU: leaky_relu with the weight of element i's channel as its slope */
-__global__ void prelu_fwd_kernel(const float *x, const float *w, float *y, int64_t total, int c, int64_t inner)
-{
-	FOR_EACH(i, total) y[i] = act_elem_fwd(KERN_LEAKY_RELU, x[i], w[i / inner % c], 0.0f);
-}
-
-__global__ void prelu_dx_kernel(const float *x, const float *w, const float *dy, float *dx, int64_t total, int c,
-				int64_t inner)
-{
-	FOR_EACH(i, total) dx[i] = act_elem_bwd(KERN_LEAKY_RELU, x[i], dy[i], w[i / inner % c], 0.0f);
-}
-
-/* one block per weight, over the n runs of inner elements it scales */
-__global__ void prelu_dw_kernel(const float *x, const float *dy, float *dw, int n, int c, int64_t inner)
-{
-	__shared__ double sh[THREADS];
-	int ch = blockIdx.x;
-	int64_t m = (int64_t)n * inner;
-	double acc = 0;
-	for (int64_t e = threadIdx.x; e < m; e += blockDim.x) {
-		int64_t at = ((e / inner) * c + ch) * inner + e % inner;
-		acc += act_prelu_dw(x[at], dy[at]);
-	}
-	acc = block_sum(acc, sh);
-	if (threadIdx.x == 0)
-		dw[ch] += (float)acc;
-}
-
-void kc_prelu_fwd(cudaStream_t s, const float *x, const float *w, float *y, int n, int c, int64_t inner)
-{
-	int64_t total = (int64_t)n * c * inner;
-	if (total > 0) prelu_fwd_kernel<<<blocks_for(total), THREADS, 0, s>>>(x, w, y, total, c, inner);
-}
-
-void kc_prelu_bwd(cudaStream_t s, const float *x, const float *w, const float *dy, float *dx, float *dw, int n, int c,
-		  int64_t inner)
-{
-	int64_t total = (int64_t)n * c * inner;
-	if (total <= 0)
-		return;
-	if (dw) /* before dx, which may overwrite dy */
-		prelu_dw_kernel<<<c, THREADS, 0, s>>>(x, dy, dw, n, c, inner);
-	if (dx)
-		prelu_dx_kernel<<<blocks_for(total), THREADS, 0, s>>>(x, w, dy, dx, total, c, inner);
-}
-
 /* ---- dropout ---- */
 /* step: NULL, or the finished-step counter whose successor is r's step word */
 __global__ void dropout_fwd_kernel(const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r,
@@ -244,18 +198,21 @@ __global__ void bias_relu_kernel(float *y, const float *b, float *r, int64_t tot
 	}
 }
 
-/* one block per channel */
-__global__ void channel_bias_grad_kernel(const float *dy, float *db, int n, int c, int64_t hw)
+/* one block per channel, out[ch] += the sum over its n runs of hw elements
+ * of dy (a bias's gradient), or with x of act_prelu_dw(x, dy) (PReLU's) */
+__global__ void channel_sum_kernel(const float *x, const float *dy, float *out, int n, int c, int64_t hw)
 {
 	__shared__ double sh[THREADS];
 	int ch = blockIdx.x;
 	int64_t m = (int64_t)n * hw;
 	double acc = 0;
-	for (int64_t e = threadIdx.x; e < m; e += blockDim.x)
-		acc += dy[((e / hw) * c + ch) * hw + e % hw];
+	for (int64_t e = threadIdx.x; e < m; e += blockDim.x) {
+		int64_t at = ((e / hw) * c + ch) * hw + e % hw;
+		acc += x ? act_prelu_dw(x[at], dy[at]) : dy[at];
+	}
 	acc = block_sum(acc, sh);
 	if (threadIdx.x == 0)
-		db[ch] += (float)acc;
+		out[ch] += (float)acc;
 }
 
 void kc_bias_add(cudaStream_t s, float *y, const float *b, int64_t rows, int m)
@@ -281,5 +238,35 @@ void kc_bias_relu(cudaStream_t s, float *y, const float *b, float *r, int64_t to
 
 void kc_channel_bias_grad(cudaStream_t s, const float *dy, float *db, int n, int c, int64_t hw)
 {
-	if (db && c > 0) channel_bias_grad_kernel<<<c, THREADS, 0, s>>>(dy, db, n, c, hw);
+	if (db && c > 0) channel_sum_kernel<<<c, THREADS, 0, s>>>(NULL, dy, db, n, c, hw);
+}
+
+/* ---- PReLU: leaky_relu with the weight of element i's channel as its slope ---- */
+__global__ void prelu_fwd_kernel(const float *x, const float *w, float *y, int64_t total, int c, int64_t inner)
+{
+	FOR_EACH(i, total) y[i] = act_elem_fwd(KERN_LEAKY_RELU, x[i], w[i / inner % c], 0.0f);
+}
+
+__global__ void prelu_dx_kernel(const float *x, const float *w, const float *dy, float *dx, int64_t total, int c,
+				int64_t inner)
+{
+	FOR_EACH(i, total) dx[i] = act_elem_bwd(KERN_LEAKY_RELU, x[i], dy[i], w[i / inner % c], 0.0f);
+}
+
+void kc_prelu_fwd(cudaStream_t s, const float *x, const float *w, float *y, int n, int c, int64_t inner)
+{
+	int64_t total = (int64_t)n * c * inner;
+	if (total > 0) prelu_fwd_kernel<<<blocks_for(total), THREADS, 0, s>>>(x, w, y, total, c, inner);
+}
+
+void kc_prelu_bwd(cudaStream_t s, const float *x, const float *w, const float *dy, float *dx, float *dw, int n, int c,
+		  int64_t inner)
+{
+	int64_t total = (int64_t)n * c * inner;
+	if (total <= 0)
+		return;
+	if (dw) /* before dx, which may overwrite dy */
+		channel_sum_kernel<<<c, THREADS, 0, s>>>(x, dy, dw, n, c, inner);
+	if (dx)
+		prelu_dx_kernel<<<blocks_for(total), THREADS, 0, s>>>(x, w, dy, dx, total, c, inner);
 }

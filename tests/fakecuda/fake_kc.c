@@ -100,28 +100,6 @@ static void host_act_bwd(cudaStream_t s, enum kern_act k, const float *x, const 
 		dx[i] = act_elem_bwd(k, x[i], dy[i], a, b);
 }
 
-/* PReLU as the kernels map it: an element a thread, a block a weight's sum */
-static void host_prelu_fwd(cudaStream_t s, const float *x, const float *w, float *y, int n, int c, int64_t inner)
-{
-	for (int64_t i = 0; i < (int64_t)n * c * inner; i++)
-		y[i] = act_elem_fwd(KERN_LEAKY_RELU, x[i], w[i / inner % c], 0.0f);
-}
-
-static void host_prelu_bwd(cudaStream_t s, const float *x, const float *w, const float *dy, float *dx, float *dw, int n,
-			   int c, int64_t inner)
-{
-	for (int ch = 0; dw && ch < c; ch++) {
-		double acc = 0;
-		for (int64_t e = 0; e < (int64_t)n * inner; e++) {
-			int64_t at = (e / inner * c + ch) * inner + e % inner;
-			acc += act_prelu_dw(x[at], dy[at]);
-		}
-		dw[ch] += (float)acc;
-	}
-	for (int64_t i = 0; dx && i < (int64_t)n * c * inner; i++)
-		dx[i] = act_elem_bwd(KERN_LEAKY_RELU, x[i], dy[i], w[i / inner % c], 0.0f);
-}
-
 /* ---- dropout ---- */
 static void dropout_fwd(const float *x, float *y, uint8_t *mask, int64_t n, float p, const struct rng *r)
 {
@@ -174,6 +152,7 @@ static void host_scale(cudaStream_t s, float *x, int64_t n, float c)
  * planes added in double ---- */
 enum csum {
 	CSUM_X,     /* Σ x */
+	CSUM_PRELU, /* Σ act_prelu_dw(x, dy), in double as Σ x */
 	CSUM_DEV2,  /* Σ (x - mean)^2 */
 	CSUM_DY_DEV /* Σ dy (x - mean) */
 };
@@ -186,8 +165,8 @@ static double channel_sum(enum csum k, const float *x, const float *dy, float me
 		const float *p = x + at;
 		float part = 0;
 		for (int64_t j = 0; j < hw; j++)
-			if (k == CSUM_X)
-				s += p[j];
+			if (k == CSUM_X || k == CSUM_PRELU)
+				s += k == CSUM_X ? p[j] : act_prelu_dw(p[j], dy[at + j]);
 			else
 				part += k == CSUM_DEV2 ? (p[j] - mean) * (p[j] - mean) : dy[at + j] * (p[j] - mean);
 		s += part;
@@ -228,6 +207,22 @@ static void host_channel_bias_grad(cudaStream_t s, const float *dy, float *db, i
 {
 	for (int ch = 0; db && ch < c; ch++)
 		db[ch] += (float)channel_sum(CSUM_X, dy, NULL, 0.0f, n, c, hw, ch);
+}
+
+/* PReLU as the kernels map it: an element a thread, a block a weight's sum */
+static void host_prelu_fwd(cudaStream_t s, const float *x, const float *w, float *y, int n, int c, int64_t inner)
+{
+	for (int64_t i = 0; i < (int64_t)n * c * inner; i++)
+		y[i] = act_elem_fwd(KERN_LEAKY_RELU, x[i], w[i / inner % c], 0.0f);
+}
+
+static void host_prelu_bwd(cudaStream_t s, const float *x, const float *w, const float *dy, float *dx, float *dw, int n,
+			   int c, int64_t inner)
+{
+	for (int ch = 0; dw && ch < c; ch++)
+		dw[ch] += (float)channel_sum(CSUM_PRELU, x, dy, 0.0f, n, c, inner, ch);
+	for (int64_t i = 0; dx && i < (int64_t)n * c * inner; i++)
+		dx[i] = act_elem_bwd(KERN_LEAKY_RELU, x[i], dy[i], w[i / inner % c], 0.0f);
 }
 
 /* ---- pooling: forward one output at a time, backward a gather per input

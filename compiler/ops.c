@@ -68,6 +68,8 @@ static const struct {
 	{ OP_MAXPOOL2D, VAR_1D, { "maxpool1d", "MaxPool1d" } },
 	{ OP_AVGPOOL2D, VAR_1D, { "avgpool1d", "AvgPool1d" } },
 	{ OP_FLATTEN, VAR_UNFLATTEN, { "unflatten", "Unflatten" } },
+	{ OP_DROPOUT, VAR_1D, { "dropout1d", "Dropout1d" } },
+	{ OP_DROPOUT, VAR_2D, { "dropout2d", "Dropout2d" } },
 };
 enum { N_VARIANTS = sizeof op_variants / sizeof op_variants[0] };
 
@@ -115,7 +117,8 @@ const char *op_class(const struct node *n)
 	return info_of(n)->torch;
 }
 
-/* the layers' names: conv1d before conv2d, flatten before unflatten */
+/* the layers' names, each op's variants beside it in alphabetical order:
+ * conv1d before conv2d, flatten before unflatten, dropout before dropout1d */
 int op_names(const char **out, int max)
 {
 	int n = 0;
@@ -124,7 +127,7 @@ int op_names(const char **out, int max)
 			continue;
 		for (int pass = 0; pass < 2; pass++) {
 			for (int j = 0; j < N_VARIANTS && n < max; j++)
-				if ((int)op_variants[j].op == k && (op_variants[j].var == VAR_1D) == (pass == 0))
+				if ((int)op_variants[j].op == k && (strcmp(op_variants[j].info.name, op_info[k].name) < 0) == (pass == 0))
 					out[n++] = op_variants[j].info.name;
 			if (pass == 0 && n < max)
 				out[n++] = op_info[k].name;
@@ -1162,7 +1165,20 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		n->a.softmax.dim = dim - 1;
 		return true;
 	}
-	case OP_DROPOUT: case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_TRANSFER:
+	case OP_DROPOUT:
+		/* a mask per (sample, channel): PyTorch 1.13 takes other ranks with
+		 * a warning and drops along dimension 1 anyway */
+		if (n->variant != VAR_NONE && in.rank != (n->variant == VAR_1D ? 2 : 3)) {
+			bool one = n->variant == VAR_1D;
+			diag_error(d, n->loc, "%s drops whole channels of a %s sample, but its input is %s; %s", n->what,
+				   one ? "(channels, length)" : "(channels, height, width)", shape_str(&in, b1, sizeof b1),
+				   in.rank == 2 ? "use dropout1d for the channels of (C, L)"
+				   : in.rank == 3 ? "use dropout2d for the channels of (C, H, W)"
+						  : "use dropout for one draw per element");
+			return false;
+		}
+		return true;
+	case OP_RELU: case OP_GELU: case OP_TANH: case OP_SIGMOID: case OP_TRANSFER:
 	OP_ACT_CASES:
 		return true;
 	case OP_PRELU:

@@ -222,10 +222,10 @@ static const char *const class_aliases[][2] = {
 
 /* PyTorch's names (folded, see fold) of things trainc lacks, each a
  * typo's distance from a trainc name that computes something else: RReLU
- * is not ReLU, Dropout2d drops whole channels, Conv3d is not Conv2d. */
+ * is not ReLU, Dropout3d drops whole volumes, Conv3d is not Conv2d. */
 static const char *const unlike[] = {
-	"rrelu", "softmin", "glu", "dropout1d", "dropout2d", "dropout3d", "conv3d",
-	"maxpool3d", "avgpool3d", "batchnorm3d", "adaptivemaxpool2d", "adaptiveavgpool1d", "zeropad1d",
+	"rrelu", "softmin", "glu", "dropout3d", "conv3d", "maxpool3d", "avgpool3d",
+	"batchnorm3d", "adaptivemaxpool2d", "adaptiveavgpool1d", "zeropad1d",
 };
 
 /* s in lower case without '_' (StepLR and step_lr are both "steplr");

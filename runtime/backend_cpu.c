@@ -260,7 +260,11 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 	case OP_DROPOUT:
 		if (train) {
 			struct rng r = rng_stream(exec_dropout_seed(e, i), RNG_DROPOUT, e->rank, (uint32_t)e->step);
-			kern_dropout_fwd(x, y, (uint8_t *)save, (size_t)out_n, (float)nd->a.drop.p, &r);
+			int64_t inner = exec_dropout_inner(nd);
+			if (inner == 1)
+				kern_dropout_fwd(x, y, (uint8_t *)save, (size_t)out_n, (float)nd->a.drop.p, &r);
+			else
+				kern_dropout_runs_fwd(x, y, (uint8_t *)save, (size_t)out_n, (size_t)inner, (float)nd->a.drop.p, &r);
 		} else if (y != x) {
 			memcpy(y, x, (size_t)out_n * 4);
 		}

@@ -190,6 +190,12 @@ static inline void exec_prelu_dims(const struct plan *p, const struct node *nd, 
 	*c = (int)nd->a.prelu.num;
 	*inner = shape_numel(&p->nodes[nd->in].out) / *c;
 }
+/* Elements each dropout draw keeps or drops: 1, or for dropout1d and
+ * dropout2d a channel's (a sample's elements over its first dimension) */
+static inline int64_t exec_dropout_inner(const struct node *nd)
+{
+	return nd->variant == VAR_NONE ? 1 : shape_numel(&nd->out) / nd->out.d[0];
+}
 /* Pointer to node i's output of the last forward. */
 float *exec_output(struct exec *e, int node, bool train);
 void exec_free(struct exec *e);

@@ -199,6 +199,10 @@ int kern_embedding_bwd(const int32_t *idx, const float *dy, float *dw,
 /* Element i is kept iff rng_uniform(r, i) >= p, and scaled by 1/(1-p). */
 void kern_dropout_fwd(const float *x, float *y, uint8_t *mask, // (n) each
 		      size_t n, float p, const struct rng *r);
+/* dropout1d and dropout2d: x as n / inner runs of inner elements (a
+ * channel each), run k kept iff rng_uniform(r, k) >= p; the mask is per
+ * element, as kern_dropout_bwd reads it */
+void kern_dropout_runs_fwd(const float *x, float *y, uint8_t *mask, size_t n, size_t inner, float p, const struct rng *r);
 void kern_dropout_bwd(const float *dy, const uint8_t *mask, float *dx, size_t n, float p);
 
 /* ---- activations, elementwise over n; y may be x and dx may be dy ---- */

@@ -3,7 +3,11 @@
  * bytes for backward.  Each element's fate is a pure function of the stream
  * and i, so masks do not depend on the thread count.  Evaluation is the
  * identity and needs no call.  p = 1 drops everything (no 1/0 is formed).
+ * dropout1d and dropout2d draw once per channel: run k of the channels'
+ * elements is kept iff rng_uniform(r, k) >= p.
  */
+#include <string.h>
+
 #include "runtime/kern.h"
 
 #define PAR_MIN 65536
@@ -75,6 +79,22 @@ void kern_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n, float p
 			apply(w, x + i0, y + i0, mask + i0, 4 * LANES, p, scale);
 		else
 			apply(w, x + i0, y + i0, mask + i0, (int)(n - i0), p, scale);
+	}
+}
+
+void kern_dropout_runs_fwd(const float *x, float *y, uint8_t *mask, size_t n, size_t inner, float p, const struct rng *r)
+{
+	float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+	size_t runs = n / inner;
+	#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+	for (size_t k = 0; k < runs; k++) {
+		int keep = rng_uniform(r, k) >= p;
+		float f = keep ? scale : 0.0f;
+		const float *xk = x + k * inner;
+		float *yk = y + k * inner;
+		memset(mask + k * inner, keep, inner);
+		for (size_t j = 0; j < inner; j++)
+			yk[j] = xk[j] * f;
 	}
 }
 

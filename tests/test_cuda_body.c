@@ -109,6 +109,11 @@ static void test_dropout(void)
 		kern_dropout_bwd(x, mw, want, n, ps[k]);
 		for (size_t i = 0; i < n; i++) got[i] = body_dropout_bwd(x[i], mw[i], scale);
 		CHECK_SAME("dropout_bwd", got, want, n);
+		/* dropout1d and dropout2d: 143 channels of 7, the kernel's i / inner */
+		kern_dropout_runs_fwd(x, want, mw, n, 7, ps[k], &r);
+		for (size_t i = 0; i < n; i++) got[i] = body_dropout_fwd(&r, i / 7, x[i], ps[k], scale, &mg[i]);
+		CHECK_SAME("dropout_runs_fwd", got, want, n);
+		CHECK(memcmp(mw, mg, n) == 0);
 	}
 }
 

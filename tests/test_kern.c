@@ -962,6 +962,44 @@ static void test_dropout(void)
 	gradcheck("dropout", drop_obj, &c, c.x, dx, 50, 1e-2f, 1e-3);
 }
 
+/* dropout1d and dropout2d: 4000 channels of 7 elements, each channel kept
+ * or dropped whole by draw k of the stream, on any thread count */
+static void test_dropout_runs(void)
+{
+	begin();
+	size_t runs = 4000, inner = 7, n = runs * inner;
+	float p = 0.4f, scale = 1.0f / (1.0f - p);
+	float *x = rand_floats(n, -1, 1, 83), *y = floats(n), *y2 = floats(n), *dx = floats(n);
+	uint8_t *m = talloc(n), *m2 = talloc(n);
+	struct rng r = rng_stream(99, RNG_DROPOUT, 1, 3);
+	kern_dropout_runs_fwd(x, y, m, n, inner, p, &r);
+	size_t kept = 0, bad = 0;
+	for (size_t k = 0; k < runs; k++) {
+		uint8_t want = rng_uniform(&r, k) >= p;
+		kept += want;
+		for (size_t j = 0; j < inner; j++) {
+			size_t i = k * inner + j;
+			bad += m[i] != want || y[i] != (want ? x[i] * scale : 0.0f);
+		}
+	}
+	CHECK(bad == 0);
+	/* keep rate 0.6; 4 standard deviations of a binomial over 4000 is 0.031 */
+	CHECK_NEAR((double)kept / runs, 0.6, 0.031);
+	kern_set_threads(2);
+	kern_dropout_runs_fwd(x, y2, m2, n, inner, p, &r);
+	kern_set_threads(1);
+	CHECK(memcmp(m, m2, n) == 0 && memcmp(y, y2, n * sizeof(float)) == 0);
+	/* backward through the element mask: a dropped channel passes nothing */
+	kern_dropout_bwd(x, m, dx, n, p);
+	for (size_t i = 0; i < n; i++)
+		CHECK(dx[i] == (m[i] ? x[i] * scale : 0.0f));
+	/* p = 1 drops everything, p = 0 keeps everything unscaled */
+	kern_dropout_runs_fwd(x, y2, m2, n, inner, 1.0f, &r);
+	CHECK(max_abs(y2, n) == 0 && m2[0] == 0 && m2[n - 1] == 0);
+	kern_dropout_runs_fwd(x, y2, m2, n, inner, 0.0f, &r);
+	CHECK(memcmp(x, y2, n * sizeof(float)) == 0);
+}
+
 /* ---- activations and softmax ---- */
 
 enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_TANH, ACT_SIGMOID, ACT_SOFTMAX, ACT_LOG_SOFTMAX };
@@ -1504,6 +1542,7 @@ int main(void)
 	RUN(test_norm_eps0);
 	RUN(test_embedding);
 	RUN(test_dropout);
+	RUN(test_dropout_runs);
 	RUN(test_activation_grad);
 	RUN(test_activation_reference);
 	RUN(test_param_activation_grad);

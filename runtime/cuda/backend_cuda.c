@@ -598,10 +598,11 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		if (train) {
 			/* the CPU's stream (layer, micro-batch, rank, step), so masks match */
 			struct rng r = rng_stream(exec_dropout_seed(e, i), RNG_DROPOUT, e->rank, (uint32_t)e->step);
+			int64_t inner = exec_dropout_inner(nd);
 			if (c->step)
-				kc_dropout_fwd_at(s, x, y, (uint8_t *)save, out_n, (float)nd->a.drop.p, r, c->step);
+				kc_dropout_fwd_at(s, x, y, (uint8_t *)save, out_n, inner, (float)nd->a.drop.p, r, c->step);
 			else
-				kc_dropout_fwd(s, x, y, (uint8_t *)save, out_n, (float)nd->a.drop.p, r);
+				kc_dropout_fwd(s, x, y, (uint8_t *)save, out_n, inner, (float)nd->a.drop.p, r);
 		} else if (y != x) {
 			CU(c, cudaMemcpyAsync(y, x, (size_t)out_n * 4, cudaMemcpyDeviceToDevice, s));
 		}

@@ -46,16 +46,19 @@ void kc_prelu_fwd(cudaStream_t s, const float *x, const float *w, float *y, int 
 void kc_prelu_bwd(cudaStream_t s, const float *x, const float *w, const float *dy, float *dx, float *dw, int n, int c,
 		  int64_t inner);
 
-/* Dropout with the CPU's mask: element i is kept iff rng_uniform(&r, i) >= p.
+/* Dropout with the CPU's mask: element i is kept iff rng_uniform(&r, i / inner)
+ * >= p (inner 1: dropout's draw per element; a channel's elements:
+ * dropout1d's and dropout2d's, kern_dropout_runs_fwd's).
  * The stream r is passed by value: the caller derives it from the step
  * counter it keeps on the host (eager steps) or, in a captured step, from
  * *step (see kc_dropout_fwd_at). */
-void kc_dropout_fwd(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r);
+void kc_dropout_fwd(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, int64_t inner, float p,
+		    struct rng r);
 /* As kc_dropout_fwd, with the stream's step word (r.ctr_hi[1]) taken at run
  * time as *step + 1: *step counts finished optimizer steps, the CPU's
  * e->step is the step being computed. */
-void kc_dropout_fwd_at(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r,
-		       const int64_t *step);
+void kc_dropout_fwd_at(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, int64_t inner, float p,
+		       struct rng r, const int64_t *step);
 void kc_dropout_bwd(cudaStream_t s, const float *dy, const uint8_t *mask, float *dx, int64_t n, float p);
 
 /* ---- sums ---- */

@@ -105,15 +105,15 @@ void kc_act_bwd(cudaStream_t s, enum kern_act k, const float *x, const float *dy
 
 /* ---- dropout ---- */
 /* step: NULL, or the finished-step counter whose successor is r's step word */
-__global__ void dropout_fwd_kernel(const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r,
-				   const int64_t *step)
+__global__ void dropout_fwd_kernel(const float *x, float *y, uint8_t *mask, int64_t n, int64_t inner, float p,
+				   struct rng r, const int64_t *step)
 {
 	if (step)
 		r.ctr_hi[1] = (uint32_t)(*step + 1);
 	float scale = body_dropout_scale(p);
 	FOR_EACH(i, n) {
 		uint8_t keep;
-		y[i] = body_dropout_fwd(&r, (uint64_t)i, x[i], p, scale, &keep);
+		y[i] = body_dropout_fwd(&r, (uint64_t)(inner == 1 ? i : i / inner), x[i], p, scale, &keep);
 		mask[i] = keep;
 	}
 }
@@ -124,16 +124,17 @@ __global__ void dropout_bwd_kernel(const float *dy, const uint8_t *mask, float *
 	FOR_EACH(i, n) dx[i] = body_dropout_bwd(dy[i], mask[i], scale);
 }
 
-void kc_dropout_fwd(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r)
+void kc_dropout_fwd(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, int64_t inner, float p,
+		    struct rng r)
 {
-	if (n > 0) dropout_fwd_kernel<<<blocks_for(n), THREADS, 0, s>>>(x, y, mask, n, p, r, NULL);
+	if (n > 0) dropout_fwd_kernel<<<blocks_for(n), THREADS, 0, s>>>(x, y, mask, n, inner, p, r, NULL);
 }
 
-void kc_dropout_fwd_at(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r,
-		       const int64_t *step)
+void kc_dropout_fwd_at(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, int64_t inner, float p,
+		       struct rng r, const int64_t *step)
 {
 	assert(step);
-	if (n > 0) dropout_fwd_kernel<<<blocks_for(n), THREADS, 0, s>>>(x, y, mask, n, p, r, step);
+	if (n > 0) dropout_fwd_kernel<<<blocks_for(n), THREADS, 0, s>>>(x, y, mask, n, inner, p, r, step);
 }
 
 void kc_dropout_bwd(cudaStream_t s, const float *dy, const uint8_t *mask, float *dx, int64_t n, float p)

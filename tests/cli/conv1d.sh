@@ -25,14 +25,6 @@ prints $net '(rows): Unflatten(dim=1, unflattened_size=(28, -1))  ' '# (28, 28)'
 	'(max): MaxPool1d(kernel_size=3, stride=2, padding=1, dilation=1, ceil_mode=True)          # (6, 8)' \
 	'(avg): AvgPool1d(kernel_size=(2,), stride=(2,), padding=(0,))                             # (6, 4)'
 
-# refused NAME SED WANT: the net edited by SED is refused with WANT
-refused() {
-	sed "$2" $net > "$tmp/$1.net"
-	"$TRAINC" check "$tmp/$1.net" > "$tmp/$1.out" 2>&1
-	rc=$?
-	[ $rc -eq 2 ] || fail "$1: check exited $rc, expected 2"
-	grep -qF "$tmp/$1.net:$3" "$tmp/$1.out" || { fail "$1: not refused as expected:"; sed 's/^/    /' "$tmp/$1.out"; }
-}
 refused product 's/(28, -1)/(28, 27)/' \
 	'9:12: error: rows: sizes (28, 27) do not multiply up to the size of the dimension it splits, 784 (of (784,))'
 refused holes 's/(28, -1)/(-1, -1)/' '9:30: error: only one of unflatten'"'"'s sizes can be -1 (inferred)'

@@ -101,24 +101,25 @@ static void host_act_bwd(cudaStream_t s, enum kern_act k, const float *x, const 
 }
 
 /* ---- dropout ---- */
-static void dropout_fwd(const float *x, float *y, uint8_t *mask, int64_t n, float p, const struct rng *r)
+static void dropout_fwd(const float *x, float *y, uint8_t *mask, int64_t n, int64_t inner, float p, const struct rng *r)
 {
 	float scale = body_dropout_scale(p);
 	for (int64_t i = 0; i < n; i++)
-		y[i] = body_dropout_fwd(r, (uint64_t)i, x[i], p, scale, &mask[i]);
+		y[i] = body_dropout_fwd(r, (uint64_t)(i / inner), x[i], p, scale, &mask[i]);
 }
 
-static void host_dropout_fwd(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r)
+static void host_dropout_fwd(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, int64_t inner, float p,
+			     struct rng r)
 {
-	dropout_fwd(x, y, mask, n, p, &r);
+	dropout_fwd(x, y, mask, n, inner, p, &r);
 }
 
-static void host_dropout_fwd_at(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, float p, struct rng r,
-		       const int64_t *step)
+static void host_dropout_fwd_at(cudaStream_t s, const float *x, float *y, uint8_t *mask, int64_t n, int64_t inner, float p,
+				struct rng r, const int64_t *step)
 {
 	assert(step);
 	r.ctr_hi[1] = (uint32_t)(*step + 1);
-	dropout_fwd(x, y, mask, n, p, &r);
+	dropout_fwd(x, y, mask, n, inner, p, &r);
 }
 
 static void host_dropout_bwd(cudaStream_t s, const float *dy, const uint8_t *mask, float *dx, int64_t n, float p)
@@ -765,9 +766,10 @@ WRAP(prelu_fwd, L_prelu_fwd)
 #define L_prelu_bwd(X) X(const float *, x) X(const float *, w) X(const float *, dy) X(float *, dx) X(float *, dw) X(int, n) \
 	X(int, c) X(int64_t, inner)
 WRAP(prelu_bwd, L_prelu_bwd)
-#define L_dropout_fwd(X) X(const float *, x) X(float *, y) X(uint8_t *, mask) X(int64_t, n) X(float, p) X(struct rng, r)
+#define L_dropout_fwd(X) X(const float *, x) X(float *, y) X(uint8_t *, mask) X(int64_t, n) X(int64_t, inner) X(float, p) \
+	X(struct rng, r)
 WRAP(dropout_fwd, L_dropout_fwd)
-#define L_dropout_fwd_at(X) X(const float *, x) X(float *, y) X(uint8_t *, mask) X(int64_t, n) X(float, p) \
+#define L_dropout_fwd_at(X) X(const float *, x) X(float *, y) X(uint8_t *, mask) X(int64_t, n) X(int64_t, inner) X(float, p) \
 	X(struct rng, r) X(const int64_t *, step)
 WRAP(dropout_fwd_at, L_dropout_fwd_at)
 #define L_dropout_bwd(X) X(const float *, dy) X(const uint8_t *, mask) X(float *, dx) X(int64_t, n) X(float, p)

@@ -47,9 +47,9 @@ enum op {
 
 enum dtype { DT_F32, DT_I64, DT_BF16, DT_F16 };
 
-/* Layers that are another op under their own name: conv1d, maxpool1d and
- * avgpool1d are the 2-D ops over (channels, length) at a height of 1 (as
- * ATen computes them); unflatten is flatten's view the other way;
+/* Layers that are another op under their own name: conv1d, maxpool1d,
+ * avgpool1d and adaptive_avgpool1d are the 2-D ops over (channels,
+ * length) at a height of 1 (as ATen computes them); unflatten is flatten's view the other way;
  * dropout1d (VAR_1D) and dropout2d (VAR_2D) are dropout drawing once per
  * channel of a (C, L) or (C, H, W) sample. */
 enum variant { VAR_NONE, VAR_1D, VAR_2D, VAR_UNFLATTEN };

@@ -67,6 +67,7 @@ static const struct {
 	{ OP_CONV2D, VAR_1D, { "conv1d", "Conv1d" } },
 	{ OP_MAXPOOL2D, VAR_1D, { "maxpool1d", "MaxPool1d" } },
 	{ OP_AVGPOOL2D, VAR_1D, { "avgpool1d", "AvgPool1d" } },
+	{ OP_ADAPTIVE_AVGPOOL2D, VAR_1D, { "adaptive_avgpool1d", "AdaptiveAvgPool1d" } },
 	{ OP_FLATTEN, VAR_UNFLATTEN, { "unflatten", "Unflatten" } },
 	{ OP_DROPOUT, VAR_1D, { "dropout1d", "Dropout1d" } },
 	{ OP_DROPOUT, VAR_2D, { "dropout2d", "Dropout2d" } },
@@ -542,7 +543,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		if (!s[0])
 			return missing(d, call, callee, "an output size");
 		n->a.apool.form = size_form(s[0]);
-		return get_pair(d, s[0], "output size", &n->a.apool.oh, &n->a.apool.ow, 1);
+		return get_size(d, s[0], "output size", n, 1, &n->a.apool.oh, &n->a.apool.ow, 1);
 	}
 	case OP_ZEROPAD2D: {
 		npos = 1;
@@ -1051,10 +1052,14 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		return window(d, n, in.d[1], n->a.pool.kh, n->a.pool.sh, n->a.pool.ph, n->a.pool.dh, n->a.pool.ceil_mode, &n->out.d[1]) &&
 		       window(d, n, in.d[2], n->a.pool.kw, n->a.pool.sw, n->a.pool.pw, n->a.pool.dw, n->a.pool.ceil_mode, &n->out.d[2]);
 	case OP_ADAPTIVE_AVGPOOL2D:
-		if (!need_rank(d, n, &in, 3, "(channels, height, width)"))
+		if (!need_rank(d, n, &in, one_d(n) ? 2 : 3, one_d(n) ? "(channels, length)" : "(channels, height, width)"))
 			return false;
-		n->out.d[1] = n->a.apool.oh;
-		n->out.d[2] = n->a.apool.ow;
+		if (one_d(n))
+			n->out.d[1] = n->a.apool.ow;
+		else {
+			n->out.d[1] = n->a.apool.oh;
+			n->out.d[2] = n->a.apool.ow;
+		}
 		return true;
 	case OP_ZEROPAD2D: {
 		/* the last two dimensions, as F.pad pads them, whatever comes
@@ -1398,7 +1403,9 @@ void op_describe(const struct node *n, char *buf, int len)
 		return;
 	}
 	case OP_ADAPTIVE_AVGPOOL2D:
-		snprintf(buf, l, "%s(output_size=%s)", t, pysize(n->a.apool.oh, n->a.apool.ow, n->a.apool.form, f1, sizeof f1));
+		snprintf(buf, l, "%s(output_size=%s)", t,
+			 one_d(n) ? pysize1(n->a.apool.ow, n->a.apool.form, f1, sizeof f1)
+				  : pysize(n->a.apool.oh, n->a.apool.ow, n->a.apool.form, f1, sizeof f1));
 		return;
 	case OP_ZEROPAD2D: /* PyTorch keeps the four sides as a tuple, whatever was given */
 		snprintf(buf, l, "%s((%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "))", t, n->a.pad.left, n->a.pad.right,

@@ -221,8 +221,9 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		break;
 	}
 	case OP_ADAPTIVE_AVGPOOL2D: {
-		const struct shape *in = &p->nodes[nd->in].out;
-		kern_adaptive_avgpool2d_fwd(x, y, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh, (int)nd->a.apool.ow);
+		int64_t ch, h, w;
+		exec_apool_in(p, nd, &ch, &h, &w);
+		kern_adaptive_avgpool2d_fwd(x, y, (int)n, (int)ch, (int)h, (int)w, (int)nd->a.apool.oh, (int)nd->a.apool.ow);
 		break;
 	}
 	case OP_ZEROPAD2D: {
@@ -351,9 +352,10 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 		break;
 	}
 	case OP_ADAPTIVE_AVGPOOL2D: {
-		const struct shape *in = &p->nodes[nd->in].out;
+		int64_t ch, h, w;
+		exec_apool_in(p, nd, &ch, &h, &w);
 		if (dx)
-			kern_adaptive_avgpool2d_bwd(dy, dx, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh,
+			kern_adaptive_avgpool2d_bwd(dy, dx, (int)n, (int)ch, (int)h, (int)w, (int)nd->a.apool.oh,
 						    (int)nd->a.apool.ow);
 		break;
 	}

@@ -563,8 +563,9 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 		break;
 	case OP_AVGPOOL2D: kc_avgpool2d_fwd(s, exec_pool_desc(p, nd, n), x, y); break;
 	case OP_ADAPTIVE_AVGPOOL2D: {
-		const struct shape *in = &p->nodes[nd->in].out;
-		kc_adaptive_avgpool2d_fwd(s, x, y, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh,
+		int64_t ch, h, w;
+		exec_apool_in(p, nd, &ch, &h, &w);
+		kc_adaptive_avgpool2d_fwd(s, x, y, (int)n, (int)ch, (int)h, (int)w, (int)nd->a.apool.oh,
 					  (int)nd->a.apool.ow);
 		break;
 	}
@@ -707,9 +708,10 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 	case OP_MAXPOOL2D: if (dx) kc_maxpool2d_bwd(s, exec_pool_desc(p, nd, n), (const int32_t *)(const void *)save, dy, dx); break;
 	case OP_AVGPOOL2D: if (dx) kc_avgpool2d_bwd(s, exec_pool_desc(p, nd, n), dy, dx); break;
 	case OP_ADAPTIVE_AVGPOOL2D: {
-		const struct shape *in = &p->nodes[nd->in].out;
+		int64_t ch, h, w;
+		exec_apool_in(p, nd, &ch, &h, &w);
 		if (dx)
-			kc_adaptive_avgpool2d_bwd(s, dy, dx, (int)n, (int)in->d[0], (int)in->d[1], (int)in->d[2], (int)nd->a.apool.oh,
+			kc_adaptive_avgpool2d_bwd(s, dy, dx, (int)n, (int)ch, (int)h, (int)w, (int)nd->a.apool.oh,
 						  (int)nd->a.apool.ow);
 		break;
 	}

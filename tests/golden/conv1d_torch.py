@@ -16,7 +16,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from torch_ref import evaluate, samples, save, train
+from torch_ref import reference
 
 
 def main():
@@ -35,19 +35,8 @@ def main():
     m.add_module("avg", nn.AvgPool1d(2))
     m.add_module("9", nn.Flatten())
     m.add_module("fc", nn.Linear(24, 10))
-    xtr, ytr = samples(40, 1)
-    xte, yte = samples(20, 2)
-    x = xtr[:1]
-    for name, layer in m.named_children():
-        x = layer(x)
-        print(f"{name}: {tuple(x.shape[1:])}")
     print(m)
-    save(f"{out}/conv1d_init.safetensors", m.state_dict())
-    losses = train(m, torch.optim.SGD(m.parameters(), lr=0.5, momentum=0.5), xtr, ytr, 5, 8)
-    print(f"losses: {' '.join(repr(v) for v in losses)}")
-    loss, correct = evaluate(m, xte, yte)
-    print(f"after: test loss {loss!r} accuracy {correct}/20")
-    save(f"{out}/conv1d_final.safetensors", m.state_dict())
+    reference(m, out, "conv1d", 0.5, shapes=[child for child, _ in m.named_children()])
 
 
 main()

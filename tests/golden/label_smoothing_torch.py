@@ -16,7 +16,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from torch_ref import evaluate, samples, save, train
+from torch_ref import reference
 
 
 def main():
@@ -28,14 +28,7 @@ def main():
     m.add_module("fc1", nn.Linear(784, 16))
     m.add_module("tanh", nn.Tanh())
     m.add_module("fc2", nn.Linear(16, 10))
-    xtr, ytr = samples(40, 1)
-    xte, yte = samples(20, 2)
-    save(f"{out}/label_smoothing_init.safetensors", m.state_dict())
-    losses = train(m, torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5), xtr, ytr, 5, 8, label_smoothing=0.2)
-    print(f"losses: {' '.join(repr(v) for v in losses)}")
-    loss, correct = evaluate(m, xte, yte, label_smoothing=0.2)
-    print(f"after: test loss {loss!r} accuracy {correct}/20")
-    save(f"{out}/label_smoothing_final.safetensors", m.state_dict())
+    reference(m, out, "label_smoothing", 0.1, label_smoothing=0.2)
 
 
 main()

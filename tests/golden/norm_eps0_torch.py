@@ -19,7 +19,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from torch_ref import evaluate, samples, save, train
+from torch_ref import reference
 
 
 def main():
@@ -45,16 +45,9 @@ def main():
             bn.running_var.uniform_(0.5, 2.0)
         m.ln.weight.uniform_(0.5, 1.5)
         m.ln.bias.uniform_(-0.2, 0.2)
-    xtr, ytr = samples(40, 1)
-    xte, yte = samples(20, 2)
-    save(f"{out}/norm_eps0_init.safetensors", m.state_dict())
-    losses = train(m, torch.optim.SGD(m.parameters(), lr=0.02, momentum=0.5), xtr, ytr, 5, 8)
-    print(f"losses: {' '.join(repr(v) for v in losses)}")
-    loss, correct = evaluate(m, xte, yte)
-    print(f"after: test loss {loss!r} accuracy {correct}/20")
+    reference(m, out, "norm_eps0", 0.02)
     print(f"bn2 channel 2: weight {m.bn2.weight[2].item()!r} running_var {m.bn2.running_var[2].item()!r}")
     print(f"conv channel 2: weight max |w| {m.conv.weight[2].abs().max().item()!r}")
-    save(f"{out}/norm_eps0_final.safetensors", m.state_dict())
 
 
 main()

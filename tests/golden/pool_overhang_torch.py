@@ -16,7 +16,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from torch_ref import evaluate, samples, save, train
+from torch_ref import reference
 
 
 def main():
@@ -30,18 +30,7 @@ def main():
     m.add_module("avg_ex", nn.AvgPool2d(4, stride=2, padding=1, ceil_mode=True, count_include_pad=False))
     m.add_module("flat", nn.Flatten())
     m.add_module("fc", nn.Linear(3, 10))
-    xtr, ytr = samples(40, 1)
-    xte, yte = samples(20, 2)
-    x = xtr[:1]
-    for name in ("conv", "max", "avg", "avg_ex"):
-        x = getattr(m, name)(x)
-        print(f"{name}: {tuple(x.shape[1:])}")
-    save(f"{out}/pool_overhang_init.safetensors", m.state_dict())
-    losses = train(m, torch.optim.SGD(m.parameters(), lr=0.5, momentum=0.5), xtr, ytr, 5, 8)
-    print(f"losses: {' '.join(repr(v) for v in losses)}")
-    loss, correct = evaluate(m, xte, yte)
-    print(f"after: test loss {loss!r} accuracy {correct}/20")
-    save(f"{out}/pool_overhang_final.safetensors", m.state_dict())
+    reference(m, out, "pool_overhang", 0.5, shapes=("conv", "max", "avg", "avg_ex"))
 
 
 main()

@@ -16,7 +16,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from torch_ref import evaluate, samples, save, train
+from torch_ref import reference
 
 
 def main():
@@ -32,15 +32,8 @@ def main():
     m.add_module("act2", nn.PReLU())
     m.add_module("fc2", nn.Linear(16, 10))
     print(m)
-    xtr, ytr = samples(40, 1)
-    xte, yte = samples(20, 2)
-    save(f"{out}/prelu_init.safetensors", m.state_dict())
-    losses = train(m, torch.optim.SGD(m.parameters(), lr=0.5, momentum=0.5), xtr, ytr, 5, 8)
-    print(f"losses: {' '.join(repr(v) for v in losses)}")
-    loss, correct = evaluate(m, xte, yte)
-    print(f"after: test loss {loss!r} accuracy {correct}/20")
+    reference(m, out, "prelu", 0.5)
     print(f"act.weight {m.act.weight.tolist()} act2.weight {m.act2.weight.tolist()}")
-    save(f"{out}/prelu_final.safetensors", m.state_dict())
 
 
 main()

@@ -67,3 +67,24 @@ def evaluate(m, x, y, label_smoothing=0.0):
         loss = F.cross_entropy(out, y, reduction="sum", label_smoothing=label_smoothing).item() / len(y)
         correct = (out.argmax(1) == y).sum().item()
     return loss, correct
+
+
+def reference(m, out, name, lr, label_smoothing=0.0, shapes=()):
+    """The run each script makes of its model m: the output shape of each
+    child named in shapes for one training sample, the initial weights
+    as OUT/NAME_init.safetensors, 5 steps of SGD (lr, momentum 0.5,
+    batch 8, cross entropy with label_smoothing) on samples(40, 1) with
+    their losses, the test loss and accuracy on samples(20, 2) after, and
+    the trained weights as OUT/NAME_final.safetensors."""
+    xtr, ytr = samples(40, 1)
+    xte, yte = samples(20, 2)
+    x = xtr[:1]
+    for child in shapes:
+        x = getattr(m, child)(x)
+        print(f"{child}: {tuple(x.shape[1:])}")
+    save(f"{out}/{name}_init.safetensors", m.state_dict())
+    losses = train(m, torch.optim.SGD(m.parameters(), lr=lr, momentum=0.5), xtr, ytr, 5, 8, label_smoothing)
+    print(f"losses: {' '.join(repr(v) for v in losses)}")
+    loss, correct = evaluate(m, xte, yte, label_smoothing)
+    print(f"after: test loss {loss!r} accuracy {correct}/20")
+    save(f"{out}/{name}_final.safetensors", m.state_dict())

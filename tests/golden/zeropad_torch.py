@@ -18,7 +18,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from torch_ref import evaluate, samples, save, train
+from torch_ref import reference
 
 
 def main():
@@ -39,18 +39,7 @@ def main():
         nn.Linear(48, 10),
     )
     print(m)
-    xtr, ytr = samples(40, 1)
-    xte, yte = samples(20, 2)
-    x = xtr[:1]
-    for name, layer in m.named_children():
-        x = layer(x)
-        print(f"{name}: {tuple(x.shape[1:])}")
-    save(f"{out}/zeropad_init.safetensors", m.state_dict())
-    losses = train(m, torch.optim.SGD(m.parameters(), lr=0.2, momentum=0.5), xtr, ytr, 5, 8)
-    print(f"losses: {' '.join(repr(v) for v in losses)}")
-    loss, correct = evaluate(m, xte, yte)
-    print(f"after: test loss {loss!r} accuracy {correct}/20")
-    save(f"{out}/zeropad_final.safetensors", m.state_dict())
+    reference(m, out, "zeropad", 0.2)
 
 
 main()

@@ -28,7 +28,7 @@ struct shape {
 
 /* OP_ table: keep in step with ops.c's op_info[] (tag: OP_TABLE). */
 enum op {
-	OP_INPUT, OP_LINEAR, OP_CONV2D, OP_MAXPOOL2D, OP_AVGPOOL2D, OP_ADAPTIVE_AVGPOOL2D, OP_ZEROPAD2D,
+	OP_INPUT, OP_LINEAR, OP_CONV2D, OP_MAXPOOL2D, OP_AVGPOOL2D, OP_ADAPTIVE_AVGPOOL2D, OP_ADAPTIVE_MAXPOOL2D, OP_ZEROPAD2D,
 	OP_BATCHNORM1D, OP_BATCHNORM2D, OP_LAYERNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
 	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID,
 	OP_LEAKY_RELU, OP_ELU, OP_SELU, OP_SILU, OP_SOFTPLUS, OP_HARDTANH, OP_RELU6, OP_HARDSIGMOID, OP_HARDSWISH, OP_MISH,
@@ -48,8 +48,8 @@ enum op {
 enum dtype { DT_F32, DT_I64, DT_BF16, DT_F16 };
 
 /* Layers that are another op under their own name: conv1d, maxpool1d,
- * avgpool1d and adaptive_avgpool1d are the 2-D ops over (channels,
- * length) at a height of 1 (as ATen computes them); unflatten is flatten's view the other way;
+ * avgpool1d, adaptive_avgpool1d and adaptive_maxpool1d are the 2-D ops
+ * over (channels, length) at a height of 1 (as ATen computes them); unflatten is flatten's view the other way;
  * dropout1d (VAR_1D) and dropout2d (VAR_2D) are dropout drawing once per
  * channel of a (C, L) or (C, H, W) sample. */
 enum variant { VAR_NONE, VAR_1D, VAR_2D, VAR_UNFLATTEN };

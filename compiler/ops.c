@@ -23,6 +23,7 @@ const struct op_info op_info[OP__COUNT] = {
 	[OP_MAXPOOL2D] = { "maxpool2d", "MaxPool2d" },
 	[OP_AVGPOOL2D] = { "avgpool2d", "AvgPool2d" },
 	[OP_ADAPTIVE_AVGPOOL2D] = { "adaptive_avgpool2d", "AdaptiveAvgPool2d" },
+	[OP_ADAPTIVE_MAXPOOL2D] = { "adaptive_maxpool2d", "AdaptiveMaxPool2d" },
 	[OP_ZEROPAD2D] = { "zeropad2d", "ZeroPad2d" },
 	[OP_BATCHNORM1D] = { "batchnorm1d", "BatchNorm1d" },
 	[OP_BATCHNORM2D] = { "batchnorm2d", "BatchNorm2d" },
@@ -68,6 +69,7 @@ static const struct {
 	{ OP_MAXPOOL2D, VAR_1D, { "maxpool1d", "MaxPool1d" } },
 	{ OP_AVGPOOL2D, VAR_1D, { "avgpool1d", "AvgPool1d" } },
 	{ OP_ADAPTIVE_AVGPOOL2D, VAR_1D, { "adaptive_avgpool1d", "AdaptiveAvgPool1d" } },
+	{ OP_ADAPTIVE_MAXPOOL2D, VAR_1D, { "adaptive_maxpool1d", "AdaptiveMaxPool1d" } },
 	{ OP_FLATTEN, VAR_UNFLATTEN, { "unflatten", "Unflatten" } },
 	{ OP_DROPOUT, VAR_1D, { "dropout1d", "Dropout1d" } },
 	{ OP_DROPOUT, VAR_2D, { "dropout2d", "Dropout2d" } },
@@ -537,7 +539,7 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		BIND("kernel", "stride", "padding", "ceil_mode", "count_include_pad");
 		return configure_pool(d, n, s, call, callee, true);
 	}
-	case OP_ADAPTIVE_AVGPOOL2D: {
+	case OP_ADAPTIVE_AVGPOOL2D: case OP_ADAPTIVE_MAXPOOL2D: {
 		npos = 1;
 		BIND("output");
 		if (!s[0])
@@ -1051,7 +1053,7 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 				      &n->out.d[1]);
 		return window(d, n, in.d[1], n->a.pool.kh, n->a.pool.sh, n->a.pool.ph, n->a.pool.dh, n->a.pool.ceil_mode, &n->out.d[1]) &&
 		       window(d, n, in.d[2], n->a.pool.kw, n->a.pool.sw, n->a.pool.pw, n->a.pool.dw, n->a.pool.ceil_mode, &n->out.d[2]);
-	case OP_ADAPTIVE_AVGPOOL2D:
+	case OP_ADAPTIVE_AVGPOOL2D: case OP_ADAPTIVE_MAXPOOL2D:
 		if (!need_rank(d, n, &in, one_d(n) ? 2 : 3, one_d(n) ? "(channels, length)" : "(channels, height, width)"))
 			return false;
 		if (one_d(n))
@@ -1402,7 +1404,7 @@ void op_describe(const struct node *n, char *buf, int len)
 			snprintf(buf, l, "%s(kernel_size=%s, stride=%s, padding=%s)", t, k, s, p);
 		return;
 	}
-	case OP_ADAPTIVE_AVGPOOL2D:
+	case OP_ADAPTIVE_AVGPOOL2D: case OP_ADAPTIVE_MAXPOOL2D:
 		snprintf(buf, l, "%s(output_size=%s)", t,
 			 one_d(n) ? pysize1(n->a.apool.ow, n->a.apool.form, f1, sizeof f1)
 				  : pysize(n->a.apool.oh, n->a.apool.ow, n->a.apool.form, f1, sizeof f1));
@@ -1484,7 +1486,7 @@ int64_t op_saved_bytes(const struct node *n, int64_t batch)
 	int64_t numel = shape_numel(&n->out) * batch;
 	switch (n->op) {
 	case OP_DROPOUT: return numel;                    /* uint8 mask */
-	case OP_MAXPOOL2D: return numel * 4;              /* int32 argmax */
+	case OP_MAXPOOL2D: case OP_ADAPTIVE_MAXPOOL2D: return numel * 4; /* int32 argmax */
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D: return 2 * n->a.bn.c * 4; /* mean, invstd */
 	case OP_LAYERNORM: {
 		int64_t row = 1;

@@ -225,7 +225,7 @@ static const char *const class_aliases[][2] = {
  * is not ReLU, Dropout3d drops whole volumes, Conv3d is not Conv2d. */
 static const char *const unlike[] = {
 	"rrelu", "softmin", "glu", "dropout3d", "conv3d", "maxpool3d", "avgpool3d",
-	"batchnorm3d", "adaptivemaxpool2d", "zeropad1d",
+	"batchnorm3d", "zeropad1d",
 };
 
 /* s in lower case without '_' (StepLR and step_lr are both "steplr");

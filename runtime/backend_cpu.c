@@ -226,6 +226,13 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 		kern_adaptive_avgpool2d_fwd(x, y, (int)n, (int)ch, (int)h, (int)w, (int)nd->a.apool.oh, (int)nd->a.apool.ow);
 		break;
 	}
+	case OP_ADAPTIVE_MAXPOOL2D: {
+		int64_t ch, h, w;
+		exec_apool_in(p, nd, &ch, &h, &w);
+		kern_adaptive_maxpool2d_fwd(x, y, train ? (int32_t *)save : (int32_t *)exec_scratch(e, i), (int)n, (int)ch, (int)h,
+					    (int)w, (int)nd->a.apool.oh, (int)nd->a.apool.ow);
+		break;
+	}
 	case OP_ZEROPAD2D: {
 		struct pad2d_desc d = exec_pad_desc(p, nd, n);
 		kern_zeropad2d_fwd(&d, x, y);
@@ -357,6 +364,14 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 		if (dx)
 			kern_adaptive_avgpool2d_bwd(dy, dx, (int)n, (int)ch, (int)h, (int)w, (int)nd->a.apool.oh,
 						    (int)nd->a.apool.ow);
+		break;
+	}
+	case OP_ADAPTIVE_MAXPOOL2D: {
+		int64_t ch, h, w;
+		exec_apool_in(p, nd, &ch, &h, &w);
+		if (dx)
+			kern_adaptive_maxpool2d_bwd((const int32_t *)save, dy, dx, (int)n, (int)ch, (int)h, (int)w,
+						    (int)nd->a.apool.oh, (int)nd->a.apool.ow);
 		break;
 	}
 	case OP_ZEROPAD2D: {

@@ -190,8 +190,9 @@ static inline void exec_prelu_dims(const struct plan *p, const struct node *nd, 
 	*c = (int)nd->a.prelu.num;
 	*inner = shape_numel(&p->nodes[nd->in].out) / *c;
 }
-/* adaptive_avgpool2d's input as (c, h, w); adaptive_avgpool1d's (C, L)
- * at a height of 1, whose output height nd->a.apool.oh is 1 too */
+/* The adaptive pools' input as (c, h, w): the 2-D ones' (C, H, W), the
+ * 1-D ones' (C, L) at a height of 1, whose output height nd->a.apool.oh
+ * is 1 too */
 static inline void exec_apool_in(const struct plan *p, const struct node *nd, int64_t *c, int64_t *h, int64_t *w)
 {
 	const struct shape *in = &p->nodes[nd->in].out;

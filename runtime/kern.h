@@ -145,6 +145,10 @@ void kern_adaptive_avgpool2d_fwd(const float *x, // (N, C, H, W)
 				 float *y,       // (N, C, OH, OW)
 				 int n, int c, int h, int w, int oh, int ow);
 void kern_adaptive_avgpool2d_bwd(const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow);
+/* Max over the same windows, as kern_maxpool2d_fwd takes it over its own:
+ * NaN wins, ties go to the first; idx as kern_maxpool2d_fwd's */
+void kern_adaptive_maxpool2d_fwd(const float *x, float *y, int32_t *idx, int n, int c, int h, int w, int oh, int ow);
+void kern_adaptive_maxpool2d_bwd(const int32_t *idx, const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow);
 
 /* ---- zero padding (ZeroPad2d): each side apart, a negative one crops ---- */
 struct pad2d_desc {

@@ -1,5 +1,5 @@
-/* kern_pool.c: max, average and adaptive average pooling over 2-D planes,
- * forward and backward, with PyTorch's window rules (padding, dilation for
+/* kern_pool.c: max, average and adaptive (average and max) pooling over
+ * 2-D planes, forward and backward, with PyTorch's window rules (padding, dilation for
  * max, ceil_mode, count_include_pad).
  * Every (image, channel) plane is independent and handled by one thread, so
  * the backward scatter-adds keep one order whatever the thread count.
@@ -101,21 +101,27 @@ void kern_maxpool2d_fwd(const struct pool2d_desc *d, const float *x, float *y, i
 	}
 }
 
+/* The max pools' backward: each plane's dx zeroed, then each output's dy
+ * added at the input its idx names (none where idx is -1), in output order */
+static void scatter_argmax(int planes, int in_plane, int out_plane, const int32_t *idx, const float *dy, float *dx)
+{
+	#pragma omp parallel for schedule(static) if ((size_t)planes * in_plane > PAR_MIN)
+	for (int p = 0; p < planes; p++) {
+		float *din = dx + (size_t)p * in_plane;
+		const float *dout = dy + (size_t)p * out_plane;
+		const int32_t *arg = idx + (size_t)p * out_plane;
+		memset(din, 0, sizeof(float) * in_plane);
+		for (int i = 0; i < out_plane; i++)
+			if (arg[i] >= 0)
+				din[arg[i]] += dout[i];
+	}
+}
+
 void kern_maxpool2d_bwd(const struct pool2d_desc *d, const int32_t *idx, const float *dy, float *dx)
 {
 	int oh, ow;
 	kern_pool2d_out(d, &oh, &ow);
-	int planes = d->n * d->c;
-	#pragma omp parallel for schedule(static) if ((size_t)planes * d->h * d->w > PAR_MIN)
-	for (int p = 0; p < planes; p++) {
-		float *din = dx + (size_t)p * d->h * d->w;
-		const float *dout = dy + (size_t)p * oh * ow;
-		const int32_t *arg = idx + (size_t)p * oh * ow;
-		memset(din, 0, sizeof(float) * d->h * d->w);
-		for (int i = 0; i < oh * ow; i++)
-			if (arg[i] >= 0)
-				din[arg[i]] += dout[i];
-	}
+	scatter_argmax(d->n * d->c, d->h * d->w, oh * ow, idx, dy, dx);
 }
 
 /* The clipped window [*y0,*y1) x [*x0,*x1) of output (oy, ox) and its divisor. */
@@ -224,4 +230,39 @@ void kern_adaptive_avgpool2d_bwd(const float *dy, float *dx, int n, int c, int h
 			}
 		}
 	}
+}
+
+void kern_adaptive_maxpool2d_fwd(const float *x, float *y, int32_t *idx, int n, int c, int h, int w, int oh, int ow)
+{
+	int planes = n * c;
+	#pragma omp parallel for schedule(static) if ((size_t)planes * h * w > PAR_MIN)
+	for (int p = 0; p < planes; p++) {
+		const float *in = x + (size_t)p * h * w;
+		float *out = y + (size_t)p * oh * ow;
+		int32_t *arg = idx + (size_t)p * oh * ow;
+		for (int oy = 0; oy < oh; oy++) {
+			int y0 = start_of(oy, h, oh), y1 = end_of(oy, h, oh);
+			for (int ox = 0; ox < ow; ox++) {
+				int x0 = start_of(ox, w, ow), x1 = end_of(ox, w, ow);
+				/* PyTorch: the first element wins ties; any NaN wins */
+				float best = -INFINITY;
+				int at = y0 * w + x0;
+				for (int iy = y0; iy < y1; iy++)
+					for (int ix = x0; ix < x1; ix++) {
+						float v = in[iy * w + ix];
+						if (v > best || isnan(v)) {
+							best = v;
+							at = iy * w + ix;
+						}
+					}
+				out[oy * ow + ox] = best;
+				arg[oy * ow + ox] = at;
+			}
+		}
+	}
+}
+
+void kern_adaptive_maxpool2d_bwd(const int32_t *idx, const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow)
+{
+	scatter_argmax(n * c, h * w, oh * ow, idx, dy, dx);
 }

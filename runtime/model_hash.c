@@ -82,7 +82,8 @@ static void node_args(uint64_t *h, const struct node *n)
 		      n->a.pool.kh, n->a.pool.kw, n->a.pool.sh, n->a.pool.sw, n->a.pool.ph, n->a.pool.pw, n->a.pool.dh,
 		      n->a.pool.dw, n->a.pool.ceil_mode, n->a.pool.count_include_pad);
 		break;
-	case OP_ADAPTIVE_AVGPOOL2D: field(h, "apool %" PRId64 " %" PRId64, n->a.apool.oh, n->a.apool.ow); break;
+	case OP_ADAPTIVE_AVGPOOL2D:
+	case OP_ADAPTIVE_MAXPOOL2D: field(h, "apool %" PRId64 " %" PRId64, n->a.apool.oh, n->a.apool.ow); break;
 	case OP_ZEROPAD2D:
 		field(h, "pad %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64, n->a.pad.left, n->a.pad.right, n->a.pad.top,
 		      n->a.pad.bottom);

@@ -210,6 +210,22 @@ static void test_adaptive(void)
 			dgot[i] = body_adaptive_grad(dy + p * oh * ow, h, w, oh, ow, (int)r / w, (int)r % w);
 		}
 		CHECK_SAME("adaptive_bwd", dgot, dwant, in);
+		/* the max over the same windows, a NaN in the first plane */
+		int32_t *iw = talloc(out * sizeof(int32_t)), *ig = talloc(out * sizeof(int32_t));
+		x[h * w / 2] = NAN;
+		kern_adaptive_maxpool2d_fwd(x, want, iw, n, c, h, w, oh, ow);
+		for (size_t i = 0; i < out; i++) {
+			size_t p = i / ((size_t)oh * ow), r = i % ((size_t)oh * ow);
+			got[i] = body_adaptive_max_out(x + p * h * w, h, w, oh, ow, (int)r / ow, (int)r % ow, &ig[i]);
+		}
+		CHECK_SAME("adaptive_max_fwd", got, want, out);
+		CHECK(memcmp(iw, ig, out * sizeof(int32_t)) == 0);
+		kern_adaptive_maxpool2d_bwd(iw, dy, dwant, n, c, h, w, oh, ow);
+		for (size_t i = 0; i < in; i++) {
+			size_t p = i / ((size_t)h * w), r = i % ((size_t)h * w);
+			dgot[i] = body_adaptive_max_grad(iw + p * oh * ow, dy + p * oh * ow, h, w, oh, ow, (int)r / w, (int)r % w);
+		}
+		CHECK_SAME("adaptive_max_bwd", dgot, dwant, in);
 	}
 }
 

@@ -459,7 +459,7 @@ static void test_conv2d_within(void)
 /* ---- pooling ---- */
 
 struct pool { struct pool2d_desc d; int kind, oh, ow; float *x, *y, *r; int32_t *idx; };
-enum { POOL_MAX, POOL_AVG, POOL_ADAPTIVE };
+enum { POOL_MAX, POOL_AVG, POOL_ADAPTIVE, POOL_ADAPTIVE_MAX };
 
 static double pool_obj(void *p)
 {
@@ -468,8 +468,10 @@ static double pool_obj(void *p)
 		kern_maxpool2d_fwd(&c->d, c->x, c->y, c->idx);
 	else if (c->kind == POOL_AVG)
 		kern_avgpool2d_fwd(&c->d, c->x, c->y);
-	else
+	else if (c->kind == POOL_ADAPTIVE)
 		kern_adaptive_avgpool2d_fwd(c->x, c->y, c->d.n, c->d.c, c->d.h, c->d.w, c->oh, c->ow);
+	else
+		kern_adaptive_maxpool2d_fwd(c->x, c->y, c->idx, c->d.n, c->d.c, c->d.h, c->d.w, c->oh, c->ow);
 	return dot(c->y, c->r, (size_t)c->d.n * c->d.c * c->oh * c->ow);
 }
 
@@ -486,8 +488,10 @@ static void pool_grad(const char *what, struct pool *c)
 		kern_maxpool2d_bwd(&c->d, c->idx, c->r, dx);
 	else if (c->kind == POOL_AVG)
 		kern_avgpool2d_bwd(&c->d, c->r, dx);
-	else
+	else if (c->kind == POOL_ADAPTIVE)
 		kern_adaptive_avgpool2d_bwd(c->r, dx, c->d.n, c->d.c, c->d.h, c->d.w, c->oh, c->ow);
+	else
+		kern_adaptive_maxpool2d_bwd(c->idx, c->r, dx, c->d.n, c->d.c, c->d.h, c->d.w, c->oh, c->ow);
 	gradcheck(what, pool_obj, c, c->x, dx, nx, 1e-2f, 1e-3);
 }
 
@@ -524,6 +528,10 @@ static void test_pool_grad(void)
 	pool_grad("avgpool kernel over the padded input, exclude pad", &c);
 	c = (struct pool){ .d = base, .kind = POOL_ADAPTIVE, .oh = 3, .ow = 4 };
 	pool_grad("adaptive avgpool overlapping", &c);
+	c.kind = POOL_ADAPTIVE_MAX;
+	pool_grad("adaptive maxpool overlapping", &c);
+	c.oh = 9; /* more outputs than rows: each row the max of several */
+	pool_grad("adaptive maxpool upsampling", &c);
 }
 
 static void test_pool_reference(void)
@@ -550,6 +558,28 @@ static void test_pool_reference(void)
 	for (int i = 0; i < 9; i++) {
 		CHECK_NEAR(y[i], want_max[i], 0);
 		CHECK(idx[i] == want_idx[i]);
+	}
+	/* adaptive_max_pool2d(x, (3, 3) and (3, 5), return_indices=True): ties to
+	 * the first, and with NaN at (1, 1) and (2, 2) the last NaN of a window */
+	{
+		float ay[15], xn[16];
+		int32_t ai[15];
+		const float want_a[9] = { 9, 9, 6, 9, 9, 8, 9, 9, 9 };
+		const int32_t want_ai[9] = { 5, 5, 7, 5, 5, 11, 12, 14, 14 };
+		kern_adaptive_maxpool2d_fwd(x, ay, ai, 1, 1, 4, 4, 3, 3);
+		for (int i = 0; i < 9; i++)
+			CHECK(ay[i] == want_a[i] && ai[i] == want_ai[i]);
+		const float want_w[15] = { 5, 9, 9, 6, 6, 5, 9, 9, 8, 8, 9, 9, 9, 9, 8 };
+		const int32_t want_wi[15] = { 4, 5, 5, 7, 7, 4, 5, 5, 11, 11, 12, 12, 14, 14, 11 };
+		kern_adaptive_maxpool2d_fwd(x, ay, ai, 1, 1, 4, 4, 3, 5);
+		for (int i = 0; i < 15; i++)
+			CHECK(ay[i] == want_w[i] && ai[i] == want_wi[i]);
+		memcpy(xn, x, sizeof xn);
+		xn[5] = xn[10] = NAN;
+		const int32_t want_ni[9] = { 5, 5, 7, 5, 10, 10, 12, 10, 10 };
+		kern_adaptive_maxpool2d_fwd(xn, ay, ai, 1, 1, 4, 4, 3, 3);
+		for (int i = 0; i < 9; i++)
+			CHECK(ai[i] == want_ni[i] && (isnan(ay[i]) == (i != 2 && i != 6)));
 	}
 	/* avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=True / False) */
 	float want_in[9] = { 2.0f, 2.555555582f, 1.166666627f, 4.222222328f, 5.777777672f, 2.833333254f,

@@ -569,6 +569,13 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 					  (int)nd->a.apool.ow);
 		break;
 	}
+	case OP_ADAPTIVE_MAXPOOL2D: {
+		int64_t ch, h, w;
+		exec_apool_in(p, nd, &ch, &h, &w);
+		kc_adaptive_maxpool2d_fwd(s, x, y, train ? (int32_t *)(void *)save : (int32_t *)(void *)exec_scratch(e, i), (int)n,
+					  (int)ch, (int)h, (int)w, (int)nd->a.apool.oh, (int)nd->a.apool.ow);
+		break;
+	}
 	case OP_ZEROPAD2D: kc_zeropad2d_fwd(s, exec_pad_desc(p, nd, n), x, y); break;
 	case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
 		int ch = (int)nd->a.bn.c;
@@ -713,6 +720,14 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 		if (dx)
 			kc_adaptive_avgpool2d_bwd(s, dy, dx, (int)n, (int)ch, (int)h, (int)w, (int)nd->a.apool.oh,
 						  (int)nd->a.apool.ow);
+		break;
+	}
+	case OP_ADAPTIVE_MAXPOOL2D: {
+		int64_t ch, h, w;
+		exec_apool_in(p, nd, &ch, &h, &w);
+		if (dx)
+			kc_adaptive_maxpool2d_bwd(s, (const int32_t *)(const void *)save, dy, dx, (int)n, (int)ch, (int)h, (int)w,
+						  (int)nd->a.apool.oh, (int)nd->a.apool.ow);
 		break;
 	}
 	case OP_ZEROPAD2D: if (dx) kc_zeropad2d_bwd(s, exec_pad_desc(p, nd, n), dy, dx); break;

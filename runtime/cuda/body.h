@@ -112,20 +112,28 @@ BODY_FN float body_maxpool_out(const struct pool2d_desc *d, const float *in, int
 	return best;
 }
 
-/* dx at (iy, ix): the sum of dy over the outputs that picked it, in output
- * order, which is the order of kern_maxpool2d_bwd's scatter. */
-BODY_FN float body_maxpool_grad(const struct pool2d_desc *d, int oh, int ow, const int32_t *idx, const float *dy,
-				int iy, int ix)
+/* The sum of dy over outputs [oy0, oy1) x [ox0, ox1) (rows of ow) whose
+ * idx is me, in output order: the max pools' gradient at input me, added
+ * in the order of their CPU scatter. */
+BODY_FN float body_argmax_sum(const int32_t *idx, const float *dy, int ow, int oy0, int oy1, int ox0, int ox1, int me)
 {
-	int oy0, oy1, ox0, ox1, me = iy * d->w + ix;
-	body_cover(iy, (d->kh - 1) * d->dh + 1, d->sh, d->ph, oh, &oy0, &oy1);
-	body_cover(ix, (d->kw - 1) * d->dw + 1, d->sw, d->pw, ow, &ox0, &ox1);
 	float g = 0.0f;
 	for (int oy = oy0; oy < oy1; oy++)
 		for (int ox = ox0; ox < ox1; ox++)
 			if (idx[oy * ow + ox] == me)
 				g += dy[oy * ow + ox];
 	return g;
+}
+
+/* dx at (iy, ix): the sum of dy over the outputs that picked it, in output
+ * order, which is the order of kern_maxpool2d_bwd's scatter. */
+BODY_FN float body_maxpool_grad(const struct pool2d_desc *d, int oh, int ow, const int32_t *idx, const float *dy,
+				int iy, int ix)
+{
+	int oy0, oy1, ox0, ox1;
+	body_cover(iy, (d->kh - 1) * d->dh + 1, d->sh, d->ph, oh, &oy0, &oy1);
+	body_cover(ix, (d->kw - 1) * d->dw + 1, d->sw, d->pw, ow, &ox0, &ox1);
+	return body_argmax_sum(idx, dy, ow, oy0, oy1, ox0, ox1, iy * d->w + ix);
 }
 
 /* The clipped window [*y0,*y1) x [*x0,*x1) of output (oy, ox) and its divisor. */
@@ -209,6 +217,36 @@ BODY_FN float body_adaptive_grad(const float *dy, int h, int w, int oh, int ow, 
 		}
 	}
 	return g;
+}
+
+/* Max over adaptive window (oy, ox), as kern_adaptive_maxpool2d_fwd: the
+ * first element wins ties, any NaN wins; *idx := iy * W + ix of the winner */
+BODY_FN float body_adaptive_max_out(const float *in, int h, int w, int oh, int ow, int oy, int ox, int32_t *idx)
+{
+	int y0 = body_adaptive_start(oy, h, oh), y1 = body_adaptive_end(oy, h, oh);
+	int x0 = body_adaptive_start(ox, w, ow), x1 = body_adaptive_end(ox, w, ow);
+	float best = -INFINITY;
+	int at = y0 * w + x0;
+	for (int iy = y0; iy < y1; iy++)
+		for (int ix = x0; ix < x1; ix++) {
+			float v = in[iy * w + ix];
+			if (v > best || v != v) {
+				best = v;
+				at = iy * w + ix;
+			}
+		}
+	*idx = at;
+	return best;
+}
+
+/* dx at (iy, ix): the sum of dy over the adaptive windows that picked it,
+ * in output order, as kern_adaptive_maxpool2d_bwd's scatter adds them */
+BODY_FN float body_adaptive_max_grad(const int32_t *idx, const float *dy, int h, int w, int oh, int ow, int iy, int ix)
+{
+	int oy0, oy1, ox0, ox1;
+	body_adaptive_cover(iy, h, oh, &oy0, &oy1);
+	body_adaptive_cover(ix, w, ow, &ox0, &ox1);
+	return body_argmax_sum(idx, dy, ow, oy0, oy1, ox0, ox1, iy * w + ix);
 }
 
 /* ---- zero padding (kern_pad.c): output (oy, ox) of a plane is input

@@ -84,6 +84,10 @@ void kc_avgpool2d_fwd(cudaStream_t s, struct pool2d_desc d, const float *x, floa
 void kc_avgpool2d_bwd(cudaStream_t s, struct pool2d_desc d, const float *dy, float *dx);                  /* writes all of dx */
 void kc_adaptive_avgpool2d_fwd(cudaStream_t s, const float *x, float *y, int n, int c, int h, int w, int oh, int ow);
 void kc_adaptive_avgpool2d_bwd(cudaStream_t s, const float *dy, float *dx, int n, int c, int h, int w, int oh, int ow);
+void kc_adaptive_maxpool2d_fwd(cudaStream_t s, const float *x, float *y, int32_t *idx, int n, int c, int h, int w, int oh,
+			       int ow);
+void kc_adaptive_maxpool2d_bwd(cudaStream_t s, const int32_t *idx, const float *dy, float *dx, int n, int c, int h, int w,
+			       int oh, int ow); /* writes all of dx */
 
 /* ---- zero padding (struct pad2d_desc of kern.h, passed by value) ---- */
 void kc_zeropad2d_fwd(cudaStream_t s, struct pad2d_desc d, const float *x, float *y);

@@ -67,6 +67,27 @@ __global__ void adaptive_bwd_kernel(const float *dy, float *dx, int n, int c, in
 	}
 }
 
+__global__ void adaptive_max_fwd_kernel(const float *x, float *y, int32_t *idx, int n, int c, int h, int w, int oh, int ow)
+{
+	int64_t plane = (int64_t)oh * ow;
+	FOR_EACH(i, (int64_t)n * c * plane) {
+		int64_t p = i / plane;
+		int r = (int)(i % plane);
+		y[i] = body_adaptive_max_out(x + p * h * w, h, w, oh, ow, r / ow, r % ow, &idx[i]);
+	}
+}
+
+__global__ void adaptive_max_bwd_kernel(const int32_t *idx, const float *dy, float *dx, int n, int c, int h, int w, int oh,
+					int ow)
+{
+	int64_t plane = (int64_t)h * w, oplane = (int64_t)oh * ow;
+	FOR_EACH(i, (int64_t)n * c * plane) {
+		int64_t p = i / plane;
+		int r = (int)(i % plane);
+		dx[i] = body_adaptive_max_grad(idx + p * oplane, dy + p * oplane, h, w, oh, ow, r / w, r % w);
+	}
+}
+
 void kc_maxpool2d_fwd(cudaStream_t s, struct pool2d_desc d, const float *x, float *y, int32_t *idx)
 {
 	int oh, ow;
@@ -109,4 +130,18 @@ void kc_adaptive_avgpool2d_bwd(cudaStream_t s, const float *dy, float *dx, int n
 {
 	int64_t total = (int64_t)n * c * h * w;
 	if (total > 0) adaptive_bwd_kernel<<<blocks_for(total), THREADS, 0, s>>>(dy, dx, n, c, h, w, oh, ow);
+}
+
+void kc_adaptive_maxpool2d_fwd(cudaStream_t s, const float *x, float *y, int32_t *idx, int n, int c, int h, int w, int oh,
+			       int ow)
+{
+	int64_t total = (int64_t)n * c * oh * ow;
+	if (total > 0) adaptive_max_fwd_kernel<<<blocks_for(total), THREADS, 0, s>>>(x, y, idx, n, c, h, w, oh, ow);
+}
+
+void kc_adaptive_maxpool2d_bwd(cudaStream_t s, const int32_t *idx, const float *dy, float *dx, int n, int c, int h, int w,
+			       int oh, int ow)
+{
+	int64_t total = (int64_t)n * c * h * w;
+	if (total > 0) adaptive_max_bwd_kernel<<<blocks_for(total), THREADS, 0, s>>>(idx, dy, dx, n, c, h, w, oh, ow);
 }

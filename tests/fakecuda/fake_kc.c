@@ -228,9 +228,9 @@ static void host_prelu_bwd(cudaStream_t s, const float *x, const float *w, const
 
 /* ---- pooling: forward one output at a time, backward a gather per input
  * element (dx written whole), as the kernels map them ---- */
-enum pool { POOL_MAX, POOL_AVG, POOL_ADAPTIVE };
+enum pool { POOL_MAX, POOL_AVG, POOL_ADAPTIVE, POOL_ADAPTIVE_MAX };
 
-/* d: the input shape and, but for POOL_ADAPTIVE, the window */
+/* d: the input shape and, but for the adaptive pools, the window */
 static void pool_fwd(enum pool k, const struct pool2d_desc *d, int oh, int ow, const float *x, float *y, int32_t *idx)
 {
 	int64_t plane = (int64_t)oh * ow, in = (int64_t)d->h * d->w;
@@ -241,6 +241,7 @@ static void pool_fwd(enum pool k, const struct pool2d_desc *d, int oh, int ow, c
 		case POOL_MAX: y[i] = body_maxpool_out(d, xp, r / ow, r % ow, &idx[i]); break;
 		case POOL_AVG: y[i] = body_avgpool_out(d, xp, r / ow, r % ow); break;
 		case POOL_ADAPTIVE: y[i] = body_adaptive_out(xp, d->h, d->w, oh, ow, r / ow, r % ow); break;
+		case POOL_ADAPTIVE_MAX: y[i] = body_adaptive_max_out(xp, d->h, d->w, oh, ow, r / ow, r % ow, &idx[i]); break;
 		}
 	}
 }
@@ -256,6 +257,7 @@ static void pool_bwd(enum pool k, const struct pool2d_desc *d, int oh, int ow, c
 		case POOL_MAX: dx[i] = body_maxpool_grad(d, oh, ow, idx + o, dy + o, iy, ix); break;
 		case POOL_AVG: dx[i] = body_avgpool_grad(d, oh, ow, dy + o, iy, ix); break;
 		case POOL_ADAPTIVE: dx[i] = body_adaptive_grad(dy + o, d->h, d->w, oh, ow, iy, ix); break;
+		case POOL_ADAPTIVE_MAX: dx[i] = body_adaptive_max_grad(idx + o, dy + o, d->h, d->w, oh, ow, iy, ix); break;
 		}
 	}
 }
@@ -298,6 +300,20 @@ static void host_adaptive_avgpool2d_bwd(cudaStream_t s, const float *dy, float *
 {
 	struct pool2d_desc d = { .n = n, .c = c, .h = h, .w = w };
 	pool_bwd(POOL_ADAPTIVE, &d, oh, ow, NULL, dy, dx);
+}
+
+static void host_adaptive_maxpool2d_fwd(cudaStream_t s, const float *x, float *y, int32_t *idx, int n, int c, int h, int w,
+					int oh, int ow)
+{
+	struct pool2d_desc d = { .n = n, .c = c, .h = h, .w = w };
+	pool_fwd(POOL_ADAPTIVE_MAX, &d, oh, ow, x, y, idx);
+}
+
+static void host_adaptive_maxpool2d_bwd(cudaStream_t s, const int32_t *idx, const float *dy, float *dx, int n, int c, int h,
+					int w, int oh, int ow)
+{
+	struct pool2d_desc d = { .n = n, .c = c, .h = h, .w = w };
+	pool_bwd(POOL_ADAPTIVE_MAX, &d, oh, ow, idx, dy, dx);
 }
 
 /* ---- zero padding: a gather per element each way, as the kernels ---- */
@@ -804,6 +820,12 @@ WRAP(adaptive_avgpool2d_fwd, L_adaptive_avgpool2d_fwd)
 #define L_adaptive_avgpool2d_bwd(X) X(const float *, dy) X(float *, dx) X(int, n) X(int, c) X(int, h) \
 	X(int, w) X(int, oh) X(int, ow)
 WRAP(adaptive_avgpool2d_bwd, L_adaptive_avgpool2d_bwd)
+#define L_adaptive_maxpool2d_fwd(X) X(const float *, x) X(float *, y) X(int32_t *, idx) X(int, n) X(int, c) X(int, h) \
+	X(int, w) X(int, oh) X(int, ow)
+WRAP(adaptive_maxpool2d_fwd, L_adaptive_maxpool2d_fwd)
+#define L_adaptive_maxpool2d_bwd(X) X(const int32_t *, idx) X(const float *, dy) X(float *, dx) X(int, n) X(int, c) \
+	X(int, h) X(int, w) X(int, oh) X(int, ow)
+WRAP(adaptive_maxpool2d_bwd, L_adaptive_maxpool2d_bwd)
 #define L_zeropad2d_fwd(X) X(struct pad2d_desc, d) X(const float *, x) X(float *, y)
 WRAP(zeropad2d_fwd, L_zeropad2d_fwd)
 #define L_zeropad2d_bwd(X) X(struct pad2d_desc, d) X(const float *, dy) X(float *, dx)

@@ -49,10 +49,11 @@ enum dtype { DT_F32, DT_I64, DT_BF16, DT_F16 };
 
 /* Layers that are another op under their own name: conv1d, maxpool1d,
  * avgpool1d, adaptive_avgpool1d and adaptive_maxpool1d are the 2-D ops
- * over (channels, length) at a height of 1 (as ATen computes them); unflatten is flatten's view the other way;
+ * over (channels, length) at a height of 1 (as ATen computes them); unflatten is flatten's view the other way, identity
+ * its view of nothing (dimensions 1..1 merged);
  * dropout1d (VAR_1D) and dropout2d (VAR_2D) are dropout drawing once per
  * channel of a (C, L) or (C, H, W) sample. */
-enum variant { VAR_NONE, VAR_1D, VAR_2D, VAR_UNFLATTEN };
+enum variant { VAR_NONE, VAR_1D, VAR_2D, VAR_UNFLATTEN, VAR_IDENTITY };
 
 /* (channels, height, width) of a per-sample shape a 2-D layer reads or
  * writes: (C, H, W), or (C, L) as a height of 1 (conv1d and its pools) */

@@ -71,6 +71,7 @@ static const struct {
 	{ OP_ADAPTIVE_AVGPOOL2D, VAR_1D, { "adaptive_avgpool1d", "AdaptiveAvgPool1d" } },
 	{ OP_ADAPTIVE_MAXPOOL2D, VAR_1D, { "adaptive_maxpool1d", "AdaptiveMaxPool1d" } },
 	{ OP_FLATTEN, VAR_UNFLATTEN, { "unflatten", "Unflatten" } },
+	{ OP_FLATTEN, VAR_IDENTITY, { "identity", "Identity" } },
 	{ OP_DROPOUT, VAR_1D, { "dropout1d", "Dropout1d" } },
 	{ OP_DROPOUT, VAR_2D, { "dropout2d", "Dropout2d" } },
 };
@@ -657,6 +658,14 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		npos = 2;
 		if (n->variant == VAR_UNFLATTEN)
 			return configure_unflatten(d, n, call, callee);
+		if (n->variant == VAR_IDENTITY) {
+			/* nn.Identity ignores what it is given; here an argument
+			 * would only mislead the reader */
+			static const char *const none[1] = { "" };
+			struct val *s[1];
+			n->a.flat.start = n->a.flat.start_arg = n->a.flat.end = n->a.flat.end_arg = 1;
+			return val_bind(d, callee, call->loc, call->items, call->n, none, 0, 0, s);
+		}
 		BIND("start", "end");
 		int64_t st = 1, en = -1;
 		if (s[0] && !val_int(d, s[0], "start", &st))
@@ -1439,7 +1448,9 @@ void op_describe(const struct node *n, char *buf, int len)
 		if (n->variant == VAR_UNFLATTEN) {
 			char sz[96];
 			snprintf(buf, l, "%s(dim=%d, unflattened_size=%s)", t, n->a.flat.start_arg, sizes_str(n, sz, sizeof sz));
-		} else
+		} else if (n->variant == VAR_IDENTITY)
+			snprintf(buf, l, "%s()", t);
+		else
 			snprintf(buf, l, "%s(start_dim=%d, end_dim=%d)", t, n->a.flat.start_arg, n->a.flat.end_arg);
 		return;
 	case OP_GELU:

@@ -214,6 +214,14 @@ static bool get_size(struct diag *d, struct val *v, const char *what, const stru
 	return true;
 }
 
+/* A layer written bare or with empty parentheses: any argument is an error */
+static bool no_arguments(struct diag *d, const char *callee, const struct val *call)
+{
+	static const char *const none[1] = { "" };
+	struct val *s[1];
+	return val_bind(d, callee, call->loc, call->items, call->n, none, 0, 0, s);
+}
+
 static bool missing(struct diag *d, const struct val *call, const char *callee, const char *arg)
 {
 	diag_error(d, call->loc, "%s needs %s", callee, arg);
@@ -661,10 +669,8 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		if (n->variant == VAR_IDENTITY) {
 			/* nn.Identity ignores what it is given; here an argument
 			 * would only mislead the reader */
-			static const char *const none[1] = { "" };
-			struct val *s[1];
 			n->a.flat.start = n->a.flat.start_arg = n->a.flat.end = n->a.flat.end_arg = 1;
-			return val_bind(d, callee, call->loc, call->items, call->n, none, 0, 0, s);
+			return no_arguments(d, callee, call);
 		}
 		BIND("start", "end");
 		int64_t st = 1, en = -1;
@@ -802,12 +808,8 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		return true;
 	}
 	case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SELU: case OP_SILU: case OP_RELU6: case OP_HARDSIGMOID:
-	case OP_HARDSWISH: case OP_MISH: case OP_LOGSIGMOID: case OP_SOFTSIGN: case OP_TANHSHRINK: {
-		npos = 0;
-		static const char *const none[1] = { "" };
-		struct val *s[1];
-		return val_bind(d, callee, call->loc, call->items, call->n, none, npos, 0, s);
-	}
+	case OP_HARDSWISH: case OP_MISH: case OP_LOGSIGMOID: case OP_SOFTSIGN: case OP_TANHSHRINK:
+		return no_arguments(d, callee, call);
 	case OP_ADD: case OP_TRANSFER: case OP__COUNT:
 		break;
 	}

@@ -135,6 +135,22 @@ static void warn_plan(struct diag *d, const struct plan *p)
 		diag_warning(d, t->loss_loc, "cross_entropy applies log_softmax itself, but the model already ends in softmax: softmax "
 			     "is applied twice and learning slows; drop the softmax");
 		diag_note(d, last->loc, "the model's last layer is here");
+	} else if (t->loss == LOSS_BCE || t->loss == LOSS_BCE_LOGITS) {
+		/* past views (flatten, unflatten, identity), which keep the values */
+		const struct node *v = last;
+		while (v->op == OP_FLATTEN || v->op == OP_TRANSFER)
+			v = &p->nodes[v->in];
+		bool unit = v->op == OP_SIGMOID || v->op == OP_HARDSIGMOID || v->op == OP_SOFTMAX;
+		if (t->loss == LOSS_BCE && !unit) {
+			diag_warning(d, t->loss_loc, "bce takes probabilities, but the model does not end in sigmoid: an output outside "
+				     "[0, 1] makes the loss NaN and stops the run; end the model in sigmoid, or use bce_with_logits "
+				     "on the raw scores");
+			diag_note(d, v->loc, "the model's last layer is here");
+		} else if (t->loss == LOSS_BCE_LOGITS && v->op == OP_SIGMOID) {
+			diag_warning(d, t->loss_loc, "bce_with_logits applies sigmoid itself, but the model already ends in sigmoid: "
+				     "sigmoid is applied twice and learning slows; drop the sigmoid, or use bce");
+			diag_note(d, v->loc, "the model's last layer is here");
+		}
 	}
 	const struct plan_sched *sc = &t->sched;
 	if (sc->kind == LRS_COSINE && !sc->per_step && !t->steps && sc->t_max > t->epochs)

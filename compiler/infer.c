@@ -24,6 +24,16 @@ static bool same_shape(const struct shape *a, const struct shape *b)
 	return true;
 }
 
+/* The sizes as a call takes them: "2, 3" */
+static const char *sizes_str(const struct shape *s, char *buf, int n)
+{
+	int at = 0;
+	buf[0] = '\0';
+	for (int k = 0; k < s->rank && at < n; k++)
+		at += snprintf(buf + at, (size_t)(n - at), "%s%" PRId64, k ? ", " : "", s->d[k]);
+	return buf;
+}
+
 static bool check_data(struct diag *d, const struct plan *p, const struct plan_dataset *ds)
 {
 	char b1[96], b2[96];
@@ -56,6 +66,13 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 			diag_error(d, ds->loc, "the targets have shape %s, but the model's output is %s; %s needs them equal",
 				   shape_str(&ds->target_shape, b1, sizeof b1), shape_str(&out->out, b2, sizeof b2), loss_names[loss]);
 			diag_note(d, out->loc, "the model's last layer is here");
+			return false;
+		}
+		/* PyTorch takes any real target, but a normal one is no
+		 * probability: bce's loss then has no floor */
+		if ((loss == LOSS_BCE || loss == LOSS_BCE_LOGITS) && !ds->target_rand) {
+			diag_error(d, ds->loc, "%s needs targets in [0, 1], but randn draws them from N(0, 1); draw them with "
+				   "target=rand(%s)", loss_names[loss], sizes_str(&ds->target_shape, b1, sizeof b1));
 			return false;
 		}
 		return true;

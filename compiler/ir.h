@@ -223,8 +223,8 @@ struct nodemem {
 	int64_t eval_off;               /* forward output in evaluation */
 };
 
-/* the last three in kern.h's enum kern_regression order (loss - LOSS_L1) */
-enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER };
+/* from LOSS_L1 on in kern.h's enum kern_regression order (loss - LOSS_L1) */
+enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER, LOSS_BCE, LOSS_BCE_LOGITS };
 enum reduction { RED_MEAN, RED_SUM };
 enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
 enum lrs_kind { LRS_CONSTANT, LRS_STEP, LRS_MULTISTEP, LRS_EXPONENTIAL, LRS_COSINE, LRS_CONSTANT_LR, LRS_LINEAR, LRS_POLYNOMIAL,
@@ -241,7 +241,8 @@ struct plan_dataset {
 	const char *root, *split;   /* mnist */
 	double mean, std;           /* normalisation; std 1, mean 0 when absent */
 	struct shape sample;        /* per-sample input shape */
-	int64_t input_high;         /* synthetic randint(high, ...): token ids below high; 0: randn */
+	int64_t input_high;         /* synthetic randint(high, ...): token ids below high; 0: randn or rand */
+	bool input_rand, target_rand; /* synthetic rand(...), uniform in [0, 1), not randn(...) */
 	enum tgt_kind target;
 	struct shape target_shape;  /* TGT_VECTOR */
 	int64_t classes;            /* TGT_CLASS */

@@ -221,12 +221,13 @@ static int source_order(struct val *const *v, int n, int *order)
 	return m;
 }
 
-const char *const loss_names[LOSS_HUBER + 1] = { "mse", "nll", "cross_entropy", "l1", "smooth_l1", "huber" };
+const char *const loss_names[LOSS_BCE_LOGITS + 1] = { "mse", "nll", "cross_entropy", "l1", "smooth_l1", "huber", "bce",
+							   "bce_with_logits" };
 
 static bool read_loss(struct reader *r, const struct val *v, struct plan_train *t)
 {
 	int k;
-	if (!choose(r, v, "loss", loss_names, LOSS_HUBER + 1, &k))
+	if (!choose(r, v, "loss", loss_names, LOSS_BCE_LOGITS + 1, &k))
 		return false;
 	t->loss = (enum loss_kind)k;
 	t->loss_loc = v->loc;
@@ -512,23 +513,28 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 	return true;
 }
 
-/* what: "input" or "target"; forms: what else it may be, e.g. "randint(high, sizes...)" */
-static bool random_shape(struct reader *r, const struct val *v, const char *what, const char *forms, struct shape *out)
+/* randn(sizes...) or rand(sizes...) (*uniform): real values of that
+ * shape.  what: "input" or "target"; forms: what else it may be, e.g.
+ * "randint(high, sizes...)" */
+static bool random_shape(struct reader *r, const struct val *v, const char *what, const char *forms, struct shape *out,
+			 bool *uniform)
 {
-	if (!v || v->kind != V_CALL || strcmp(v->s, "randn") != 0 || v->n < 1 || v->n > SHAPE_MAX) {
+	bool real = v && v->kind == V_CALL && (strcmp(v->s, "randn") == 0 || strcmp(v->s, "rand") == 0);
+	if (!real || v->n < 1 || v->n > SHAPE_MAX) {
 		struct loc at = v ? v->loc : (struct loc){ 0 };
-		if (v && v->kind == V_CALL && strcmp(v->s, "randn") == 0 && v->n > SHAPE_MAX)
+		if (real && v->n > SHAPE_MAX)
 			diag_error(r->d, at, "%s has %d sizes; at most %d", what, v->n, SHAPE_MAX);
 		else if (v && v->kind == V_CALL && strcmp(v->s, "randint") == 0 && !strcmp(what, "target"))
 			diag_error(r->d, at, "class targets are drawn with classes(N), e.g. target=classes(10); randint is for input token ids");
 		else
-			diag_error(r->d, at, "%s must be randn(sizes...) or %s, e.g. %s=randn(10)", what, forms, what);
+			diag_error(r->d, at, "%s must be randn(sizes...), rand(sizes...) or %s, e.g. %s=randn(10)", what, forms, what);
 		return false;
 	}
+	*uniform = v->s[4] == '\0';
 	out->rank = v->n;
 	for (int k = 0; k < v->n; k++) {
 		if (v->items[k].key) {
-			diag_error(r->d, v->items[k].key_loc, "randn takes only sizes");
+			diag_error(r->d, v->items[k].key_loc, "%s takes only sizes", v->s);
 			return false;
 		}
 		if (!int_at_least(r, v->items[k].v, "a size", 1, &out->d[k]))
@@ -646,7 +652,7 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 		for (int i = 1; i < s[0]->n; i++)
 			if (s[0]->items[i].key || !int_at_least(r, s[0]->items[i].v, "a size", 1, &ds->sample.d[i - 1]))
 				return false;
-	} else if (!random_shape(r, s[0], "input", "randint(high, sizes...)", &ds->sample)) {
+	} else if (!random_shape(r, s[0], "input", "randint(high, sizes...)", &ds->sample, &ds->input_rand)) {
 		return false;
 	}
 	if (s[1] && s[1]->kind == V_CALL && strcmp(s[1]->s, "classes") == 0) {
@@ -655,7 +661,7 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 			return false;
 	} else {
 		ds->target = TGT_VECTOR;
-		if (!random_shape(r, s[1], "target", "classes(N)", &ds->target_shape))
+		if (!random_shape(r, s[1], "target", "classes(N)", &ds->target_shape, &ds->target_rand))
 			return false;
 	}
 	if (!s[2]) {

@@ -457,7 +457,7 @@ static int cpu_loss(struct exec *e, const void *y, int n, bool train, double *lo
 	*correct = 0;
 	int rc = 0;
 	switch (p->train.loss) {
-	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER:
+	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER: case LOSS_BCE: case LOSS_BCE_LOGITS:
 		*loss = kern_regression(exec_regression(p), (float)p->train.loss_param, out, (const float *)y, dout, (size_t)(per * n), red,
 					e->loss_scale);
 		break;

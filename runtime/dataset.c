@@ -428,6 +428,8 @@ int dataset_synthetic(struct dataset *ds, const struct synthetic_spec *spec, cha
 	if (spec->input_high < 0 || spec->input_high > (1 << 24))
 		return util_fail(err, errlen, "synthetic data: randint(%lld, ...) must draw below 2^24", (long long)spec->input_high);
 	ds->input_high = spec->input_high;
+	ds->input_uniform = spec->input_uniform;
+	ds->target_uniform = spec->target_uniform;
 	return 0;
 }
 
@@ -461,7 +463,8 @@ static void fill_synthetic(const struct dataset *ds, const int64_t *idx, int b, 
 				x[(int64_t)s * m + j] = (float)((rng_u32(&in, base + (uint64_t)j) * (uint64_t)ds->input_high) >> 32);
 		} else {
 			for (int64_t j = 0; j < m; j++)
-				x[(int64_t)s * m + j] = rng_normal(&in, base + (uint64_t)j);
+				x[(int64_t)s * m + j] = ds->input_uniform ? rng_uniform(&in, base + (uint64_t)j)
+									  : rng_normal(&in, base + (uint64_t)j);
 		}
 		if (ds->target == TARGET_CLASS) {
 			/* multiply-shift maps 32 random bits onto 0..C-1 without a division */
@@ -469,8 +472,10 @@ static void fill_synthetic(const struct dataset *ds, const int64_t *idx, int b, 
 			((int32_t *)y)[s] = (int32_t)((u * (uint64_t)ds->num_classes) >> 32);
 		} else {
 			float *t = (float *)y + (int64_t)s * k;
-			for (int64_t j = 0; j < k; j++)
-				t[j] = rng_normal(&tg, (uint64_t)idx[s] * (uint64_t)k + (uint64_t)j);
+			for (int64_t j = 0; j < k; j++) {
+				uint64_t at = (uint64_t)idx[s] * (uint64_t)k + (uint64_t)j;
+				t[j] = ds->target_uniform ? rng_uniform(&tg, at) : rng_normal(&tg, at);
+			}
 		}
 	}
 }

@@ -11,6 +11,7 @@
 #ifndef DATASET_H
 #define DATASET_H
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define DATASET_MAX_DIMS 4
@@ -41,6 +42,7 @@ struct dataset {
 	uint64_t seed;
 	uint32_t split;                         /* as synthetic_spec's */
 	int64_t input_high;                     /* as synthetic_spec's */
+	bool input_uniform, target_uniform;     /* as synthetic_spec's */
 	size_t map_len;                         /* > 0: images and labels are a mapped cache file of this many bytes */
 	char images_path[4200];                 /* DATASET_IDX: the images file, for messages */
 };
@@ -67,7 +69,8 @@ int dataset_idx(struct dataset *ds, const char *images_path, const char *labels_
 		float mean, float std, char *err, size_t errlen);
 
 /* What dataset_synthetic makes: `samples` samples with inputs randn(shape)
- * and targets randn(target_shape) (TARGET_VECTOR) or a uniform class below
+ * and targets randn(target_shape) (TARGET_VECTOR; rand() in place of
+ * either where asked) or a uniform class below
  * num_classes (TARGET_CLASS), all keyed by seed. */
 struct synthetic_spec {
 	int64_t samples;
@@ -80,6 +83,7 @@ struct synthetic_spec {
 	uint64_t seed;
 	uint32_t split;                         /* 0 the training set, 1 the test set: their own samples */
 	int64_t input_high;                     /* > 0: inputs are integers in [0, input_high) (token ids), as floats */
+	bool input_uniform, target_uniform;     /* rand(), uniform in [0, 1) as torch.rand, in place of randn() */
 };
 
 /* Make a synthetic dataset; allocates nothing.  Returns 0, or -1 with a

@@ -143,10 +143,12 @@ float *exec_dx_home(struct exec *e, int j);
 /* The activation arena of node's device, and that device's scratch buffer. */
 char *exec_act(struct exec *e, int node);
 char *exec_scratch(struct exec *e, int node);
-/* The plan's loss as one of kern_regression's (mse, l1, smooth_l1, huber). */
+/* The plan's loss as one of kern_regression's (mse, l1, smooth_l1, huber,
+ * bce, bce_with_logits). */
 static inline enum kern_regression exec_regression(const struct plan *p)
 {
-	_Static_assert(LOSS_SMOOTH_L1 - LOSS_L1 == KERN_SMOOTH_L1 && LOSS_HUBER - LOSS_L1 == KERN_HUBER, "keep in step");
+	_Static_assert(LOSS_SMOOTH_L1 - LOSS_L1 == KERN_SMOOTH_L1 && LOSS_HUBER - LOSS_L1 == KERN_HUBER &&
+		       LOSS_BCE - LOSS_L1 == KERN_BCE && LOSS_BCE_LOGITS - LOSS_L1 == KERN_BCE_LOGITS, "keep in step");
 	return p->train.loss == LOSS_MSE ? KERN_MSE : (enum kern_regression)(p->train.loss - LOSS_L1);
 }
 /* An activation of OP_ACT_CASES as kern_act's, with its two numbers:

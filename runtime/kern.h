@@ -247,9 +247,12 @@ double kern_mse(const float *x, const float *target, float *dx, size_t n,
  * PyTorch's MSELoss (kern_mse's), L1Loss (|e|, gradient sign(e), 0 at 0), SmoothL1Loss(beta)
  * (e²/(2 beta) below beta, else |e| - beta/2; at beta 0 the L1 loss, but
  * for its gradient at e = 0, which is PyTorch's -1, not 0) and
- * HuberLoss(delta) (e²/2 below delta, else delta (|e| - delta/2)); each
+ * HuberLoss(delta) (e²/2 below delta, else delta (|e| - delta/2)); and
+ * BCELoss (x probabilities: -(t log x + (1 - t) log(1 - x)), each log
+ * clamped at -100, the gradient's denominator x(1 - x) at 1e-12) and
+ * BCEWithLogitsLoss (x raw scores: the gradient sigmoid(x) - t); each
  * term in float, summed in double as kern_mse's. */
-enum kern_regression { KERN_L1, KERN_SMOOTH_L1, KERN_HUBER, KERN_MSE };
+enum kern_regression { KERN_L1, KERN_SMOOTH_L1, KERN_HUBER, KERN_BCE, KERN_BCE_LOGITS, KERN_MSE };
 double kern_regression(enum kern_regression kind, float param, const float *x, const float *target, float *dx, size_t n,
 		       enum kern_reduction red, float scale);
 /* Rows whose target is ignore_index (PyTorch: -100) add nothing and do not

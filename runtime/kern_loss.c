@@ -44,7 +44,7 @@ double kern_regression(enum kern_regression kind, float param, const float *x, c
 		double s = 0;
 		for (size_t i = lo; i < hi; i++) {
 			float d;
-			s += loss_regression_term(kind, param, x[i] - target[i], g, &d);
+			s += loss_regression_term(kind, param, x[i], target[i], g, &d);
 			if (dx)
 				dx[i] = d;
 		}

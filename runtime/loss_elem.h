@@ -1,9 +1,10 @@
-/* loss_elem.h: the per-element arithmetic of the regression losses (mse,
- * l1, smooth_l1, huber), shared by the CPU loss (kern_loss.c), the CUDA
+/* loss_elem.h: the per-element arithmetic of the losses against real
+ * targets (mse, l1, smooth_l1, huber, bce, bce_with_logits), shared by the CPU loss (kern_loss.c), the CUDA
  * kernel (cuda/kernels_loss.cu), the one-kernel step (cuda/tiny.h) and the
  * host stand-in, so every path runs one formula; only their sums' order
  * differs.  Gradients are ATen's: sign(e) with 0 at 0, the kinks taken
- * with <= and >= (smooth_l1 at beta 0 gives PyTorch's -g at e = 0).
+ * with <= and >= (smooth_l1 at beta 0 gives PyTorch's -g at e = 0); bce's
+ * and bce_with_logits' are ATen's too, clamps and all.
  * nvcc compiles every function for host and device; gcc sees plain static
  * inline C.  Nothing here loops or reads a thread index.
  */
@@ -28,11 +29,30 @@ LOSS_FN float loss_regression_grad(enum kern_regression kind, int64_t n, enum ke
 	return (red == KERN_REDUCE_MEAN ? k / (float)n : k) * scale;
 }
 
-/* Element error e = x - target's term, and *d its gradient times g;
- * param is smooth_l1's beta or huber's delta. */
-LOSS_FN double loss_regression_term(enum kern_regression kind, float param, float e, float g, float *d)
+/* The term of output x against target t, and *d its gradient times g;
+ * param is smooth_l1's beta or huber's delta.  The regression losses read
+ * the error e = x - t alone. */
+LOSS_FN double loss_regression_term(enum kern_regression kind, float param, float x, float t, float g, float *d)
 {
-	float z = fabsf(e);
+	if (kind == KERN_BCE) {
+		/* -(t log x + (1 - t) log(1 - x)), each log at least -100, as
+		 * ATen's BCELoss (log(1 - x), not log1p(-x), as PyTorch 1.13);
+		 * a NaN log (x outside [0, 1]) stays NaN */
+		float lx = logf(x), l1x = logf(1.0f - x);
+		lx = lx < -100.0f ? -100.0f : lx;
+		l1x = l1x < -100.0f ? -100.0f : l1x;
+		float den = (1.0f - x) * x;
+		*d = g * (x - t) / (den < 1e-12f ? 1e-12f : den);
+		return (t - 1.0f) * l1x - t * lx;
+	}
+	if (kind == KERN_BCE_LOGITS) {
+		/* (1 - t) x + m + log(e^-m + e^(-x-m)), m = max(-x, 0), as
+		 * ATen's BCEWithLogitsLoss; the gradient sigmoid(x) - t */
+		float m = -x > 0.0f ? -x : 0.0f;
+		*d = g * (1.0f / (1.0f + expf(-x)) - t);
+		return (1.0f - t) * x + m + logf(expf(-m) + expf(-x - m));
+	}
+	float e = x - t, z = fabsf(e);
 	float sign = e > 0 ? 1.0f : e < 0 ? -1.0f : e; /* 0 at 0; NaN stays NaN */
 	switch (kind) {
 	case KERN_L1:
@@ -47,6 +67,9 @@ LOSS_FN double loss_regression_term(enum kern_regression kind, float param, floa
 	case KERN_MSE:
 		*d = g * e;
 		return (double)e * e;
+	case KERN_BCE:
+	case KERN_BCE_LOGITS:
+		break;
 	}
 	*d = 0;
 	return 0;

@@ -97,6 +97,8 @@ int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct 
 	sp.seed = p->train.seed;
 	sp.split = pd == &p->test_data; /* a test set of its own samples, not the training set's first ones */
 	sp.input_high = pd->input_high;
+	sp.input_uniform = pd->input_rand;
+	sp.target_uniform = pd->target_rand;
 	return dataset_synthetic(ds, &sp, err, n);
 }
 
@@ -1168,13 +1170,18 @@ static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b)
 {
 	int param = -1, bad = x ? exec_find_nonfinite(&t->e, x, b, &param) : -1;
 	char note[512], where[256] = "";
+	bool bce = t->p->train.loss == LOSS_BCE;
 	if (bad >= 0)
 		snprintf(where, sizeof where, "; the first non-finite output is %s's", t->p->nodes[bad].what);
+	else if (x && bce) /* its logs are clamped, so only a log of a value outside [0, 1] goes bad */
+		snprintf(where, sizeof where, "; every layer's output is finite, so one of the model's outputs is outside [0, 1], "
+			 "where bce's logarithms are NaN");
 	else if (x)
 		snprintf(where, sizeof where, "; every layer's output is finite, so the loss itself overflowed");
 	/* a pipeline's stages keep no batch to look into: any norm of eps=0 may be why */
 	const char *why = bad >= 0 ? eps0_note(&t->p->nodes[bad], false, note, sizeof note)
-				   : x ? NULL : train_eps0_note(t->p, false, note, sizeof note);
+			  : x && bce ? "bce takes probabilities: end the model in sigmoid, or use bce_with_logits on the raw scores"
+				     : x ? NULL : train_eps0_note(t->p, false, note, sizeof note);
 	/* weights not finite from the start are the file's, not the rate's */
 	const struct train_opts *o = t->o;
 	if (!why && param >= 0 && t->at.step == t->start_step)

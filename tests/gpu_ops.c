@@ -363,6 +363,8 @@ static void check_loss_blocks(void)
 		{ 3 + KERN_SMOOTH_L1, 50000, 1, KERN_REDUCE_SUM, 0.8f, "smooth_l1 50000, beta 0.8, sum" },
 		{ 3 + KERN_HUBER, 40000, 1, KERN_REDUCE_MEAN, 2.0f, "huber 40000, delta 2, mean" },
 		{ 3 + KERN_HUBER, 999, 1, KERN_REDUCE_SUM, 0.5f, "huber 999, delta 0.5, sum" },
+		{ 3 + KERN_BCE, 60001, 1, KERN_REDUCE_MEAN, 0.0f, "bce 60001, mean" },
+		{ 3 + KERN_BCE_LOGITS, 30000, 1, KERN_REDUCE_SUM, 0.0f, "bce_with_logits 30000, sum" },
 	};
 	cudaStream_t s = NULL;
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -383,6 +385,12 @@ static void check_loss_blocks(void)
 		}
 		if (kind == 1) /* nll takes log-probabilities */
 			kern_log_softmax_fwd(x, x, n, c, 1);
+		if (kind == 3 + KERN_BCE || kind == 3 + KERN_BCE_LOGITS) /* targets in [0, 1]; bce's inputs too, 0 and 1 among them */
+			for (int64_t i = 0; i < e; i++) {
+				t[i] = rng_uniform(&r, (uint64_t)(e + i));
+				if (kind == 3 + KERN_BCE)
+					x[i] = i % 101 == 0 ? (float)(i / 101 % 2) : rng_uniform(&r, (uint64_t)i);
+			}
 		double ref = 0;
 		if (kind >= 3) {
 			ref = kern_regression((enum kern_regression)(kind - 3), cases[k].eps, x, t, dref, (size_t)e, cases[k].red, 1.0f);

@@ -304,19 +304,29 @@ static void test_softmax(void)
 
 /* ---- losses ---- */
 
+/* kern_regression's loss and gradient against the kernel body's term,
+ * summed in a block's order, at both reductions: the gradient the same bit
+ * for bit */
+static void check_regression(const char *what, enum kern_regression kind, float param, const float *x, const float *t, float *want,
+			     float *got, size_t n)
+{
+	for (int red = 0; red < 2; red++) {
+		double l = kern_regression(kind, param, x, t, want, n, red, 0.5f);
+		float g = loss_regression_grad(kind, (int64_t)n, red, 0.5f);
+		double s;
+		BLOCK_SUM(1024, double, (int64_t)n, loss_regression_term(kind, param, x[e], t[e], g, &got[e]), s);
+		double mine = red == KERN_REDUCE_MEAN ? s / (double)n : s;
+		CHECK_SAME(what, got, want, n);
+		CHECK_NEAR(mine, l, 1e-12 * fabs(l));
+	}
+}
+
 static void test_mse(void)
 {
 	size_t n = 3001;
 	float *x = rand_floats(n, -2, 2, 10), *t = rand_floats(n, -2, 2, 11), *want = floats(n), *got = floats(n);
-	for (int red = 0; red < 2; red++) {
-		double l = kern_mse(x, t, want, n, red, 0.5f);
-		float g = loss_regression_grad(KERN_MSE, (int64_t)n, red, 0.5f);
-		double s;
-		BLOCK_SUM(1024, double, (int64_t)n, loss_regression_term(KERN_MSE, 0.0f, x[e] - t[e], g, &got[e]), s);
-		double mine = red == KERN_REDUCE_MEAN ? s / (double)n : s;
-		CHECK_SAME("mse dx", got, want, n);
-		CHECK_NEAR(mine, l, 1e-12 * fabs(l));
-	}
+	check_regression("mse dx", KERN_MSE, 0, x, t, want, got, n);
+	CHECK_NEAR(kern_mse(x, t, want, n, KERN_REDUCE_SUM, 0.5f), kern_regression(KERN_MSE, 0, x, t, got, n, KERN_REDUCE_SUM, 0.5f), 0);
 	/* l1, smooth_l1 and huber: the same gradients bit for bit, with some
 	 * errors exactly 0 and exactly at the kinks (x = t +- param) */
 	static const struct { enum kern_regression kind; float param; } reg[] = {
@@ -326,16 +336,15 @@ static void test_mse(void)
 		float pa = reg[k].param;
 		for (size_t i = 0; i < 30; i++)
 			x[i * 7] = t[i * 7] + (i % 3 == 0 ? 0.0f : i % 3 == 1 ? pa : -pa);
-		for (int red = 0; red < 2; red++) {
-			double l = kern_regression(reg[k].kind, pa, x, t, want, n, red, 0.5f);
-			float g = loss_regression_grad(reg[k].kind, (int64_t)n, red, 0.5f);
-			double s;
-			BLOCK_SUM(1024, double, (int64_t)n, loss_regression_term(reg[k].kind, pa, x[e] - t[e], g, &got[e]), s);
-			double mine = red == KERN_REDUCE_MEAN ? s / (double)n : s;
-			CHECK_SAME("regression dx", got, want, n);
-			CHECK_NEAR(mine, l, 1e-12 * fabs(l));
-		}
+		check_regression("regression dx", reg[k].kind, pa, x, t, want, got, n);
 	}
+	/* bce on probabilities, 0 and 1 among them, and bce_with_logits on
+	 * scores of either sign, against targets in [0, 1] */
+	float *prob = rand_floats(n, 0, 1, 12), *logit = rand_floats(n, -30, 30, 13), *soft = rand_floats(n, 0, 1, 14);
+	for (size_t i = 0; i < n; i += 50)
+		prob[i] = (float)(i / 50 % 2);
+	check_regression("bce dx", KERN_BCE, 0, prob, soft, want, got, n);
+	check_regression("bce_with_logits dx", KERN_BCE_LOGITS, 0, logit, soft, want, got, n);
 }
 
 /* The loss kernels as one block: count, then rows; returns -1 on a bad

@@ -553,6 +553,38 @@ static void test_synthetic(void)
 	CHECK_NEAR(s2 / 12000, 1.0, 0.05);
 	dataset_close(&a);
 
+	/* rand(): uniform in [0, 1) (mean 1/2, variance 1/12), inputs and
+	 * targets each where asked, the other drawn as randn() draws it */
+	struct dataset un, ut;
+	spec.input_uniform = true;
+	CHECK(dataset_synthetic(&un, &spec, err, sizeof err) == 0);
+	spec.input_uniform = false;
+	spec.target_uniform = true;
+	CHECK(dataset_synthetic(&ut, &spec, err, sizeof err) == 0);
+	spec.target_uniform = false;
+	CHECK(dataset_synthetic(&b, &spec, err, sizeof err) == 0);
+	double su[2] = { 0, 0 }, su2[2] = { 0, 0 };
+	bool inside = true, others = true;
+	for (int64_t i = 0; i < b.n; i++) {
+		float xn[12], yn[2], xt[12], yt[2];
+		CHECK(dataset_fill(&un, &i, 1, xn, yn) == 0 && dataset_fill(&ut, &i, 1, xt, yt) == 0 &&
+		      dataset_fill(&b, &i, 1, x1, y1) == 0);
+		others = others && memcmp(yn, y1, sizeof yn) == 0 && memcmp(xt, x1, sizeof xt) == 0;
+		for (int j = 0; j < 14; j++) {
+			float v = j < 12 ? xn[j] : yt[j - 12];
+			inside = inside && v >= 0 && v < 1;
+			su[j >= 12] += v, su2[j >= 12] += (double)v * v;
+		}
+	}
+	CHECK(inside && others);
+	CHECK_NEAR(su[0] / 12000, 0.5, 0.01);
+	CHECK_NEAR(su2[0] / 12000 - (su[0] / 12000) * (su[0] / 12000), 1.0 / 12, 0.005);
+	CHECK_NEAR(su[1] / 2000, 0.5, 0.02);
+	CHECK_NEAR(su2[1] / 2000 - (su[1] / 2000) * (su[1] / 2000), 1.0 / 12, 0.01);
+	dataset_close(&un);
+	dataset_close(&ut);
+	dataset_close(&b);
+
 	struct synthetic_spec cls = { .samples = 3000, .ndim = 1, .shape = { 5 }, .target = TARGET_CLASS,
 				      .num_classes = 3, .seed = 1 };
 	CHECK(dataset_synthetic(&a, &cls, err, sizeof err) == 0 && dataset_target_bytes(&a, 4) == 16);

@@ -1439,6 +1439,33 @@ static void test_loss_reference(void)
 		for (int i = 0; i < 6; i++)
 			CHECK_NEAR(rd[i], reg[k].grad[i] / 6, 1e-7);
 	}
+	/* binary_cross_entropy and binary_cross_entropy_with_logits, PyTorch
+	 * 1.13's: at 0 and 1 the logs clamped at -100 (the gradient 0 there
+	 * with the target equal), at 1e-7 log(1 - x), not log1p(-x); the
+	 * logits far out on both sides */
+	float bx[8] = { 0, 1, 0.3f, 0.9f, 1e-7f, 0.5f, 0.99999994f, 0.25f }, bt[8] = { 0, 1, 1, 0.2f, 0, 0.5f, 0, 0.75f }, bd[8];
+	float lz[8] = { 0, -100, 100, 3.5f, -2.25f, 0.5f, 20, -1e-3f };
+	const struct { enum kern_regression kind; const float *x; double sum, mean; float grad[8]; } bin[] = {
+		{ KERN_BCE, bx, 21.50743293762207, 2.688429117202759,
+		  { 0, 0, -3.3333332538604736f, 7.77777624130249f, 1.0000001192092896f, 0, 16777216.0f, -2.6666667461395264f } },
+		{ KERN_BCE_LOGITS, lz, 125.04057312011719, 15.630071640014648,
+		  { 0.5f, -1, 0, 0.7706877589225769f, 0.09534946829080582f, 0.12245935201644897f, 1, -0.250249981880188f } },
+	};
+	for (size_t k = 0; k < sizeof bin / sizeof bin[0]; k++) {
+		CHECK_NEAR(kern_regression(bin[k].kind, 0, bin[k].x, bt, bd, 8, KERN_REDUCE_SUM, 1.0f), bin[k].sum, 1e-6 * bin[k].sum);
+		for (int i = 0; i < 8; i++)
+			CHECK_NEAR(bd[i], bin[k].grad[i], 1e-6 * (1 + fabsf(bin[k].grad[i])));
+		CHECK_NEAR(kern_regression(bin[k].kind, 0, bin[k].x, bt, bd, 8, KERN_REDUCE_MEAN, 1.0f), bin[k].mean, 1e-6 * bin[k].mean);
+		for (int i = 0; i < 8; i++)
+			CHECK_NEAR(bd[i], bin[k].grad[i] / 8, 1e-6 * (1 + fabsf(bin[k].grad[i])));
+	}
+	/* outside [0, 1] bce's loss is NaN, as PyTorch's logs are (it also
+	 * refuses such an input) */
+	float out1[1] = { 1.5f }, t0[1] = { 0 };
+	CHECK(isnan(kern_regression(KERN_BCE, 0, out1, t0, bd, 1, KERN_REDUCE_MEAN, 1.0f)));
+	/* log(1 - x) at x = 1e-7 is -2^-23 in float, log1p(-x) -1.0e-7 */
+	float tiny[1] = { 1e-7f };
+	CHECK(kern_regression(KERN_BCE, 0, tiny, t0, bd, 1, KERN_REDUCE_SUM, 1.0f) == 1.1920928955078125e-07);
 	/* a class out of range is refused before anything is written */
 	int32_t bad[4] = { 0, 3, 1, 1 }, neg[4] = { 0, -1, 1, 1 };
 	dz[0] = 42;

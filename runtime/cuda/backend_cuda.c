@@ -858,7 +858,7 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 	struct gpu *gp = on(c, d); /* the output's GPU */
 	cudaStream_t s = gp->stream;
 	switch (p->train.loss) {
-	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER:
+	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER: case LOSS_BCE: case LOSS_BCE_LOGITS:
 		kc_regression(s, exec_regression(p), (float)p->train.loss_param, out, y, dout, per * n, red, e->loss_scale, loss, weight,
 			      add, gp->loss_parts);
 		break;

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(LOSS_THREADS) regression_kernel(enum kern_regr
 	double acc = 0;
 	for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
 		float d;
-		acc += loss_regression_term(kind, param, x[i] - target[i], g, &d);
+		acc += loss_regression_term(kind, param, x[i], target[i], g, &d);
 		if (dx)
 			dx[i] = d;
 	}

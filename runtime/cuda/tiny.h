@@ -214,7 +214,7 @@ TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, char *sm
 		float g = loss_regression_grad(P->regression, count, P->red, P->scale);
 		const float *t = (const float *)ybuf;
 		for (int64_t i = tid; i < count; i += nt)
-			sum += loss_regression_term(P->regression, P->regression_param, out[i] - t[i], g, &dout[i]);
+			sum += loss_regression_term(P->regression, P->regression_param, out[i], t[i], g, &dout[i]);
 		sum = tiny_sum(tid, nt, sum, sh);
 		if (tid == 0)
 			*P->step_loss = P->weight * body_loss_reduce(sum, count, P->red);

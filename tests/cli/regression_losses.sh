@@ -36,13 +36,9 @@ same() { # A B: the same weights bit for bit
 }
 
 for where in cpu kemu; do
-	set --
-	if [ $where = kemu ]; then
-		lib=$(pwd)/build/tests/trainc-kemu.so
-		[ -f "$lib" ] || continue
-		export TRAINC_CUDA_LIB="$lib"
-		set -- --gpus 1
-	fi
+	gpu_lib $where || continue
+	# shellcheck disable=SC2086 # $gpu is one option and its value, or nothing
+	set -- $gpu
 	train huber-$where 'huber(delta=0.5)' 0.1 "$@"
 	train smooth-$where 'smooth_l1(beta=0.5)' 0.05 "$@"
 	train wide-$where 'huber(delta=1e6)' 0.1 "$@"
@@ -59,8 +55,8 @@ for where in cpu kemu; do
 	# the losses differ from one another: each loss is its own
 	[ "$(cat "$tmp/l1-$where.losses")" != "$(cat "$tmp/huber-$where.losses")" ] || fail "$where: l1 and huber log the same losses"
 	[ "$(sed -n 1p "$tmp/huber-$where.losses")" != "$(sed -n 1p "$tmp/mse-$where.losses")" ] || fail "$where: huber's first loss is mse's"
-	unset TRAINC_CUDA_LIB
 done
+gpu_lib cpu
 if [ -f build/tests/trainc-kemu.so ]; then
 	for r in huber l1; do
 		build/tests/stcmp "$tmp/$r-cpu.safetensors" "$tmp/$r-kemu.safetensors" 1e-5 > "$tmp/cmp" 2>&1 ||

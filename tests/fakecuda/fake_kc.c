@@ -538,7 +538,7 @@ static void host_regression(cudaStream_t s, enum kern_regression kind, float par
 	slices_init(&sl, n);
 	for (int64_t i = 0; i < n; i++) {
 		float d;
-		sl.part[i / sl.len] += loss_regression_term(kind, param, x[i] - target[i], g, &d);
+		sl.part[i / sl.len] += loss_regression_term(kind, param, x[i], target[i], g, &d);
 		if (dx)
 			dx[i] = d;
 	}

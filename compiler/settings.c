@@ -232,8 +232,11 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 	t->loss = (enum loss_kind)k;
 	t->loss_loc = v->loc;
 	/* label smoothing is nn.CrossEntropyLoss's alone, as in PyTorch;
-	 * SmoothL1Loss has beta, HuberLoss delta */
-	const char *names[] = { "reduction", t->loss == LOSS_SMOOTH_L1 ? "beta" : t->loss == LOSS_HUBER ? "delta" : "label_smoothing" };
+	 * SmoothL1Loss has beta, HuberLoss delta, BCEWithLogitsLoss pos_weight */
+	bool logits = t->loss == LOSS_BCE_LOGITS;
+	const char *names[] = { "reduction", t->loss == LOSS_SMOOTH_L1 ? "beta"
+					     : t->loss == LOSS_HUBER ? "delta"
+					     : logits ? "pos_weight" : "label_smoothing" };
 	struct val *s[2] = { NULL, NULL };
 	if (t->loss != LOSS_CROSS_ENTROPY && v->kind == V_CALL) {
 		for (int i = 0; i < v->n; i++) {
@@ -246,14 +249,20 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 			}
 		}
 	}
-	bool second = t->loss == LOSS_CROSS_ENTROPY || t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER;
+	bool second = t->loss == LOSS_CROSS_ENTROPY || t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || logits;
 	if (!bind(r, v, names, 0, second ? 2 : 1, s))
 		return false;
 	t->reduction = RED_MEAN;
 	t->label_smoothing = 0;
-	t->loss_param = t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER ? 1.0 : 0.0;
+	t->loss_param = t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || logits ? 1.0 : 0.0;
 	if (s[1] && t->loss != LOSS_CROSS_ENTROPY) {
-		/* PyTorch: beta >= 0 (0 is the L1 loss), delta > 0 */
+		/* PyTorch: beta >= 0 (0 is the L1 loss), delta > 0; a
+		 * pos_weight below 0 would reward missing the positives */
+		if (logits && (s[1]->kind == V_LIST || s[1]->kind == V_TUPLE)) {
+			diag_error(r->d, s[1]->loc, "pos_weight is one number, the weight of every output's positive term; "
+				   "a weight per output (PyTorch's pos_weight tensor) is not taken");
+			return false;
+		}
 		double x;
 		if (!val_num(r->d, s[1], names[1], &x))
 			return false;
@@ -261,7 +270,8 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 		if (!(huber ? x > 0 : x >= 0) || isinf(x)) {
 			char b[32];
 			val_number_text(x, b, sizeof b);
-			diag_error(r->d, s[1]->loc, "%s must be %s, not %s", names[1], huber ? "a finite number above 0" : "a finite number, at least 0 (0 is l1)", b);
+			diag_error(r->d, s[1]->loc, "%s must be %s, not %s", names[1],
+				   huber ? "a finite number above 0" : logits ? "a finite number, at least 0" : "a finite number, at least 0 (0 is l1)", b);
 			return false;
 		}
 		t->loss_param = x;

@@ -47,10 +47,18 @@ LOSS_FN double loss_regression_term(enum kern_regression kind, float param, floa
 	}
 	if (kind == KERN_BCE_LOGITS) {
 		/* (1 - t) x + m + log(e^-m + e^(-x-m)), m = max(-x, 0), as
-		 * ATen's BCEWithLogitsLoss; the gradient sigmoid(x) - t */
-		float m = -x > 0.0f ? -x : 0.0f;
-		*d = g * (1.0f / (1.0f + expf(-x)) - t);
-		return (1.0f - t) * x + m + logf(expf(-m) + expf(-x - m));
+		 * ATen's BCEWithLogitsLoss; the gradient sigmoid(x) - t.  With
+		 * pos_weight p (param) other than 1, ATen's weighted form: the
+		 * log term times 1 + (p - 1) t, the gradient (p t + 1 - t)
+		 * sigmoid(x) - p t */
+		float m = -x > 0.0f ? -x : 0.0f, lse = logf(expf(-m) + expf(-x - m)), sig = 1.0f / (1.0f + expf(-x));
+		if (param == 1.0f) {
+			*d = g * (sig - t);
+			return (1.0f - t) * x + m + lse;
+		}
+		float pt = param * t;
+		*d = g * ((pt + 1.0f - t) * sig - pt);
+		return (1.0f - t) * x + ((param - 1.0f) * t + 1.0f) * (lse + m);
 	}
 	float e = x - t, z = fabsf(e);
 	float sign = e > 0 ? 1.0f : e < 0 ? -1.0f : e; /* 0 at 0; NaN stays NaN */

@@ -211,7 +211,7 @@ static void settings(uint64_t *h, const struct plan *p)
 	field(h, "loss %d %d", t->loss, t->reduction);
 	if (t->label_smoothing > 0) /* absent at 0, so earlier checkpoints resume */
 		field(h, "label_smoothing %a", t->label_smoothing);
-	if (t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER)
+	if (t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || (t->loss == LOSS_BCE_LOGITS && t->loss_param != 1))
 		field(h, "loss_param %a", t->loss_param);
 	optim(h, &t->optim);
 	sched(h, &t->sched);

@@ -364,7 +364,8 @@ static void check_loss_blocks(void)
 		{ 3 + KERN_HUBER, 40000, 1, KERN_REDUCE_MEAN, 2.0f, "huber 40000, delta 2, mean" },
 		{ 3 + KERN_HUBER, 999, 1, KERN_REDUCE_SUM, 0.5f, "huber 999, delta 0.5, sum" },
 		{ 3 + KERN_BCE, 60001, 1, KERN_REDUCE_MEAN, 0.0f, "bce 60001, mean" },
-		{ 3 + KERN_BCE_LOGITS, 30000, 1, KERN_REDUCE_SUM, 0.0f, "bce_with_logits 30000, sum" },
+		{ 3 + KERN_BCE_LOGITS, 30000, 1, KERN_REDUCE_SUM, 1.0f, "bce_with_logits 30000, sum" },
+		{ 3 + KERN_BCE_LOGITS, 5001, 1, KERN_REDUCE_MEAN, 0.25f, "bce_with_logits 5001, pos_weight 0.25, mean" },
 	};
 	cudaStream_t s = NULL;
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);

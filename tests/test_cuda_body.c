@@ -344,7 +344,8 @@ static void test_mse(void)
 	for (size_t i = 0; i < n; i += 50)
 		prob[i] = (float)(i / 50 % 2);
 	check_regression("bce dx", KERN_BCE, 0, prob, soft, want, got, n);
-	check_regression("bce_with_logits dx", KERN_BCE_LOGITS, 0, logit, soft, want, got, n);
+	check_regression("bce_with_logits dx", KERN_BCE_LOGITS, 1, logit, soft, want, got, n);
+	check_regression("bce_with_logits pos_weight dx", KERN_BCE_LOGITS, 3.5f, logit, soft, want, got, n);
 }
 
 /* The loss kernels as one block: count, then rows; returns -1 on a bad

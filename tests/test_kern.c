@@ -1445,17 +1445,23 @@ static void test_loss_reference(void)
 	 * logits far out on both sides */
 	float bx[8] = { 0, 1, 0.3f, 0.9f, 1e-7f, 0.5f, 0.99999994f, 0.25f }, bt[8] = { 0, 1, 1, 0.2f, 0, 0.5f, 0, 0.75f }, bd[8];
 	float lz[8] = { 0, -100, 100, 3.5f, -2.25f, 0.5f, 20, -1e-3f };
-	const struct { enum kern_regression kind; const float *x; double sum, mean; float grad[8]; } bin[] = {
-		{ KERN_BCE, bx, 21.50743293762207, 2.688429117202759,
+	/* (bce_with_logits' param is pos_weight: 1 is none, 0 drops the positive terms) */
+	const struct { enum kern_regression kind; float param; const float *x; double sum, mean; float grad[8]; } bin[] = {
+		{ KERN_BCE, 0, bx, 21.50743293762207, 2.688429117202759,
 		  { 0, 0, -3.3333332538604736f, 7.77777624130249f, 1.0000001192092896f, 0, 16777216.0f, -2.6666667461395264f } },
-		{ KERN_BCE_LOGITS, lz, 125.04057312011719, 15.630071640014648,
+		{ KERN_BCE_LOGITS, 1, lz, 125.04057312011719, 15.630071640014648,
 		  { 0.5f, -1, 0, 0.7706877589225769f, 0.09534946829080582f, 0.12245935201644897f, 1, -0.250249981880188f } },
+		{ KERN_BCE_LOGITS, 2.5f, lz, 276.1854248046875, 276.1854248046875 / 8,
+		  { 0.5f, -2.5f, 0, 0.7618939876556396f, 0.09534946829080582f, -0.1606961488723755f, 1, -0.8130311965942383f } },
+		{ KERN_BCE_LOGITS, 0, lz, 24.277355194091797, 24.277355194091797 / 8,
+		  { 0.5f, 0, 0, 0.7765502333641052f, 0.09534946829080582f, 0.3112296760082245f, 1, 0.124937504529953f } },
 	};
 	for (size_t k = 0; k < sizeof bin / sizeof bin[0]; k++) {
-		CHECK_NEAR(kern_regression(bin[k].kind, 0, bin[k].x, bt, bd, 8, KERN_REDUCE_SUM, 1.0f), bin[k].sum, 1e-6 * bin[k].sum);
+		float pw = bin[k].param;
+		CHECK_NEAR(kern_regression(bin[k].kind, pw, bin[k].x, bt, bd, 8, KERN_REDUCE_SUM, 1.0f), bin[k].sum, 1e-6 * bin[k].sum);
 		for (int i = 0; i < 8; i++)
 			CHECK_NEAR(bd[i], bin[k].grad[i], 1e-6 * (1 + fabsf(bin[k].grad[i])));
-		CHECK_NEAR(kern_regression(bin[k].kind, 0, bin[k].x, bt, bd, 8, KERN_REDUCE_MEAN, 1.0f), bin[k].mean, 1e-6 * bin[k].mean);
+		CHECK_NEAR(kern_regression(bin[k].kind, pw, bin[k].x, bt, bd, 8, KERN_REDUCE_MEAN, 1.0f), bin[k].mean, 1e-6 * bin[k].mean);
 		for (int i = 0; i < 8; i++)
 			CHECK_NEAR(bd[i], bin[k].grad[i] / 8, 1e-6 * (1 + fabsf(bin[k].grad[i])));
 	}

@@ -1,0 +1,84 @@
+"""The PyTorch side of tests/cli/bce.sh, run once with PyTorch 1.13 (CPU)
+to write the reference values that script holds:
+
+    python3 tests/golden/bce_torch.py tests/golden
+
+It draws the synthetic sets of tests/cli/nets/bce.net as trainc draws
+them (Philox4x32-10, runtime/philox.h, at train.seed 1: rand() is 24 of
+the 32 bits, exactly a float), builds its model (and the same without the
+sigmoid), writes the initial weights as bce_init.safetensors and trains
+twelve steps (batch 16, SGD lr 0.5 momentum 0.9, the dataset's order):
+BCELoss after the sigmoid, then BCEWithLogitsLoss with pos_weight 3 on
+the scores before it, from the same weights. It prints each step's loss
+and the test set's after each run, and writes the results as
+bce_final.safetensors and bce_pw3_final.safetensors.
+"""
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from torch_ref import save
+
+M32 = 0xFFFFFFFF
+
+
+def u32(seed, purpose, rank, step, i):
+    """Word i of trainc's stream (seed, purpose, rank, step)."""
+    block = i >> 2
+    c = [block & M32, block >> 32, (purpose << 24) | rank, step]
+    k0, k1 = seed & M32, seed >> 32
+    for _ in range(10):
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [(p1 >> 32) ^ c[1] ^ k0, p1 & M32, (p0 >> 32) ^ c[3] ^ k1, p0 & M32]
+        k0, k1 = (k0 + 0x9E3779B9) & M32, (k1 + 0xBB67AE85) & M32
+    return c[i & 3]
+
+
+def rand_set(n, split, seed=1):
+    """synthetic(input=rand(6), target=rand(3), samples=n); split 1 is a test set."""
+    x = [(u32(seed, 4, 0, split, i) >> 8) / 16777216.0 for i in range(n * 6)]
+    t = [(u32(seed, 4, 1, split, i) >> 8) / 16777216.0 for i in range(n * 3)]
+    return torch.tensor(x).view(n, 6), torch.tensor(t).view(n, 3)
+
+
+def run(m, loss_fn, x, t, xte, tte):
+    opt = torch.optim.SGD(m.parameters(), lr=0.5, momentum=0.9)
+    losses = []
+    for epoch in range(3):
+        for b in range(4):
+            opt.zero_grad()
+            loss = loss_fn(m(x[b * 16:(b + 1) * 16]), t[b * 16:(b + 1) * 16])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    with torch.no_grad():
+        test = loss_fn(m(xte), tte).item()
+    print(f"losses: {' '.join(repr(v) for v in losses)}")
+    print(f"test loss {test!r}")
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    torch.set_num_threads(1)
+    torch.manual_seed(3)
+    x, t = rand_set(64, 0)
+    xte, tte = rand_set(32, 1)
+    m = nn.Sequential()
+    m.add_module("fc1", nn.Linear(6, 16))
+    m.add_module("1", nn.Tanh())
+    m.add_module("fc2", nn.Linear(16, 3))
+    m.add_module("3", nn.Sigmoid())
+    save(f"{out}/bce_init.safetensors", m.state_dict())
+    init = {k: v.clone() for k, v in m.state_dict().items()}
+    print(f"first input {x[0].tolist()} target {t[0].tolist()}")
+    run(m, F.binary_cross_entropy, x, t, xte, tte)
+    save(f"{out}/bce_final.safetensors", m.state_dict())
+    m.load_state_dict(init)
+    logits = m[:3]
+    run(logits, lambda o, y: F.binary_cross_entropy_with_logits(o, y, pos_weight=torch.tensor([3.0])), x, t, xte, tte)
+    save(f"{out}/bce_pw3_final.safetensors", logits.state_dict())
+
+
+main()

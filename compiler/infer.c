@@ -71,7 +71,7 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 		/* PyTorch takes any real target, but a normal one is no
 		 * probability: bce's loss then has no floor */
 		if ((loss == LOSS_BCE || loss == LOSS_BCE_LOGITS) && !ds->target_rand) {
-			diag_error(d, ds->loc, "%s needs targets in [0, 1], but randn draws them from N(0, 1); draw them with "
+			diag_error(d, ds->target_loc, "%s needs targets in [0, 1], but randn draws them from N(0, 1); draw them with "
 				   "target=rand(%s)", loss_names[loss], sizes_str(&ds->target_shape, b1, sizeof b1));
 			return false;
 		}

@@ -248,6 +248,7 @@ struct plan_dataset {
 	int64_t classes;            /* TGT_CLASS */
 	int64_t samples;            /* synthetic; mnist: known after loading */
 	struct loc samples_loc;     /* synthetic: samples=N */
+	struct loc target_loc;      /* synthetic: target=... */
 };
 
 struct plan_optim {

@@ -665,6 +665,8 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 	} else if (!random_shape(r, s[0], "input", "randint(high, sizes...)", &ds->sample, &ds->input_rand)) {
 		return false;
 	}
+	if (s[1])
+		ds->target_loc = s[1]->loc;
 	if (s[1] && s[1]->kind == V_CALL && strcmp(s[1]->s, "classes") == 0) {
 		ds->target = TGT_CLASS;
 		if (s[1]->n != 1 || !int_at_least(r, s[1]->items[0].v, "the class count", 2, &ds->classes))

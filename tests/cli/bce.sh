@@ -89,9 +89,9 @@ rc=$?
 	{ fail "bce on raw scores: exit $rc, not stopped as expected:"; sed 's/^/    /' "$tmp/nan.out"; }
 # normal targets are no probabilities
 refused randn 's/target=rand(3), samples=64/target=randn(3), samples=64/' \
-	"12:13: error: bce needs targets in [0, 1], but randn draws them from N(0, 1); draw them with target=rand(3)"
+	"12:46: error: bce needs targets in [0, 1], but randn draws them from N(0, 1); draw them with target=rand(3)"
 refused randn-logits 's/loss = bce$/loss = bce_with_logits/; s/target=rand(3), samples=64/target=randn(3), samples=64/' \
-	"12:13: error: bce_with_logits needs targets in [0, 1]"
+	"12:46: error: bce_with_logits needs targets in [0, 1]"
 refused class 's/target=rand(3), samples=64/target=classes(3), samples=64/' \
 	"12:13: error: bce needs real-valued targets, but this dataset gives class labels"
 refused bce-pos_weight 's/loss = bce$/loss = bce(pos_weight=2)/' "16:16: error: bce has no argument 'pos_weight'; it takes reduction"

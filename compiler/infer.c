@@ -68,6 +68,15 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 			diag_note(d, out->loc, "the model's last layer is here");
 			return false;
 		}
+		const struct plan_train *t = &p->train;
+		int64_t last = out->out.d[out->out.rank - 1];
+		if (t->npos_weights && t->npos_weights != last) {
+			diag_error(d, t->pos_weight_loc, "pos_weight has %" PRId64 " weights, but the model's output %s has %" PRId64
+				   " along its last dimension; give one per output there, or one number for all",
+				   t->npos_weights, shape_str(&out->out, b1, sizeof b1), last);
+			diag_note(d, out->loc, "the model's last layer is here");
+			return false;
+		}
 		/* PyTorch takes any real target, but a normal one is no
 		 * probability: bce's loss then has no floor */
 		if ((loss == LOSS_BCE || loss == LOSS_BCE_LOGITS) && !ds->target_rand) {

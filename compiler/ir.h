@@ -275,7 +275,10 @@ struct plan_train {
 	enum loss_kind loss;
 	enum reduction reduction;
 	double label_smoothing;     /* cross_entropy's, in [0, 1]; 0: none */
-	double loss_param;          /* smooth_l1's beta, huber's delta */
+	double loss_param;          /* smooth_l1's beta, huber's delta, bce_with_logits' pos_weight */
+	const float *pos_weights;   /* bce_with_logits' pos_weight per output (the last dimension), or NULL */
+	int64_t npos_weights;
+	struct loc pos_weight_loc;
 	struct plan_optim optim;
 	struct plan_sched sched;
 	int64_t batch, global_batch, micro_batch, test_batch, epochs, steps, log_interval, checkpoint_every;

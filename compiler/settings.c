@@ -224,6 +224,36 @@ static int source_order(struct val *const *v, int n, int *order)
 const char *const loss_names[LOSS_BCE_LOGITS + 1] = { "mse", "nll", "cross_entropy", "l1", "smooth_l1", "huber", "bce",
 							   "bce_with_logits" };
 
+/* bce_with_logits' pos_weight as a list or tuple: a weight per output
+ * along the last dimension, as PyTorch's tensor broadcasts (infer.c checks
+ * the count against the output); one alone is every output's */
+static bool pos_weights(struct reader *r, const struct val *v, struct plan_train *t)
+{
+	if (v->n < 1) {
+		diag_error(r->d, v->loc, "pos_weight needs a weight per output, or one number: pos_weight=[1, 4, 2]");
+		return false;
+	}
+	float *w = arena_array(r->a, (size_t)v->n, sizeof *w);
+	for (int i = 0; i < v->n; i++) {
+		double x;
+		if (!val_num(r->d, v->items[i].v, "a pos_weight", &x))
+			return false;
+		if (!(x >= 0) || isinf(x)) {
+			char b[32];
+			val_number_text(x, b, sizeof b);
+			diag_error(r->d, v->items[i].v->loc, "a pos_weight must be a finite number, at least 0, not %s", b);
+			return false;
+		}
+		w[i] = (float)x;
+	}
+	t->pos_weight_loc = v->loc;
+	if (v->n == 1)
+		t->loss_param = w[0];
+	else
+		t->pos_weights = w, t->npos_weights = v->n;
+	return true;
+}
+
 static bool read_loss(struct reader *r, const struct val *v, struct plan_train *t)
 {
 	int k;
@@ -255,14 +285,16 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 	t->reduction = RED_MEAN;
 	t->label_smoothing = 0;
 	t->loss_param = t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || logits ? 1.0 : 0.0;
+	t->pos_weights = NULL;
+	t->npos_weights = 0;
+	if (s[1] && logits && (s[1]->kind == V_LIST || s[1]->kind == V_TUPLE)) {
+		if (!pos_weights(r, s[1], t))
+			return false;
+		s[1] = NULL;
+	}
 	if (s[1] && t->loss != LOSS_CROSS_ENTROPY) {
 		/* PyTorch: beta >= 0 (0 is the L1 loss), delta > 0; a
 		 * pos_weight below 0 would reward missing the positives */
-		if (logits && (s[1]->kind == V_LIST || s[1]->kind == V_TUPLE)) {
-			diag_error(r->d, s[1]->loc, "pos_weight is one number, the weight of every output's positive term; "
-				   "a weight per output (PyTorch's pos_weight tensor) is not taken");
-			return false;
-		}
 		double x;
 		if (!val_num(r->d, s[1], names[1], &x))
 			return false;

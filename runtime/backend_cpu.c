@@ -458,8 +458,8 @@ static int cpu_loss(struct exec *e, const void *y, int n, bool train, double *lo
 	int rc = 0;
 	switch (p->train.loss) {
 	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER: case LOSS_BCE: case LOSS_BCE_LOGITS:
-		*loss = kern_regression(exec_regression(p), (float)p->train.loss_param, out, (const float *)y, dout, (size_t)(per * n), red,
-					e->loss_scale);
+		*loss = kern_regression_per(exec_regression(p), (float)p->train.loss_param, p->train.pos_weights, p->train.npos_weights, out,
+					    (const float *)y, dout, (size_t)(per * n), red, e->loss_scale);
 		break;
 	case LOSS_NLL:
 		rc = kern_nll(out, (const int32_t *)y, dout, n, (int)per, -100, red, e->loss_scale, loss);

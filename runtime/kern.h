@@ -255,6 +255,11 @@ double kern_mse(const float *x, const float *target, float *dx, size_t n,
 enum kern_regression { KERN_L1, KERN_SMOOTH_L1, KERN_HUBER, KERN_BCE, KERN_BCE_LOGITS, KERN_MSE };
 double kern_regression(enum kern_regression kind, float param, const float *x, const float *target, float *dx, size_t n,
 		       enum kern_reduction red, float scale);
+/* The same with a param per element of the last dimension where per is
+ * not NULL: element i's is per[i % nper] (bce_with_logits' pos_weight of
+ * one weight per output). */
+double kern_regression_per(enum kern_regression kind, float param, const float *per, int64_t nper, const float *x,
+			   const float *target, float *dx, size_t n, enum kern_reduction red, float scale);
 /* Rows whose target is ignore_index (PyTorch: -100) add nothing and do not
  * count in the mean.  KERN_ERR_INDEX, nothing written, if another target is
  * outside [0, c). */

@@ -35,6 +35,12 @@ static double sum_parts(const double *part)
 double kern_regression(enum kern_regression kind, float param, const float *x, const float *target, float *dx, size_t n,
 		       enum kern_reduction red, float scale)
 {
+	return kern_regression_per(kind, param, NULL, 0, x, target, dx, n, red, scale);
+}
+
+double kern_regression_per(enum kern_regression kind, float param, const float *per, int64_t nper, const float *x,
+			   const float *target, float *dx, size_t n, enum kern_reduction red, float scale)
+{
 	double part[PARTS];
 	float g = loss_regression_grad(kind, (int64_t)n, red, scale);
 	#pragma omp parallel for schedule(static) if (n > PAR_MIN)
@@ -44,7 +50,7 @@ double kern_regression(enum kern_regression kind, float param, const float *x, c
 		double s = 0;
 		for (size_t i = lo; i < hi; i++) {
 			float d;
-			s += loss_regression_term(kind, param, x[i], target[i], g, &d);
+			s += loss_regression_term(kind, per ? per[(int64_t)i % nper] : param, x[i], target[i], g, &d);
 			if (dx)
 				dx[i] = d;
 		}

@@ -213,6 +213,8 @@ static void settings(uint64_t *h, const struct plan *p)
 		field(h, "label_smoothing %a", t->label_smoothing);
 	if (t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || (t->loss == LOSS_BCE_LOGITS && t->loss_param != 1))
 		field(h, "loss_param %a", t->loss_param);
+	for (int64_t i = 0; i < t->npos_weights; i++)
+		field(h, "pos_weight %a", (double)t->pos_weights[i]);
 	optim(h, &t->optim);
 	sched(h, &t->sched);
 	field(h, "batch %" PRId64 " global %" PRId64 " micro %" PRId64 " seed %" PRIu64 " shuffle_seed %" PRIu64 " clip %a %d %d",

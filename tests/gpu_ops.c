@@ -317,9 +317,9 @@ static void check_in_place(void)
 	kc_nll(s, y, td, y, R, D, -100, KERN_REDUCE_SUM, 0.5f, loss + 1, 1.0, false, bad, parts);
 	same_bits("nll, dlogp over logp", y, apart, sizeof h);
 	same_bits("nll's loss, dlogp over logp", loss + 1, loss, sizeof *loss);
-	kc_regression(s, KERN_MSE, 0.0f, x, g, apart, N, KERN_REDUCE_MEAN, 1.0f, loss, 1.0, false, parts);
+	kc_regression(s, KERN_MSE, 0.0f, NULL, 0, x, g, apart, N, KERN_REDUCE_MEAN, 1.0f, loss, 1.0, false, parts);
 	cudaMemcpyAsync(w, x, sizeof h, cudaMemcpyDeviceToDevice, s);
-	kc_regression(s, KERN_MSE, 0.0f, w, g, w, N, KERN_REDUCE_MEAN, 1.0f, loss + 1, 1.0, false, parts);
+	kc_regression(s, KERN_MSE, 0.0f, NULL, 0, w, g, w, N, KERN_REDUCE_MEAN, 1.0f, loss + 1, 1.0, false, parts);
 	same_bits("mse, dx over x", w, apart, sizeof h);
 	int32_t hb = 1;
 	cudaStreamSynchronize(s);
@@ -366,6 +366,7 @@ static void check_loss_blocks(void)
 		{ 3 + KERN_BCE, 60001, 1, KERN_REDUCE_MEAN, 0.0f, "bce 60001, mean" },
 		{ 3 + KERN_BCE_LOGITS, 30000, 1, KERN_REDUCE_SUM, 1.0f, "bce_with_logits 30000, sum" },
 		{ 3 + KERN_BCE_LOGITS, 5001, 1, KERN_REDUCE_MEAN, 0.25f, "bce_with_logits 5001, pos_weight 0.25, mean" },
+		{ 3 + KERN_BCE_LOGITS, 2001, 5, KERN_REDUCE_MEAN, 1.0f, "bce_with_logits 2001 x 5, pos_weight per output" },
 	};
 	cudaStream_t s = NULL;
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -393,8 +394,17 @@ static void check_loss_blocks(void)
 					x[i] = i % 101 == 0 ? (float)(i / 101 % 2) : rng_uniform(&r, (uint64_t)i);
 			}
 		double ref = 0;
+		/* a regression over classes > 1 outputs: a pos_weight for each */
+		static const float per[5] = { 0.5f, 1, 2, 3, 0 };
+		float *perd = NULL;
+		int64_t nper = kind >= 3 && c > 1 ? c : 0;
+		if (nper) {
+			cudaMalloc((void **)&perd, sizeof per);
+			cudaMemcpy(perd, per, sizeof per, cudaMemcpyHostToDevice);
+		}
 		if (kind >= 3) {
-			ref = kern_regression((enum kern_regression)(kind - 3), cases[k].eps, x, t, dref, (size_t)e, cases[k].red, 1.0f);
+			ref = kern_regression_per((enum kern_regression)(kind - 3), cases[k].eps, nper ? per : NULL, nper, x, t, dref, (size_t)e,
+						  cases[k].red, 1.0f);
 			count = e;
 		} else if (kind == 1)
 			kern_nll(x, cls, dref, n, c, -100, cases[k].red, 1.0f, &ref);
@@ -425,8 +435,8 @@ static void check_loss_blocks(void)
 				cudaStreamSynchronize(s);
 			}
 			if (kind >= 3)
-				kc_regression(s, (enum kern_regression)(kind - 3), cases[k].eps, in, td, dx, e, cases[k].red, 1.0f, loss + pass,
-					      weight, add, parts);
+				kc_regression(s, (enum kern_regression)(kind - 3), cases[k].eps, perd, nper, in, td, dx, e, cases[k].red, 1.0f,
+					      loss + pass, weight, add, parts);
 			else if (kind == 1)
 				kc_nll(s, in, cd, dx, n, c, -100, cases[k].red, 1.0f, loss + pass, weight, add, bad, parts);
 			else
@@ -450,6 +460,8 @@ static void check_loss_blocks(void)
 		same_bits(cases[k].what, w, apart, (size_t)e * 4);
 		free(x), free(t), free(dref), free(cls);
 		cudaFree(xd), cudaFree(td), cudaFree(apart), cudaFree(w), cudaFree(cd), cudaFree(bad), cudaFree(loss), cudaFree(parts);
+		if (perd)
+			cudaFree(perd);
 	}
 	cudaStreamDestroy(s);
 }

@@ -51,6 +51,7 @@ struct gpu {
 	cudaEvent_t ev;     /* for ordering other GPUs' streams after this one */
 	double *hits;       /* a GPU but the first: argmax hits of a loss computed here, before the first GPU adds them */
 	double *loss_parts; /* a large loss's block sums (kc.h: KC_LOSS_PARTS + 1) */
+	float *pos_weights; /* bce_with_logits' pos_weight per output, where the plan has a list */
 };
 
 struct cuda_state {
@@ -375,6 +376,12 @@ static int cu_prepare(struct exec *e, char *err, size_t errlen)
 		if (d > 0)
 			CU(c, cudaMalloc((void **)&gp->hits, sizeof *gp->hits));
 		CU(c, cudaMalloc((void **)&gp->loss_parts, (KC_LOSS_PARTS + 1) * sizeof *gp->loss_parts));
+		if (p->train.npos_weights) {
+			size_t bytes = (size_t)p->train.npos_weights * sizeof *gp->pos_weights;
+			CU(c, cudaMalloc((void **)&gp->pos_weights, bytes));
+			if (gp->pos_weights)
+				CU(c, cudaMemcpy(gp->pos_weights, p->train.pos_weights, bytes, cudaMemcpyHostToDevice));
+		}
 		/* a rank's GPUs read each other's memory (the loss reads targets
 		 * gathered on the first, every optimizer its step words) */
 		for (int o = 0; o < c->ngpu && !c->failed; o++) {
@@ -460,6 +467,8 @@ static void cu_release(struct exec *e)
 			cudaFree(gp->hits);
 		if (gp->loss_parts)
 			cudaFree(gp->loss_parts);
+		if (gp->pos_weights)
+			cudaFree(gp->pos_weights);
 		if (gp->ev)
 			cudaEventDestroy(gp->ev);
 		if (gp->stream)
@@ -859,8 +868,8 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 	cudaStream_t s = gp->stream;
 	switch (p->train.loss) {
 	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER: case LOSS_BCE: case LOSS_BCE_LOGITS:
-		kc_regression(s, exec_regression(p), (float)p->train.loss_param, out, y, dout, per * n, red, e->loss_scale, loss, weight,
-			      add, gp->loss_parts);
+		kc_regression(s, exec_regression(p), (float)p->train.loss_param, gp->pos_weights, p->train.npos_weights, out, y, dout,
+			      per * n, red, e->loss_scale, loss, weight, add, gp->loss_parts);
 		break;
 	case LOSS_NLL:
 		kc_nll(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,

@@ -131,9 +131,12 @@ void kc_log_softmax_bwd(cudaStream_t s, const float *y, const float *dy, float *
  * uses meanwhile), then in block order: the same bits on every run of a
  * shape. ---- */
 enum { KC_LOSS_CHUNK = 32768, KC_LOSS_PARTS = 128 };
-/* kern_regression's losses: mse, l1, smooth_l1 (param beta), huber (delta) */
-void kc_regression(cudaStream_t s, enum kern_regression kind, float param, const float *x, const float *target, float *dx,
-		   int64_t n, enum kern_reduction red, float scale, double *loss, double weight, bool add, double *parts);
+/* kern_regression_per's losses: mse, l1, smooth_l1 (param beta), huber
+ * (delta), bce, bce_with_logits (pos_weight; per, in device memory: one
+ * per element of the last dimension, or NULL) */
+void kc_regression(cudaStream_t s, enum kern_regression kind, float param, const float *per, int64_t nper, const float *x,
+		   const float *target, float *dx, int64_t n, enum kern_reduction red, float scale, double *loss, double weight,
+		   bool add, double *parts);
 void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
 	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts);
 /* smoothing: label smoothing in [0, 1], kern_cross_entropy's */

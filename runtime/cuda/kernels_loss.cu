@@ -149,9 +149,10 @@ __global__ void loss_total_kernel(const double *parts, int nparts, enum kern_red
 }
 
 /* mse, l1, smooth_l1 and huber: a thread an element, body.h's term */
-__global__ void __launch_bounds__(LOSS_THREADS) regression_kernel(enum kern_regression kind, float param, const float *x,
-				  const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
-				  double *loss, double weight, bool add, double *parts)
+__global__ void __launch_bounds__(LOSS_THREADS) regression_kernel(enum kern_regression kind, float param, const float *per,
+				  int64_t nper, const float *x, const float *target, float *dx, int64_t n,
+				  enum kern_reduction red, float scale, double *loss, double weight, bool add,
+				  double *parts)
 {
 	__shared__ double sh[LOSS_THREADS];
 	float g = loss_regression_grad(kind, n, red, scale);
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(LOSS_THREADS) regression_kernel(enum kern_regr
 	double acc = 0;
 	for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
 		float d;
-		acc += loss_regression_term(kind, param, x[i], target[i], g, &d);
+		acc += loss_regression_term(kind, per ? per[i % nper] : param, x[i], target[i], g, &d);
 		if (dx)
 			dx[i] = d;
 	}
@@ -295,11 +296,13 @@ static void loss_total(cudaStream_t s, unsigned blocks, const double *parts, enu
 		loss_total_kernel<<<1, 1, 0, s>>>(parts, (int)blocks, red, loss, weight, add);
 }
 
-void kc_regression(cudaStream_t s, enum kern_regression kind, float param, const float *x, const float *target, float *dx,
-		   int64_t n, enum kern_reduction red, float scale, double *loss, double weight, bool add, double *parts)
+void kc_regression(cudaStream_t s, enum kern_regression kind, float param, const float *per, int64_t nper, const float *x,
+		   const float *target, float *dx, int64_t n, enum kern_reduction red, float scale, double *loss, double weight,
+		   bool add, double *parts)
 {
 	unsigned b = loss_blocks(n, n);
-	regression_kernel<<<b, LOSS_THREADS, 0, s>>>(kind, param, x, target, dx, n, red, scale, loss, weight, add, parts);
+	regression_kernel<<<b, LOSS_THREADS, 0, s>>>(kind, param, per, nper, x, target, dx, n, red, scale, loss, weight, add,
+						     parts);
 	loss_total(s, b, parts, red, loss, weight, add);
 }
 

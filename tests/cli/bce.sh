@@ -7,7 +7,8 @@
 # CPU and, where CUDA was configured, through the GPU library on the host
 # stand-in and over the CUDA kernel files, which train as the CPU does.
 # They match PyTorch's losses and weights from the same start, on data
-# drawn as trainc draws it.  bce_with_logits' pos_weight (one number) of 1 is none, bit for bit, and
+# drawn as trainc draws it, pos_weight one number or one per output.
+# bce_with_logits' pos_weight of 1 is none, bit for bit, and
 # resumes its checkpoints; another weight trains otherwise, the GPU's as
 # the CPU's.  The model's end is checked against the loss (warnings), a
 # bce output outside [0, 1] stops the run naming why, and randn targets
@@ -95,8 +96,10 @@ refused randn-logits 's/loss = bce$/loss = bce_with_logits/; s/target=rand(3), s
 refused class 's/target=rand(3), samples=64/target=classes(3), samples=64/' \
 	"12:13: error: bce needs real-valued targets, but this dataset gives class labels"
 refused bce-pos_weight 's/loss = bce$/loss = bce(pos_weight=2)/' "16:16: error: bce has no argument 'pos_weight'; it takes reduction"
-refused pos_weights 's/loss = bce$/loss = bce_with_logits(pos_weight=[1, 2, 3])/' \
-	"16:39: error: pos_weight is one number, the weight of every output's positive term"
+refused pos_weights 's/loss = bce$/loss = bce_with_logits(pos_weight=[1, 2])/' \
+	"16:39: error: pos_weight has 2 weights, but the model's output (3,) has 3 along its last dimension"
+refused pos_weights-neg 's/loss = bce$/loss = bce_with_logits(pos_weight=[1, -2, 3])/' \
+	"16:43: error: a pos_weight must be a finite number, at least 0, not -2"
 refused pos_weight-neg 's/loss = bce$/loss = bce_with_logits(pos_weight=-1)/' \
 	"16:39: error: pos_weight must be a finite number, at least 0, not -1"
 # pos_weight is part of how the run trains: a checkpoint resumes with it
@@ -125,4 +128,17 @@ if torch_run torch-pw3 "$tmp/logits.net" tests/golden/bce_init.safetensors --set
 	1.139755129814148 1.1104410886764526 1.135746955871582 1.2223459482192993 1.2248036861419678 1.1407839059829712" 1.1546473503112793
 	weights torch-pw3 tests/golden/bce_pw3_final.safetensors
 fi
+# a pos_weight per output, on the CPU and the GPU library (not the
+# one-kernel step, which takes none)
+for where in cpu fakecuda kemu; do
+	gpu_lib $where || continue
+	# shellcheck disable=SC2086 # $gpu is one option and its value, or nothing
+	if torch_run torch-pwl-$where "$tmp/logits.net" tests/golden/bce_init.safetensors --set train.shuffle=false \
+		--set 'train.loss=bce_with_logits(pos_weight=[1, 4, 0.5])' $gpu; then
+		losses torch-pwl-$where "0.916839599609375 0.9009978771209717 0.8337334990501404 0.82850581407547 0.903090238571167 0.8280804753303528 \
+	0.8981263637542725 0.823378324508667 0.8286215662956238 0.8303194046020508 0.8127104640007019 0.8538486361503601" 0.8529095649719238
+		weights torch-pwl-$where tests/golden/bce_pw_list_final.safetensors 1e-5
+	fi
+done
+gpu_lib cpu
 exit $failed

@@ -529,8 +529,9 @@ static void parts_check(const double *parts)
 	assert(parts && fake_is_device(parts));
 }
 
-static void host_regression(cudaStream_t s, enum kern_regression kind, float param, const float *x, const float *target, float *dx,
-			    int64_t n, enum kern_reduction red, float scale, double *loss, double weight, bool add, double *parts)
+static void host_regression(cudaStream_t s, enum kern_regression kind, float param, const float *per, int64_t nper,
+			    const float *x, const float *target, float *dx, int64_t n, enum kern_reduction red, float scale,
+			    double *loss, double weight, bool add, double *parts)
 {
 	parts_check(parts);
 	float g = loss_regression_grad(kind, n, red, scale);
@@ -538,7 +539,7 @@ static void host_regression(cudaStream_t s, enum kern_regression kind, float par
 	slices_init(&sl, n);
 	for (int64_t i = 0; i < n; i++) {
 		float d;
-		sl.part[i / sl.len] += loss_regression_term(kind, param, x[i], target[i], g, &d);
+		sl.part[i / sl.len] += loss_regression_term(kind, per ? per[i % nper] : param, x[i], target[i], g, &d);
 		if (dx)
 			dx[i] = d;
 	}
@@ -865,7 +866,8 @@ WRAP(log_softmax_fwd, L_log_softmax_fwd)
 #define L_log_softmax_bwd(X) X(const float *, y) X(const float *, dy) X(float *, dx) X(int64_t, outer) \
 	X(int, dim) X(int64_t, inner)
 WRAP(log_softmax_bwd, L_log_softmax_bwd)
-#define L_regression(X) X(enum kern_regression, kind) X(float, param) X(const float *, x) X(const float *, target) \
+#define L_regression(X) X(enum kern_regression, kind) X(float, param) X(const float *, per) X(int64_t, nper) \
+	X(const float *, x) X(const float *, target) \
 	X(float *, dx) X(int64_t, n) X(enum kern_reduction, red) X(float, scale) X(double *, loss) X(double, weight) \
 	X(bool, add) X(double *, parts)
 WRAP(regression, L_regression)

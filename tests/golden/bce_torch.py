@@ -8,10 +8,12 @@ them (Philox4x32-10, runtime/philox.h, at train.seed 1: rand() is 24 of
 the 32 bits, exactly a float), builds its model (and the same without the
 sigmoid), writes the initial weights as bce_init.safetensors and trains
 twelve steps (batch 16, SGD lr 0.5 momentum 0.9, the dataset's order):
-BCELoss after the sigmoid, then BCEWithLogitsLoss with pos_weight 3 on
-the scores before it, from the same weights. It prints each step's loss
+BCELoss after the sigmoid, then BCEWithLogitsLoss on the scores before
+it with pos_weight 3 and with a weight per output (1, 4, 0.5), each from
+the same weights. It prints each step's loss
 and the test set's after each run, and writes the results as
-bce_final.safetensors and bce_pw3_final.safetensors.
+bce_final.safetensors, bce_pw3_final.safetensors and
+bce_pw_list_final.safetensors.
 """
 import sys
 
@@ -79,6 +81,10 @@ def main():
     logits = m[:3]
     run(logits, lambda o, y: F.binary_cross_entropy_with_logits(o, y, pos_weight=torch.tensor([3.0])), x, t, xte, tte)
     save(f"{out}/bce_pw3_final.safetensors", logits.state_dict())
+    m.load_state_dict(init)
+    pw = torch.tensor([1.0, 4.0, 0.5])
+    run(logits, lambda o, y: F.binary_cross_entropy_with_logits(o, y, pos_weight=pw), x, t, xte, tte)
+    save(f"{out}/bce_pw_list_final.safetensors", logits.state_dict())
 
 
 main()

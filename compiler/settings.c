@@ -224,6 +224,25 @@ static int source_order(struct val *const *v, int n, int *order)
 const char *const loss_names[LOSS_BCE_LOGITS + 1] = { "mse", "nll", "cross_entropy", "l1", "smooth_l1", "huber", "bce",
 							   "bce_with_logits" };
 
+/* A loss's number argument, name, in its range: PyTorch's beta >= 0 (0 is
+ * the L1 loss), delta > 0; a pos_weight below 0 would reward missing the
+ * positives */
+static bool loss_number(struct reader *r, const struct val *v, const char *name, enum loss_kind loss, double *x)
+{
+	if (!val_num(r->d, v, name, x))
+		return false;
+	bool huber = loss == LOSS_HUBER;
+	if (!(huber ? *x > 0 : *x >= 0) || isinf(*x)) {
+		char b[32];
+		val_number_text(*x, b, sizeof b);
+		diag_error(r->d, v->loc, "%s must be %s, not %s", name,
+			   huber ? "a finite number above 0" : loss == LOSS_SMOOTH_L1 ? "a finite number, at least 0 (0 is l1)"
+								       : "a finite number, at least 0", b);
+		return false;
+	}
+	return true;
+}
+
 /* bce_with_logits' pos_weight as a list or tuple: a weight per output
  * along the last dimension, as PyTorch's tensor broadcasts (infer.c checks
  * the count against the output); one alone is every output's */
@@ -236,14 +255,8 @@ static bool pos_weights(struct reader *r, const struct val *v, struct plan_train
 	float *w = arena_array(r->a, (size_t)v->n, sizeof *w);
 	for (int i = 0; i < v->n; i++) {
 		double x;
-		if (!val_num(r->d, v->items[i].v, "a pos_weight", &x))
+		if (!loss_number(r, v->items[i].v, "a pos_weight", LOSS_BCE_LOGITS, &x))
 			return false;
-		if (!(x >= 0) || isinf(x)) {
-			char b[32];
-			val_number_text(x, b, sizeof b);
-			diag_error(r->d, v->items[i].v->loc, "a pos_weight must be a finite number, at least 0, not %s", b);
-			return false;
-		}
 		w[i] = (float)x;
 	}
 	t->pos_weight_loc = v->loc;
@@ -287,26 +300,13 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 	t->loss_param = t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || logits ? 1.0 : 0.0;
 	t->pos_weights = NULL;
 	t->npos_weights = 0;
-	if (s[1] && logits && (s[1]->kind == V_LIST || s[1]->kind == V_TUPLE)) {
-		if (!pos_weights(r, s[1], t))
-			return false;
-		s[1] = NULL;
-	}
 	if (s[1] && t->loss != LOSS_CROSS_ENTROPY) {
-		/* PyTorch: beta >= 0 (0 is the L1 loss), delta > 0; a
-		 * pos_weight below 0 would reward missing the positives */
-		double x;
-		if (!val_num(r->d, s[1], names[1], &x))
-			return false;
-		bool huber = t->loss == LOSS_HUBER;
-		if (!(huber ? x > 0 : x >= 0) || isinf(x)) {
-			char b[32];
-			val_number_text(x, b, sizeof b);
-			diag_error(r->d, s[1]->loc, "%s must be %s, not %s", names[1],
-				   huber ? "a finite number above 0" : logits ? "a finite number, at least 0" : "a finite number, at least 0 (0 is l1)", b);
+		if (logits && (s[1]->kind == V_LIST || s[1]->kind == V_TUPLE)) {
+			if (!pos_weights(r, s[1], t))
+				return false;
+		} else if (!loss_number(r, s[1], names[1], t->loss, &t->loss_param)) {
 			return false;
 		}
-		t->loss_param = x;
 		s[1] = NULL;
 	}
 	if (s[1]) {
@@ -572,7 +572,7 @@ static bool random_shape(struct reader *r, const struct val *v, const char *what
 			diag_error(r->d, at, "%s must be randn(sizes...), rand(sizes...) or %s, e.g. %s=randn(10)", what, forms, what);
 		return false;
 	}
-	*uniform = v->s[4] == '\0';
+	*uniform = strcmp(v->s, "rand") == 0;
 	out->rank = v->n;
 	for (int k = 0; k < v->n; k++) {
 		if (v->items[k].key) {

@@ -29,37 +29,40 @@ LOSS_FN float loss_regression_grad(enum kern_regression kind, int64_t n, enum ke
 	return (red == KERN_REDUCE_MEAN ? k / (float)n : k) * scale;
 }
 
+/* bce: -(t log x + (1 - t) log(1 - x)), each log at least -100, as
+ * ATen's BCELoss (log(1 - x), not log1p(-x), as PyTorch 1.13); a NaN log
+ * (x outside [0, 1]) stays NaN.  *d its gradient times g. */
+LOSS_FN double loss_bce_term(float x, float t, float g, float *d)
+{
+	float lx = logf(x), l1x = logf(1.0f - x);
+	lx = lx < -100.0f ? -100.0f : lx;
+	l1x = l1x < -100.0f ? -100.0f : l1x;
+	float den = (1.0f - x) * x;
+	*d = g * (x - t) / (den < 1e-12f ? 1e-12f : den);
+	return (t - 1.0f) * l1x - t * lx;
+}
+
+/* bce_with_logits: (1 - t) x + m + log(e^-m + e^(-x-m)), m = max(-x, 0),
+ * as ATen's BCEWithLogitsLoss; the gradient sigmoid(x) - t.  With
+ * pos_weight p other than 1, ATen's weighted form: the log term times
+ * 1 + (p - 1) t, the gradient (p t + 1 - t) sigmoid(x) - p t. */
+LOSS_FN double loss_bce_logits_term(float p, float x, float t, float g, float *d)
+{
+	float m = -x > 0.0f ? -x : 0.0f, lse = logf(expf(-m) + expf(-x - m)), sig = 1.0f / (1.0f + expf(-x));
+	if (p == 1.0f) {
+		*d = g * (sig - t);
+		return (1.0f - t) * x + m + lse;
+	}
+	float pt = p * t;
+	*d = g * ((pt + 1.0f - t) * sig - pt);
+	return (1.0f - t) * x + ((p - 1.0f) * t + 1.0f) * (lse + m);
+}
+
 /* The term of output x against target t, and *d its gradient times g;
- * param is smooth_l1's beta or huber's delta.  The regression losses read
- * the error e = x - t alone. */
+ * param is smooth_l1's beta, huber's delta or bce_with_logits' pos_weight.
+ * The regression losses read the error e = x - t alone. */
 LOSS_FN double loss_regression_term(enum kern_regression kind, float param, float x, float t, float g, float *d)
 {
-	if (kind == KERN_BCE) {
-		/* -(t log x + (1 - t) log(1 - x)), each log at least -100, as
-		 * ATen's BCELoss (log(1 - x), not log1p(-x), as PyTorch 1.13);
-		 * a NaN log (x outside [0, 1]) stays NaN */
-		float lx = logf(x), l1x = logf(1.0f - x);
-		lx = lx < -100.0f ? -100.0f : lx;
-		l1x = l1x < -100.0f ? -100.0f : l1x;
-		float den = (1.0f - x) * x;
-		*d = g * (x - t) / (den < 1e-12f ? 1e-12f : den);
-		return (t - 1.0f) * l1x - t * lx;
-	}
-	if (kind == KERN_BCE_LOGITS) {
-		/* (1 - t) x + m + log(e^-m + e^(-x-m)), m = max(-x, 0), as
-		 * ATen's BCEWithLogitsLoss; the gradient sigmoid(x) - t.  With
-		 * pos_weight p (param) other than 1, ATen's weighted form: the
-		 * log term times 1 + (p - 1) t, the gradient (p t + 1 - t)
-		 * sigmoid(x) - p t */
-		float m = -x > 0.0f ? -x : 0.0f, lse = logf(expf(-m) + expf(-x - m)), sig = 1.0f / (1.0f + expf(-x));
-		if (param == 1.0f) {
-			*d = g * (sig - t);
-			return (1.0f - t) * x + m + lse;
-		}
-		float pt = param * t;
-		*d = g * ((pt + 1.0f - t) * sig - pt);
-		return (1.0f - t) * x + ((param - 1.0f) * t + 1.0f) * (lse + m);
-	}
 	float e = x - t, z = fabsf(e);
 	float sign = e > 0 ? 1.0f : e < 0 ? -1.0f : e; /* 0 at 0; NaN stays NaN */
 	switch (kind) {
@@ -72,12 +75,13 @@ LOSS_FN double loss_regression_term(enum kern_regression kind, float param, floa
 	case KERN_HUBER:
 		*d = e <= -param ? -g * param : e >= param ? g * param : g * e;
 		return z < param ? 0.5f * z * z : param * (z - 0.5f * param);
+	case KERN_BCE:
+		return loss_bce_term(x, t, g, d);
+	case KERN_BCE_LOGITS:
+		return loss_bce_logits_term(param, x, t, g, d);
 	case KERN_MSE:
 		*d = g * e;
 		return (double)e * e;
-	case KERN_BCE:
-	case KERN_BCE_LOGITS:
-		break;
 	}
 	*d = 0;
 	return 0;

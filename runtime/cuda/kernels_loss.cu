@@ -148,7 +148,8 @@ __global__ void loss_total_kernel(const double *parts, int nparts, enum kern_red
 	store_loss(loss, body_loss_reduce(acc, (int64_t)count, red), weight, add);
 }
 
-/* mse, l1, smooth_l1 and huber: a thread an element, body.h's term */
+/* mse, l1, smooth_l1, huber, bce and bce_with_logits: a thread an
+ * element, loss_elem.h's term (its param per output where per is given) */
 __global__ void __launch_bounds__(LOSS_THREADS) regression_kernel(enum kern_regression kind, float param, const float *per,
 				  int64_t nper, const float *x, const float *target, float *dx, int64_t n,
 				  enum kern_reduction red, float scale, double *loss, double weight, bool add,

@@ -79,7 +79,7 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 		}
 		/* PyTorch takes any real target, but a normal one is no
 		 * probability: bce's loss then has no floor */
-		if ((loss == LOSS_BCE || loss == LOSS_BCE_LOGITS) && !ds->target_rand) {
+		if ((loss == LOSS_BCE || loss == LOSS_BCE_LOGITS) && ds->kind == DATA_SYNTHETIC && !ds->target_rand) {
 			diag_error(d, ds->target_loc, "%s needs targets in [0, 1], but randn draws them from N(0, 1); draw them with "
 				   "target=rand(%s)", loss_names[loss], sizes_str(&ds->target_shape, b1, sizeof b1));
 			return false;
@@ -96,6 +96,42 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 		return false;
 	}
 	return true;
+}
+
+/* An embedding that takes the model's input, the token ids (through
+ * flatten or a transfer, if any). */
+static bool reads_ids(const struct plan *p, const struct node *nd)
+{
+	int src = nd->in;
+	while (src > 0 && (p->nodes[src].op == OP_FLATTEN || p->nodes[src].op == OP_TRANSFER))
+		src = p->nodes[src].in;
+	return nd->op == OP_EMBEDDING && src == 0;
+}
+
+/* An npy() set's samples are what the model takes and its targets what
+ * the loss reads: class labels for one score per class (the output's
+ * last dimension), else values of the output's shape; token ids must be
+ * rows of every embedding that reads them.  The files are checked against
+ * this when they are opened. */
+static void npy_shapes(const struct plan *p, struct plan_dataset *ds)
+{
+	if (ds->kind != DATA_NPY)
+		return;
+	const struct node *in = &p->nodes[0], *out = &p->nodes[p->nnodes - 1];
+	ds->sample = in->out;
+	bool classes = p->train.present && (p->train.loss == LOSS_NLL || p->train.loss == LOSS_CROSS_ENTROPY);
+	ds->target = classes ? TGT_CLASS : TGT_VECTOR;
+	if (classes)
+		ds->classes = out->out.d[out->out.rank - 1];
+	else
+		ds->target_shape = out->out;
+	ds->input_high = 0;
+	if (in->dtype != DT_I64)
+		return;
+	ds->input_high = (int64_t)1 << 24; /* exact in a float */
+	for (int n = 0; n < p->nnodes; n++)
+		if (reads_ids(p, &p->nodes[n]) && p->nodes[n].a.emb.num < ds->input_high)
+			ds->input_high = p->nodes[n].a.emb.num;
 }
 
 /* A shape error in a block's body is mended where the block is called:
@@ -179,6 +215,8 @@ bool infer_shapes(struct arena *a, struct diag *d, struct plan *p)
 			   "turn the ids into vectors with an embedding first");
 		return false;
 	}
+	npy_shapes(p, &p->train_data);
+	npy_shapes(p, &p->test_data);
 	ok = check_data(d, p, &p->train_data) && check_data(d, p, &p->test_data);
 	const struct plan_dataset *sets[2] = { &p->train_data, &p->test_data };
 	for (int i = 0; ok && i < 2; i++) {
@@ -191,10 +229,7 @@ bool infer_shapes(struct arena *a, struct diag *d, struct plan *p)
 		} else if (ds->input_high) {
 			for (int n = 0; n < p->nnodes; n++) {
 				const struct node *nd = &p->nodes[n];
-				int src = nd->in; /* the ids may come through flatten or a transfer */
-				while (src > 0 && (p->nodes[src].op == OP_FLATTEN || p->nodes[src].op == OP_TRANSFER))
-					src = p->nodes[src].in;
-				if (nd->op == OP_EMBEDDING && src == 0 && ds->input_high > nd->a.emb.num) {
+				if (reads_ids(p, nd) && ds->input_high > nd->a.emb.num) {
 					diag_error(d, ds->loc, "token ids go up to %" PRId64 ", but %s has %" PRId64 " rows", ds->input_high - 1,
 						   nd->what, nd->a.emb.num);
 					ok = false;

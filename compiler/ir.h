@@ -229,7 +229,7 @@ enum reduction { RED_MEAN, RED_SUM };
 enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
 enum lrs_kind { LRS_CONSTANT, LRS_STEP, LRS_MULTISTEP, LRS_EXPONENTIAL, LRS_COSINE, LRS_CONSTANT_LR, LRS_LINEAR, LRS_POLYNOMIAL,
 		LRS_COSINE_RESTARTS };
-enum data_kind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC };
+enum data_kind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC, DATA_NPY };
 enum tgt_kind { TGT_CLASS, TGT_VECTOR };
 enum parallel_mode { PAR_DDP, PAR_FSDP };
 enum shard_kind { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE };
@@ -239,14 +239,17 @@ struct plan_dataset {
 	enum data_kind kind;
 	struct loc loc;
 	const char *root, *split;   /* mnist */
+	const char *npy_input, *npy_target; /* npy: the arrays' files */
+	struct loc input_loc;       /* synthetic, npy: input=... */
 	double mean, std;           /* normalisation; std 1, mean 0 when absent */
 	struct shape sample;        /* per-sample input shape */
-	int64_t input_high;         /* synthetic randint(high, ...): token ids below high; 0: randn or rand */
+	int64_t input_high;         /* synthetic randint(high, ...): token ids below high; 0: randn or rand;
+	                             * npy: the rows of the embeddings that read the ids, 0 for a float input */
 	bool input_rand, target_rand; /* synthetic rand(...), uniform in [0, 1), not randn(...) */
 	enum tgt_kind target;
 	struct shape target_shape;  /* TGT_VECTOR */
 	int64_t classes;            /* TGT_CLASS */
-	int64_t samples;            /* synthetic; mnist: known after loading */
+	int64_t samples;            /* synthetic; mnist, npy: known after loading */
 	struct loc samples_loc;     /* synthetic: samples=N */
 	struct loc target_loc;      /* synthetic: target=... */
 };

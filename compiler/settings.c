@@ -585,15 +585,55 @@ static bool random_shape(struct reader *r, const struct val *v, const char *what
 	return true;
 }
 
+/* npy(input="x.npy", target="y.npy"): the sample shape and the targets
+ * are the model's and the loss's (infer.c), checked against the files'
+ * headers before a run (compile_check_data) and as it opens them. */
+static bool read_npy(struct reader *r, const struct val *v, struct plan_dataset *ds)
+{
+	static const char *const names[] = { "input", "target" };
+	struct val *s[2];
+	if (!bind(r, v, names, 0, 2, s))
+		return false;
+	ds->kind = DATA_NPY;
+	const char **paths[2] = { &ds->npy_input, &ds->npy_target };
+	struct loc *locs[2] = { &ds->input_loc, &ds->target_loc };
+	for (int i = 0; i < 2; i++) {
+		if (!s[i]) {
+			diag_error(r->d, v->loc, "npy needs the %s array's file: npy(input=\"x.npy\", target=\"y.npy\")", names[i]);
+			return false;
+		}
+		*locs[i] = s[i]->loc;
+		if (s[i]->kind == V_CALL) {
+			diag_error(r->d, s[i]->loc, "npy reads arrays from files, so %s is a path such as \"%s.npy\"; "
+				   "random data is synthetic(...)'s", names[i], i ? "y" : "x");
+			return false;
+		}
+		if (!val_str(r->d, s[i], names[i], paths[i]))
+			return false;
+		if (!(*paths[i])[0]) {
+			diag_error(r->d, s[i]->loc, "the %s's path is empty; give the .npy file numpy.save wrote", names[i]);
+			return false;
+		}
+	}
+	return true;
+}
+
 static bool read_dataset(struct reader *r, const struct val *v, const char *which, struct plan_dataset *ds)
 {
-	static const char *const kinds[] = { "mnist", "synthetic" };
+	static const char *const kinds[] = { "mnist", "synthetic", "npy" };
 	int k;
-	if (!choose(r, v, "dataset", kinds, 2, &k))
+	if (v->kind == V_STRING) {
+		diag_error(r->d, v->loc, "a dataset is a call, not a path; for arrays saved with numpy.save write "
+			   "npy(input=\"x.npy\", target=\"y.npy\")");
+		return false;
+	}
+	if (!choose(r, v, "dataset", kinds, 3, &k))
 		return false;
 	memset(ds, 0, sizeof *ds);
 	ds->loc = v->loc;
 	ds->std = 1;
+	if (k == 2)
+		return read_npy(r, v, ds);
 	if (k == 0) {
 		static const char *const names[] = { "root", "split", "normalize" };
 		struct val *s[3];
@@ -678,6 +718,14 @@ static bool read_dataset(struct reader *r, const struct val *v, const char *whic
 	if (!bind(r, v, names, 0, 3, s))
 		return false;
 	ds->kind = DATA_SYNTHETIC;
+	for (int i = 0; i < 2; i++)
+		if (s[i] && s[i]->kind == V_STRING) {
+			diag_error(r->d, s[i]->loc, "synthetic draws random data; for arrays saved in .npy files write "
+				   "npy(input=\"x.npy\", target=\"y.npy\")");
+			return false;
+		}
+	if (s[0])
+		ds->input_loc = s[0]->loc;
 	if (s[0] && s[0]->kind == V_CALL && strcmp(s[0]->s, "randint") == 0) {
 		/* randint(high, sizes...): integer token ids, as torch.randint */
 		if (s[0]->n < 2 || s[0]->n > SHAPE_MAX + 1 || s[0]->items[0].key) {
@@ -722,7 +770,7 @@ static bool read_data(struct reader *r, const struct ast_section *sec, struct pl
 	struct val *v[2];
 	bool ok = read_keys(r, sec, keys, 2, v);
 	if (sec && !v[0] && ok) {
-		diag_error(r->d, sec->kind_loc, "the data section needs a training set: train = mnist(...) or synthetic(...)");
+		diag_error(r->d, sec->kind_loc, "the data section needs a training set: train = mnist(...), npy(...) or synthetic(...)");
 		return false;
 	}
 	int order[2], m = source_order(v, 2, order);

@@ -492,6 +492,9 @@ int dataset_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, 
 	case DATASET_SYNTHETIC:
 		fill_synthetic(ds, idx, b, x, y);
 		return 0;
+	case DATASET_NPY:
+		dataset_npy_fill(ds, idx, b, x, y);
+		return 0;
 	}
 	return -1;
 }
@@ -503,5 +506,9 @@ void dataset_close(struct dataset *ds)
 		filemap_unmap(ds->labels, ds->map_len);
 	else
 		free(ds->labels);
+	for (int i = 0; i < 2; i++)
+		if (ds->npy_map[i])
+			filemap_unmap(ds->npy_map[i], ds->npy_len[i]);
+	free(ds->ids);
 	memset(ds, 0, sizeof *ds);
 }

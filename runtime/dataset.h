@@ -1,7 +1,8 @@
 /* dataset.h: the data a training run reads, as indexable samples.
- * Two kinds: IDX image/label pairs (MNIST, Fashion-MNIST: torchvision's
- * MNIST with ToTensor + Normalize) kept as uint8 in memory, and synthetic
- * data drawn from Philox streams.  dataset_fill turns sample indices into one
+ * Three kinds: IDX image/label pairs (MNIST, Fashion-MNIST: torchvision's
+ * MNIST with ToTensor + Normalize) kept as uint8 in memory, synthetic
+ * data drawn from Philox streams, and arrays of .npy files (numpy.save),
+ * mapped.  dataset_fill turns sample indices into one
  * batch of float inputs and targets.
  * Does not: choose indices (sampler.h), prefetch (loader.h), augment.
  * Invariant: a dataset is read-only after it is made, so any number of
@@ -14,9 +15,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define DATASET_MAX_DIMS 4
+#include "runtime/npy.h"
 
-enum dataset_kind { DATASET_IDX, DATASET_SYNTHETIC };
+#define DATASET_MAX_DIMS 6 /* the plan's SHAPE_MAX */
+
+enum dataset_kind { DATASET_IDX, DATASET_SYNTHETIC, DATASET_NPY };
 enum dataset_target {
 	TARGET_CLASS,  /* y is int32 (b): a class index below num_classes */
 	TARGET_VECTOR, /* y is float (b, target_shape...) */
@@ -44,7 +47,13 @@ struct dataset {
 	int64_t input_high;                     /* as synthetic_spec's */
 	bool input_uniform, target_uniform;     /* as synthetic_spec's */
 	size_t map_len;                         /* > 0: images and labels are a mapped cache file of this many bytes */
-	char images_path[4200];                 /* DATASET_IDX: the images file, for messages */
+	/* DATASET_NPY: both files mapped; class labels (labels, owned) and
+	 * token ids (ids) copied out of them once checked */
+	void *npy_map[2];                       /* the input's file, the target's */
+	size_t npy_len[2];
+	struct npy_head npy[2];
+	float *ids;                             /* token ids as floats, or NULL */
+	char images_path[4200];                 /* DATASET_IDX: the images file; DATASET_NPY: the input's; for messages */
 };
 
 /* torchvision.datasets.MNIST(root, train=split=="train") followed by
@@ -89,6 +98,33 @@ struct synthetic_spec {
 /* Make a synthetic dataset; allocates nothing.  Returns 0, or -1 with a
  * message in err when the spec is invalid or its sizes overflow. */
 int dataset_synthetic(struct dataset *ds, const struct synthetic_spec *spec, char *err, size_t errlen);
+
+/* What dataset_npy reads: the arrays in two .npy files, input (N, sample
+ * shape...) and target (N,) integer class labels or (N, target shape...)
+ * numbers, each as the plan expects it.  Inputs and vector targets are
+ * converted to float32 as they are read (torch.from_numpy(a).float());
+ * labels are checked to be classes and token ids to be rows of the
+ * embedding that reads them, once, as the dataset opens. */
+struct npy_spec {
+	const char *input, *target;             /* the files' paths */
+	int ndim;                               /* the model's input per sample */
+	int64_t shape[DATASET_MAX_DIMS];
+	enum dataset_target target_kind;
+	int num_classes;                        /* TARGET_CLASS */
+	int target_ndim;                        /* TARGET_VECTOR */
+	int64_t target_shape[DATASET_MAX_DIMS];
+	int64_t ids_below;                      /* > 0: the input is token ids, each below this */
+	const char *input_at, *output_at;       /* "m.net:2:5": where the model's input and last layer are, for messages */
+	bool headers_only;                      /* check the headers and sizes, and read no element */
+	int failed;                             /* set on failure: 0 the input's file is at fault, 1 the target's */
+};
+
+/* Open the .npy pair; the dataset maps both files.  Returns 0, or -1
+ * with "PATH: byte K: what is wrong; what to do" in err. */
+int dataset_npy(struct dataset *ds, struct npy_spec *spec, char *err, size_t errlen);
+
+/* dataset_fill's part for DATASET_NPY (dataset_npy.c). */
+void dataset_npy_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, void *y);
 
 /* Fill one batch: x (b, shape...) floats and y (b) int32 or (b, target_shape...)
  * floats, for the samples idx[0..b).  Returns 0, or -1 without writing

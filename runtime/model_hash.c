@@ -161,7 +161,11 @@ static void dataset(uint64_t *h, const char *which, const struct plan_dataset *d
 	shape(h, "target", &ds->target_shape);
 	if (ds->input_rand || ds->target_rand) /* absent for randn, so earlier checkpoints resume */
 		field(h, "rand %d %d", ds->input_rand, ds->target_rand);
-	/* mnist's count is the files', known once they are read */
+	if (ds->kind == DATA_NPY) {
+		text(h, "npy input", ds->npy_input);
+		text(h, "npy target", ds->npy_target);
+	}
+	/* mnist's and npy's counts are the files', known once they are read */
 	if (ds->kind == DATA_SYNTHETIC)
 		field(h, "samples %" PRId64, ds->samples);
 }

@@ -68,12 +68,43 @@ static int check_images(const struct plan_dataset *pd, struct dataset *ds, char 
 	return -1;
 }
 
-/* The headers of an mnist() test set, checked against the plan before
- * anything waits on it being loaded, and that it has samples. */
-static int peek_data(const struct plan_dataset *pd, int64_t *samples, char *err, size_t n)
+static void loc_str(const struct loc *l, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s:%d:%d", l->src ? l->src->path : "the .net file", l->line, l->col);
+}
+
+int train_open_npy(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, bool headers_only, int *failed, char *err,
+		   size_t n)
+{
+	const struct node *in = &p->nodes[0], *out = &p->nodes[p->nnodes - 1];
+	char in_at[4200], out_at[4200];
+	loc_str(&in->loc, in_at, sizeof in_at);
+	loc_str(&out->loc, out_at, sizeof out_at);
+	struct npy_spec sp = { .input = pd->npy_input, .target = pd->npy_target, .ndim = pd->sample.rank,
+			       .target_kind = pd->target == TGT_CLASS ? TARGET_CLASS : TARGET_VECTOR, .num_classes = (int)pd->classes,
+			       .target_ndim = pd->target_shape.rank, .ids_below = pd->input_high, .input_at = in_at,
+			       .output_at = out_at, .headers_only = headers_only };
+	memcpy(sp.shape, pd->sample.d, sizeof(int64_t) * (size_t)pd->sample.rank);
+	memcpy(sp.target_shape, pd->target_shape.d, sizeof(int64_t) * (size_t)pd->target_shape.rank);
+	int rc = dataset_npy(ds, &sp, err, n);
+	if (failed)
+		*failed = sp.failed;
+	return rc;
+}
+
+/* The headers of an mnist() or npy() test set, checked against the plan
+ * before anything waits on it being loaded, and that it has samples. */
+static int peek_data(const struct plan *p, const struct plan_dataset *pd, int64_t *samples, char *err, size_t n)
 {
 	struct dataset ds;
 	*samples = pd->samples;
+	if (pd->kind == DATA_NPY) {
+		if (train_open_npy(p, pd, &ds, true, NULL, err, n) != 0)
+			return -1;
+		*samples = ds.n;
+		dataset_close(&ds);
+		return train_check_test_samples(pd->npy_input, *samples, err, n);
+	}
 	if (pd->kind != DATA_MNIST)
 		return 0;
 	if (dataset_mnist_peek(&ds, pd->root, pd->split, err, n) != 0 || check_images(pd, &ds, err, n) != 0)
@@ -86,6 +117,8 @@ int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct 
 {
 	if (pd->kind == DATA_MNIST)
 		return dataset_mnist(ds, pd->root, pd->split, (float)pd->mean, (float)pd->std, err, n) ? -1 : check_images(pd, ds, err, n);
+	if (pd->kind == DATA_NPY)
+		return train_open_npy(p, pd, ds, false, NULL, err, n);
 	struct synthetic_spec sp = { 0 };
 	sp.samples = pd->samples;
 	sp.ndim = pd->sample.rank;
@@ -623,7 +656,7 @@ int train_check_batches(const struct plan *p, int world, int64_t train_n, int64_
 int train_check_samples(const struct dataset *ds, int world, char *err, size_t errlen)
 {
 	char where[4300] = "";
-	if (ds->kind == DATASET_IDX)
+	if (ds->kind != DATASET_SYNTHETIC)
 		snprintf(where, sizeof where, "%s: ", ds->images_path);
 	if (ds->n == 0)
 		return util_fail(err, errlen, "%sthe training set has no samples", where);
@@ -1062,7 +1095,7 @@ static int setup(struct trainer *t)
 	t->has_test = p->test_data.kind != DATA_NONE;
 	/* the test set loads in the background: the first step need not wait
 	 * for it, but wrong or missing files stop the run before it trains */
-	if (t->has_test && peek_data(&p->test_data, &t->test_n, t->err, sizeof t->err) != 0)
+	if (t->has_test && peek_data(p, &p->test_data, &t->test_n, t->err, sizeof t->err) != 0)
 		return TRAIN_REFUSED;
 	if (t->has_test && pthread_create(&t->test_thread, NULL, load_test, t) != 0) {
 		snprintf(t->err, sizeof t->err, "cannot start the thread that loads the test set");

@@ -31,8 +31,13 @@ int train_run(const struct plan *p, const struct train_opts *o);
 struct dataset;
 struct optim_cfg train_optim_cfg(const struct plan_optim *o);
 struct sched_cfg train_sched_cfg(const struct plan_sched *s);
-/* Open a data section's dataset (IDX files or synthetic); 0 or -1 with err. */
+/* Open a data section's dataset (IDX files, .npy files or synthetic); 0 or -1 with err. */
 int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, char *err, size_t n);
+/* Open an npy() set as the plan expects it (headers_only: check the
+ * headers and sizes alone); on failure *failed (if not NULL) says which
+ * file is at fault: 0 the input's, 1 the target's. */
+int train_open_npy(const struct plan *p, const struct plan_dataset *pd, struct dataset *ds, bool headers_only, int *failed, char *err,
+		   size_t n);
 /* One terminal line, redrawn: epoch, a bar, samples, loss, speed. */
 void train_progress(int64_t epoch, int64_t seen, int64_t total, double loss, double rate);
 /* Print the test line as the seed does (and record it): sums are the

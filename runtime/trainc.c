@@ -378,6 +378,24 @@ static int check_init(const struct plan *p, const char *path)
 	return 0;
 }
 
+/* npy() sets: their files read and checked against the plan once, before
+ * any worker starts, each fault said at the argument naming its file. */
+static void check_npy(struct diag *d, const struct plan *p)
+{
+	const struct plan_dataset *sets[2] = { &p->train_data, &p->test_data };
+	for (int i = 0; i < 2; i++) {
+		if (sets[i]->kind != DATA_NPY)
+			continue;
+		struct dataset ds;
+		char err[5000];
+		int failed = 0;
+		if (train_open_npy(p, sets[i], &ds, false, &failed, err, sizeof err) != 0)
+			diag_error(d, failed ? sets[i]->target_loc : sets[i]->input_loc, "%s", err);
+		else
+			dataset_close(&ds);
+	}
+}
+
 /* Before spawning N workers: open the datasets once here, so a missing or
  * broken file is reported once, not by every rank; and so is a batch that
  * no rank, or some rank, cannot run (a batch norm over one value). */
@@ -387,10 +405,11 @@ static int check_data(const struct plan *p, int world)
 	int64_t n[2] = { sets[0]->samples, sets[1]->kind == DATA_NONE ? 0 : sets[1]->samples };
 	char err[5000];
 	for (int i = 0; i < 2; i++) {
-		if (sets[i]->kind != DATA_MNIST)
+		if (sets[i]->kind != DATA_MNIST && sets[i]->kind != DATA_NPY)
 			continue;
 		struct dataset ds;
-		int rc = train_open_data(p, sets[i], &ds, err, sizeof err);
+		int rc = sets[i]->kind == DATA_NPY ? train_open_npy(p, sets[i], &ds, true, NULL, err, sizeof err) :
+						     train_open_data(p, sets[i], &ds, err, sizeof err);
 		if (rc == 0) {
 			n[i] = ds.n;
 			rc = i == 0 ? train_check_samples(&ds, p->train.eval_only ? 1 : world, err, sizeof err) :
@@ -689,8 +708,10 @@ int main(int argc, char **argv)
 	}
 	/* missing data files are named at the data statement before a run
 	 * starts (check looks at the file alone: its data may live elsewhere) */
-	if (p && !d.errors && !strcmp(cmd, "train") && launch_worker_rank(&(int){ 0 }) < 0)
+	if (p && !d.errors && !strcmp(cmd, "train") && launch_worker_rank(&(int){ 0 }) < 0) {
 		compile_check_data(&d, p);
+		check_npy(&d, p);
+	}
 	if (!p || d.errors) {
 		if (d.errors)
 			fprintf(stderr, "%d error%s\n", d.errors, d.errors == 1 ? "" : "s");

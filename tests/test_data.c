@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "runtime/dataset.h"
+#include "runtime/npy.h"
 #include "runtime/idx.h"
 #include "runtime/loader.h"
 #include "runtime/sampler.h"
@@ -627,6 +628,99 @@ static int64_t reference_order(const int64_t *perm, int64_t n, int world, int ra
 	return k;
 }
 
+/* .npy headers as numpy writes them and as its reader takes them, and
+ * elements of each type as float32. */
+static size_t npy_file(uint8_t *buf, int version, const char *dict, const void *data, size_t bytes)
+{
+	size_t pre = version == 1 ? 10 : 12, hl = strlen(dict);
+	memcpy(buf, "\x93NUMPY", 6);
+	buf[6] = (uint8_t)version;
+	buf[7] = 0;
+	for (size_t k = 0; k < pre - 8; k++)
+		buf[8 + k] = (uint8_t)(hl >> (8 * k));
+	memcpy(buf + pre, dict, hl);
+	memcpy(buf + pre + hl, data, bytes);
+	return pre + hl + bytes;
+}
+
+static void test_npy(void)
+{
+	uint8_t buf[512];
+	char why[600];
+	struct npy_head h;
+	int64_t i8[3] = { 7, -2, 1LL << 40 };
+	size_t n = npy_file(buf, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }\n", i8, sizeof i8);
+	CHECK(npy_parse(buf, n, &h, why, sizeof why) == 0);
+	CHECK(h.type == NPY_I64 && h.ndim == 1 && h.shape[0] == 3 && h.numel == 3 && h.data_at == n - sizeof i8);
+	int64_t v = 0;
+	CHECK(npy_integer(&h, buf + h.data_at, 2, &v) && v == 1LL << 40);
+	CHECK(npy_integer(&h, buf + h.data_at, 1, &v) && v == -2);
+	/* double quotes, no trailing comma, Python 2's sizes, keys in any order, format 3.0 */
+	float f4[6] = { 1, 2, 3, 4, 5, 6 };
+	n = npy_file(buf, 3, "{\"shape\": (2L, 3L), \"fortran_order\": False, \"descr\": \"<f4\"}", f4, sizeof f4);
+	CHECK(npy_parse(buf, n, &h, why, sizeof why) == 0);
+	CHECK(h.type == NPY_F32 && h.ndim == 2 && h.shape[1] == 3 && h.numel == 6);
+	char sh[64];
+	CHECK_STR(npy_shape_str(&h, 0, sh, sizeof sh), "(2, 3)");
+	CHECK_STR(npy_shape_str(&h, 1, sh, sizeof sh), "(3,)");
+	/* a 1-d array in Fortran order is the same bytes */
+	n = npy_file(buf, 2, "{'descr': '<f4', 'fortran_order': True, 'shape': (6,), }", f4, sizeof f4);
+	CHECK(npy_parse(buf, n, &h, why, sizeof why) == 0);
+	/* float16: 1, -2, 0.5, the smallest subnormal, 65504, inf */
+	uint16_t f2[6] = { 0x3c00, 0xc000, 0x3800, 0x0001, 0x7bff, 0x7c00 };
+	n = npy_file(buf, 1, "{'descr': '<f2', 'fortran_order': False, 'shape': (6,), }", f2, sizeof f2);
+	CHECK(npy_parse(buf, n, &h, why, sizeof why) == 0);
+	float out[6];
+	npy_to_float(&h, buf + h.data_at, 6, out);
+	CHECK(out[0] == 1 && out[1] == -2 && out[2] == 0.5f && out[3] == ldexpf(1, -24) && out[4] == 65504 && isinf(out[5]));
+	/* big-endian float64 and int16, bool */
+	uint8_t be8[8] = { 0x40, 0x09, 0x21, 0xfb, 0x54, 0x44, 0x2d, 0x18 }; /* pi */
+	n = npy_file(buf, 1, "{'descr': '>f8', 'fortran_order': False, 'shape': (1,), }", be8, 8);
+	CHECK(npy_parse(buf, n, &h, why, sizeof why) == 0 && h.swap);
+	npy_to_float(&h, buf + h.data_at, 1, out);
+	CHECK(out[0] == (float)3.141592653589793);
+	uint8_t be2[4] = { 0xff, 0xfe, 0x01, 0x00 };
+	n = npy_file(buf, 1, "{'descr': '>i2', 'fortran_order': False, 'shape': (2,), }", be2, 4);
+	CHECK(npy_parse(buf, n, &h, why, sizeof why) == 0);
+	CHECK(npy_integer(&h, buf + h.data_at, 0, &v) && v == -2);
+	CHECK(npy_integer(&h, buf + h.data_at, 1, &v) && v == 256);
+	uint8_t b1[3] = { 0, 1, 1 };
+	n = npy_file(buf, 1, "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", b1, 3);
+	CHECK(npy_parse(buf, n, &h, why, sizeof why) == 0 && !npy_is_integer(h.type));
+	npy_to_float(&h, buf + h.data_at, 3, out);
+	CHECK(out[0] == 0 && out[1] == 1 && out[2] == 1);
+	uint64_t u8 = UINT64_MAX;
+	n = npy_file(buf, 1, "{'descr': '<u8', 'fortran_order': False, 'shape': (), }", &u8, 8);
+	CHECK(npy_parse(buf, n, &h, why, sizeof why) == 0 && h.ndim == 0 && h.numel == 1);
+	CHECK(!npy_integer(&h, buf + h.data_at, 0, &v));
+	/* faults, each at its byte */
+	static const struct {
+		const char *dict, *want;
+	} bad[] = {
+		{ "{'descr': '<f4', 'fortran_order': False}", "byte 50: the header has no shape" },
+		{ "{'descr': '<f4', 'fortran_order': 0, 'shape': (6,)}", "byte 44: fortran_order is not True or False" },
+		{ "{'descr': '<f4' 'fortran_order': False, 'shape': (6,)}", "byte 26: the header's entries are not separated by commas" },
+		{ "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'shape': (6,)}", "byte 66: the header names a key twice" },
+		{ "{'descr': '<f4', 'fortran_order': False, 'shape': (-6,)}", "byte 61: the shape holds something other than a size" },
+		{ "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,)}", "byte 20: the array is a structured one" },
+		{ "{'descr': '<f4', 'fortran_order': False, 'shape': (7,)}", "byte 89: the file ends 24 bytes into the array's data" },
+		{ "['descr']", "byte 10: the header is not a Python dict" },
+	};
+	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		n = npy_file(buf, 1, bad[k].dict, f4, sizeof f4);
+		why[0] = '\0';
+		CHECK(npy_parse(buf, n, &h, why, sizeof why) != 0);
+		if (strncmp(why, bad[k].want, strlen(bad[k].want)) != 0) {
+			fprintf(stderr, "npy fault %zu: \"%s\", expected \"%s...\"\n", k, why, bad[k].want);
+			CHECK(!"the fault's message");
+		}
+	}
+	CHECK(npy_parse((const uint8_t *)"\x93NUMPY\1", 7, &h, why, sizeof why) != 0 && strstr(why, "cut short"));
+	n = npy_file(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (6,)}", f4, sizeof f4);
+	buf[8] = 200; /* a header longer than the file */
+	CHECK(npy_parse(buf, n, &h, why, sizeof why) != 0 && strstr(why, "byte 8: the header is 200 bytes"));
+}
+
 static void test_sampler_no_shuffle(void)
 {
 	/* torch.utils.data.distributed.DistributedSampler(range(n), world, rank, shuffle=False, drop_last) */
@@ -928,6 +1022,7 @@ int main(void)
 	RUN(test_normalize);
 	RUN(test_fashion_mnist);
 	RUN(test_synthetic);
+	RUN(test_npy);
 	RUN(test_sampler_no_shuffle);
 	RUN(test_sampler_shuffle);
 	RUN(test_sampler_resume);

@@ -441,7 +441,7 @@ static int setup(struct gt *t)
 		if (train_open_data(p, &p->test_data, &t->test, t->err, sizeof t->err) != 0)
 			return TRAIN_REFUSED;
 		t->test_open = true;
-		if (train_check_test_samples(t->test.kind == DATASET_IDX ? t->test.images_path : NULL, t->test.n, t->err,
+		if (train_check_test_samples(t->test.kind != DATASET_SYNTHETIC ? t->test.images_path : NULL, t->test.n, t->err,
 					     sizeof t->err) != 0)
 			return TRAIN_REFUSED;
 	}

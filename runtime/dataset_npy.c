@@ -1,0 +1,239 @@
+/* dataset_npy.c: datasets of two .npy files, the inputs' and the targets'
+ * (see dataset.h), as torch.utils.data.TensorDataset over
+ * torch.from_numpy(np.load(path)) with the inputs and real targets made
+ * float32 and class labels int64.
+ * Both files stay mapped for the run; a sample's values are converted as a
+ * batch is filled, so a float32 array costs one copy and an array larger
+ * than memory is read from the page cache.  Class labels and token ids are
+ * read once, checked and kept apart from the mapping: a value changed in
+ * the file later cannot index past a table.
+ * Does not: normalise or reorder anything, or hold more than 2^31 - 1
+ * samples.
+ */
+#include "runtime/dataset.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/filemap.h"
+#include "runtime/util.h"
+
+static const char *const roles[2] = { "input", "target" };
+
+static int map_file(struct dataset *ds, int i, const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return util_fail(err, errlen, "cannot open %s, the %s array: %s", path, roles[i], strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		int e = errno;
+		close(fd);
+		return util_fail(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "a folder, not a .npy file" :
+			    e ? strerror(e) : "not a regular file; trainc maps .npy files, so give a file");
+	}
+	if (st.st_size == 0) {
+		close(fd);
+		return util_fail(err, errlen, "%s: byte 0: the file is empty; write the array with numpy.save", path);
+	}
+	void *m = filemap_map(fd, (size_t)st.st_size, PROT_READ, path, "put the file back whole and run again");
+	int e = errno;
+	close(fd);
+	if (m == MAP_FAILED)
+		return util_fail(err, errlen, "cannot map %s: %s", path, strerror(e));
+	ds->npy_map[i] = m;
+	ds->npy_len[i] = (size_t)st.st_size;
+	char why[600];
+	if (npy_parse(m, (size_t)st.st_size, &ds->npy[i], why, sizeof why) != 0)
+		return util_fail(err, errlen, "%s: %s", path, why);
+	return 0;
+}
+
+static const uint8_t *data(const struct dataset *ds, int i)
+{
+	return (const uint8_t *)ds->npy_map[i] + ds->npy[i].data_at;
+}
+
+/* The array's shape past its first dimension against want[0..nd). */
+static bool same(const struct npy_head *h, int nd, const int64_t *want)
+{
+	if (h->ndim != nd + 1)
+		return false;
+	for (int k = 0; k < nd; k++)
+		if (h->shape[k + 1] != want[k])
+			return false;
+	return true;
+}
+
+static char *dims(int nd, const int64_t *d, char *buf, size_t n)
+{
+	struct npy_head h = { .ndim = nd };
+	memcpy(h.shape, d, sizeof(int64_t) * (size_t)nd);
+	return npy_shape_str(&h, 0, buf, n);
+}
+
+static int check_input(const struct npy_spec *sp, const struct npy_head *h, char *err, size_t errlen)
+{
+	char a[160], b[160], c[160];
+	const char *path = sp->input;
+	if (h->ndim == 0)
+		return util_fail(err, errlen, "%s: the array is one number (shape ()), not samples; the first dimension counts them", path);
+	if (!same(h, sp->ndim, sp->shape)) {
+		int64_t per = 1, want = 1;
+		for (int k = 1; k < h->ndim; k++)
+			per *= h->shape[k];
+		for (int k = 0; k < sp->ndim; k++)
+			want *= sp->shape[k];
+		char fix[240] = "";
+		if (per == want) {
+			int at = snprintf(fix, sizeof fix, "; save a.reshape(%" PRId64, h->shape[0]);
+			for (int k = 0; k < sp->ndim && at < (int)sizeof fix; k++)
+				at += snprintf(fix + at, sizeof fix - (size_t)at, ", %" PRId64, sp->shape[k]);
+			if (at < (int)sizeof fix)
+				snprintf(fix + at, sizeof fix - (size_t)at, ") instead");
+		}
+		return util_fail(err, errlen, "%s: its samples are %s (the array is %s), but the model takes input%s (%s)%s", path,
+			    npy_shape_str(h, 1, a, sizeof a), npy_shape_str(h, 0, b, sizeof b), dims(sp->ndim, sp->shape, c, sizeof c),
+			    sp->input_at, fix[0] ? fix : "; the first dimension counts the samples, the rest must be the input's");
+	}
+	if (sp->ids_below > 0 && !npy_is_integer(h->type))
+		return util_fail(err, errlen, "%s: the model takes token ids (dtype=\"long\", %s), but this array is %s; save "
+			    "a.astype(numpy.int64)", path, sp->input_at, h->dtype);
+	return 0;
+}
+
+static int check_target(const struct npy_spec *sp, const struct npy_head *h, int64_t n, char *err, size_t errlen)
+{
+	char a[160], b[160], c[160];
+	const char *path = sp->target;
+	if (sp->target_kind == TARGET_CLASS) {
+		if (!npy_is_integer(h->type))
+			return util_fail(err, errlen, "%s: class labels must be integers, but this array is %s; save "
+				    "a.astype(numpy.int64)", path, h->dtype);
+		if (h->ndim == 2 && h->shape[1] == 1)
+			return util_fail(err, errlen, "%s: the labels are %s, one per row; save them flat, a.reshape(-1): shape (%" PRId64
+				    ",)", path, npy_shape_str(h, 0, a, sizeof a), h->shape[0]);
+		if (h->ndim != 1)
+			return util_fail(err, errlen, "%s: class labels are one per sample, shape (N,), but the array is %s", path,
+				    npy_shape_str(h, 0, a, sizeof a));
+	} else if (!same(h, sp->target_ndim, sp->target_shape)) {
+		return util_fail(err, errlen, "%s: the targets are %s per sample (the array is %s), but the model's output is %s (%s); "
+			    "the loss needs them equal", path, h->ndim ? npy_shape_str(h, 1, a, sizeof a) : "()",
+			    npy_shape_str(h, 0, b, sizeof b), dims(sp->target_ndim, sp->target_shape, c, sizeof c), sp->output_at);
+	}
+	if (h->shape[0] != n)
+		return util_fail(err, errlen, "%s: %" PRId64 " targets, but %s holds %" PRId64 " samples; give one target per sample",
+			    path, h->shape[0], sp->input, n);
+	return 0;
+}
+
+/* Labels to int32 and token ids to floats, each checked. */
+static int read_checked(struct dataset *ds, struct npy_spec *sp, char *err, size_t errlen)
+{
+	const struct npy_head *hy = &ds->npy[1], *hx = &ds->npy[0];
+	if (sp->target_kind == TARGET_CLASS) {
+		ds->labels = malloc((size_t)ds->n * sizeof(int32_t) + 1);
+		if (!ds->labels)
+			return util_fail(err, errlen, "out of memory for %" PRId64 " labels of %s", ds->n, sp->target);
+		for (int64_t i = 0; i < ds->n; i++) {
+			int64_t v;
+			bool fits = npy_integer(hy, data(ds, 1), i, &v);
+			if (!fits || v < 0 || v >= sp->num_classes) {
+				sp->failed = 1;
+				char num[32];
+				snprintf(num, sizeof num, fits ? "%" PRId64 : "above 2^63", v);
+				return util_fail(err, errlen, "%s: byte %" PRIu64 ": the label at index %" PRId64 " is %s, but the model scores %d "
+					    "classes (labels 0 to %d; its output at %s)", sp->target, hy->data_at + (uint64_t)(i * hy->size),
+					    i, num, sp->num_classes, sp->num_classes - 1, sp->output_at);
+			}
+			ds->labels[i] = (int32_t)v;
+		}
+	}
+	if (sp->ids_below > 0) {
+		int64_t m = ds->sample_numel;
+		ds->ids = malloc((size_t)(ds->n * m) * sizeof(float) + 1);
+		if (!ds->ids)
+			return util_fail(err, errlen, "out of memory for the token ids of %s", sp->input);
+		for (int64_t i = 0; i < ds->n * m; i++) {
+			int64_t v;
+			bool fits = npy_integer(hx, data(ds, 0), i, &v);
+			if (!fits || v < 0 || v >= sp->ids_below) {
+				sp->failed = 0;
+				char num[32];
+				snprintf(num, sizeof num, fits ? "%" PRId64 : "above 2^63", v);
+				return util_fail(err, errlen, "%s: byte %" PRIu64 ": sample %" PRId64 " (from 0) has token id %s, but the embedding that "
+					    "reads the input has rows 0 to %" PRId64 " (%s)", sp->input, hx->data_at + (uint64_t)(i * hx->size),
+					    i / m, num, sp->ids_below - 1, sp->input_at);
+			}
+			ds->ids[i] = (float)v; /* below 2^24: exact */
+		}
+	}
+	return 0;
+}
+
+int dataset_npy(struct dataset *ds, struct npy_spec *sp, char *err, size_t errlen)
+{
+	memset(ds, 0, sizeof *ds);
+	ds->kind = DATASET_NPY;
+	snprintf(ds->images_path, sizeof ds->images_path, "%s", sp->input);
+	if (sp->ndim < 1 || sp->ndim > DATASET_MAX_DIMS ||
+	    (sp->target_kind == TARGET_VECTOR && (sp->target_ndim < 1 || sp->target_ndim > DATASET_MAX_DIMS)))
+		return util_fail(err, errlen, "npy: samples and targets of 1 to %d dimensions", DATASET_MAX_DIMS);
+	int rc = -1;
+	sp->failed = 0;
+	if (map_file(ds, 0, sp->input, err, errlen) != 0 || check_input(sp, &ds->npy[0], err, errlen) != 0)
+		goto out;
+	ds->n = ds->npy[0].shape[0];
+	sp->failed = 1;
+	if (map_file(ds, 1, sp->target, err, errlen) != 0 || check_target(sp, &ds->npy[1], ds->n, err, errlen) != 0)
+		goto out;
+	if (ds->n > INT32_MAX) {
+		util_fail(err, errlen, "%s: %" PRId64 " samples; trainc takes at most 2^31 - 1", sp->input, ds->n);
+		goto out;
+	}
+	ds->ndim = sp->ndim;
+	memcpy(ds->shape, sp->shape, sizeof ds->shape);
+	ds->sample_numel = ds->npy[0].numel / (ds->n ? ds->n : 1);
+	if (!ds->n)
+		for (int k = 0; k < sp->ndim; k++)
+			ds->sample_numel *= sp->shape[k];
+	ds->target = sp->target_kind;
+	ds->num_classes = sp->num_classes;
+	ds->target_ndim = sp->target_ndim;
+	memcpy(ds->target_shape, sp->target_shape, sizeof ds->target_shape);
+	ds->target_numel = 1;
+	for (int k = 0; sp->target_kind == TARGET_VECTOR && k < sp->target_ndim; k++)
+		ds->target_numel *= sp->target_shape[k];
+	if (sp->headers_only) {
+		rc = 0;
+		goto out;
+	}
+	rc = read_checked(ds, sp, err, errlen);
+out:
+	if (rc != 0)
+		dataset_close(ds);
+	return rc;
+}
+
+void dataset_npy_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, void *y)
+{
+	int64_t m = ds->sample_numel, k = ds->target_numel;
+	for (int s = 0; s < b; s++) {
+		int64_t i = idx[s];
+		if (ds->ids)
+			memcpy(x + s * m, ds->ids + i * m, (size_t)m * sizeof(float));
+		else
+			npy_to_float(&ds->npy[0], data(ds, 0) + i * m * ds->npy[0].size, m, x + s * m);
+		if (ds->target == TARGET_CLASS)
+			((int32_t *)y)[s] = ds->labels[i];
+		else
+			npy_to_float(&ds->npy[1], data(ds, 1) + i * k * ds->npy[1].size, k, (float *)y + s * k);
+	}
+}

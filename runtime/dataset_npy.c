@@ -134,6 +134,17 @@ static int check_target(const struct npy_spec *sp, const struct npy_head *h, int
 	return 0;
 }
 
+/* Element i of an integer array in *v, true where it is in [0, below);
+ * else false with it as text ("-3", "above 2^63") in num[32]. */
+static bool integer_below(const struct npy_head *h, const uint8_t *src, int64_t i, int64_t below, int64_t *v, char *num)
+{
+	bool fits = npy_integer(h, src, i, v);
+	if (fits && *v >= 0 && *v < below)
+		return true;
+	snprintf(num, 32, fits ? "%" PRId64 : "above 2^63", *v);
+	return false;
+}
+
 /* Labels to int32 and token ids to floats, each checked. */
 static int read_checked(struct dataset *ds, struct npy_spec *sp, char *err, size_t errlen)
 {
@@ -144,11 +155,9 @@ static int read_checked(struct dataset *ds, struct npy_spec *sp, char *err, size
 			return util_fail(err, errlen, "out of memory for %" PRId64 " labels of %s", ds->n, sp->target);
 		for (int64_t i = 0; i < ds->n; i++) {
 			int64_t v;
-			bool fits = npy_integer(hy, data(ds, 1), i, &v);
-			if (!fits || v < 0 || v >= sp->num_classes) {
+			char num[32];
+			if (!integer_below(hy, data(ds, 1), i, sp->num_classes, &v, num)) {
 				sp->failed = 1;
-				char num[32];
-				snprintf(num, sizeof num, fits ? "%" PRId64 : "above 2^63", v);
 				return util_fail(err, errlen, "%s: byte %" PRIu64 ": the label at index %" PRId64 " is %s, but the model scores %d "
 					    "classes (labels 0 to %d; its output at %s)", sp->target, hy->data_at + (uint64_t)(i * hy->size),
 					    i, num, sp->num_classes, sp->num_classes - 1, sp->output_at);
@@ -163,11 +172,9 @@ static int read_checked(struct dataset *ds, struct npy_spec *sp, char *err, size
 			return util_fail(err, errlen, "out of memory for the token ids of %s", sp->input);
 		for (int64_t i = 0; i < ds->n * m; i++) {
 			int64_t v;
-			bool fits = npy_integer(hx, data(ds, 0), i, &v);
-			if (!fits || v < 0 || v >= sp->ids_below) {
+			char num[32];
+			if (!integer_below(hx, data(ds, 0), i, sp->ids_below, &v, num)) {
 				sp->failed = 0;
-				char num[32];
-				snprintf(num, sizeof num, fits ? "%" PRId64 : "above 2^63", v);
 				return util_fail(err, errlen, "%s: byte %" PRIu64 ": sample %" PRId64 " (from 0) has token id %s, but the embedding that "
 					    "reads the input has rows 0 to %" PRId64 " (%s)", sp->input, hx->data_at + (uint64_t)(i * hx->size),
 					    i / m, num, sp->ids_below - 1, sp->input_at);

@@ -278,6 +278,7 @@ struct plan_train {
 	enum loss_kind loss;
 	enum reduction reduction;
 	double label_smoothing;     /* cross_entropy's, in [0, 1]; 0: none */
+	int32_t ignore_index;       /* nll's and cross_entropy's target that counts for nothing; PyTorch's -100 */
 	double loss_param;          /* smooth_l1's beta, huber's delta, bce_with_logits' pos_weight */
 	const float *pos_weights;   /* bce_with_logits' pos_weight per output (the last dimension), or NULL */
 	int64_t npos_weights;

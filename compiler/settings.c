@@ -267,6 +267,44 @@ static bool pos_weights(struct reader *r, const struct val *v, struct plan_train
 	return true;
 }
 
+/* A keyword only some losses take, given to another: what to write
+ * instead.  False (reported) where v's call has name but loss k lacks it. */
+static bool loss_lacks(struct reader *r, const struct val *v, enum loss_kind k, const char *name, bool has)
+{
+	if (has || v->kind != V_CALL)
+		return true;
+	for (int i = 0; i < v->n; i++) {
+		if (!v->items[i].key || strcmp(v->items[i].key, name) != 0)
+			continue;
+		if (name[0] == 'l') /* label_smoothing */
+			diag_error(r->d, v->items[i].key_loc, "%s has no label_smoothing; cross_entropy has (PyTorch's "
+				   "CrossEntropyLoss)%s", loss_names[k],
+				   k == LOSS_NLL ? ", and on a model that ends in log_softmax its loss is nll's: "
+				   "loss = cross_entropy(label_smoothing=0.1)" : "");
+		else /* ignore_index */
+			diag_error(r->d, v->items[i].key_loc, "%s has no ignore_index: its targets are values, not classes; nll and "
+				   "cross_entropy take one (PyTorch's NLLLoss and CrossEntropyLoss)", loss_names[k]);
+		return false;
+	}
+	return true;
+}
+
+/* ignore_index: the class target whose rows count for nothing (PyTorch's
+ * ignore_index, any integer; labels are read as int32, so one of those) */
+static bool read_ignore(struct reader *r, const struct val *v, struct plan_train *t)
+{
+	int64_t k;
+	if (!val_int(r->d, v, "ignore_index", &k))
+		return false;
+	if (k < INT32_MIN || k > INT32_MAX) {
+		diag_error(r->d, v->loc, "ignore_index must be between %ld and %ld, not %lld; class labels are 32-bit integers",
+			   (long)INT32_MIN, (long)INT32_MAX, (long long)k);
+		return false;
+	}
+	t->ignore_index = (int32_t)k;
+	return true;
+}
+
 static bool read_loss(struct reader *r, const struct val *v, struct plan_train *t)
 {
 	int k;
@@ -274,33 +312,29 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 		return false;
 	t->loss = (enum loss_kind)k;
 	t->loss_loc = v->loc;
-	/* label smoothing is nn.CrossEntropyLoss's alone, as in PyTorch;
-	 * SmoothL1Loss has beta, HuberLoss delta, BCEWithLogitsLoss pos_weight */
-	bool logits = t->loss == LOSS_BCE_LOGITS;
-	const char *names[] = { "reduction", t->loss == LOSS_SMOOTH_L1 ? "beta"
+	/* as in PyTorch: label smoothing is nn.CrossEntropyLoss's alone,
+	 * ignore_index NLLLoss's and CrossEntropyLoss's; SmoothL1Loss has
+	 * beta, HuberLoss delta, BCEWithLogitsLoss pos_weight */
+	bool logits = t->loss == LOSS_BCE_LOGITS, ce = t->loss == LOSS_CROSS_ENTROPY, classes = ce || t->loss == LOSS_NLL;
+	const char *names[3] = { "reduction", t->loss == LOSS_SMOOTH_L1 ? "beta"
 					     : t->loss == LOSS_HUBER ? "delta"
-					     : logits ? "pos_weight" : "label_smoothing" };
-	struct val *s[2] = { NULL, NULL };
-	if (t->loss != LOSS_CROSS_ENTROPY && v->kind == V_CALL) {
-		for (int i = 0; i < v->n; i++) {
-			if (v->items[i].key && strcmp(v->items[i].key, "label_smoothing") == 0) {
-				diag_error(r->d, v->items[i].key_loc, "%s has no label_smoothing; cross_entropy has (PyTorch's "
-					   "CrossEntropyLoss)%s", loss_names[t->loss],
-					   t->loss == LOSS_NLL ? ", and on a model that ends in log_softmax its loss is nll's: "
-					   "loss = cross_entropy(label_smoothing=0.1)" : "");
-				return false;
-			}
-		}
-	}
-	bool second = t->loss == LOSS_CROSS_ENTROPY || t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || logits;
-	if (!bind(r, v, names, 0, second ? 2 : 1, s))
+					     : logits ? "pos_weight" : ce ? "label_smoothing" : "ignore_index", "ignore_index" };
+	struct val *s[3] = { NULL, NULL, NULL };
+	if (!loss_lacks(r, v, t->loss, "label_smoothing", ce) || !loss_lacks(r, v, t->loss, "ignore_index", classes))
+		return false;
+	if (!bind(r, v, names, 0, ce ? 3 : t->loss == LOSS_MSE || t->loss == LOSS_L1 || t->loss == LOSS_BCE ? 1 : 2, s))
 		return false;
 	t->reduction = RED_MEAN;
 	t->label_smoothing = 0;
+	t->ignore_index = -100;
 	t->loss_param = t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || logits ? 1.0 : 0.0;
 	t->pos_weights = NULL;
 	t->npos_weights = 0;
-	if (s[1] && t->loss != LOSS_CROSS_ENTROPY) {
+	if (t->loss == LOSS_NLL)
+		s[2] = s[1], s[1] = NULL;
+	if (s[2] && !read_ignore(r, s[2], t))
+		return false;
+	if (s[1] && !ce) {
 		if (logits && (s[1]->kind == V_LIST || s[1]->kind == V_TUPLE)) {
 			if (!pos_weights(r, s[1], t))
 				return false;
@@ -799,6 +833,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	t->log_interval = 10;
 	t->shuffle = true;
 	t->loss = LOSS_MSE;
+	t->ignore_index = -100;
 	t->optim.kind = OPT_SGD;
 	t->optim.lr = 0.01;
 	t->sched.kind = LRS_CONSTANT;

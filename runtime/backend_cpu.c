@@ -453,7 +453,7 @@ static int cpu_loss(struct exec *e, const void *y, int n, bool train, double *lo
 	const float *out = exec_output(e, last, train);
 	float *dout = train ? (float *)(exec_act(e, last) + p->mem[last].grad_off) : NULL;
 	int64_t per = numel(&p->nodes[last].out);
-	enum kern_reduction red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
+	enum kern_reduction red = exec_reduction(p, train);
 	*correct = 0;
 	int rc = 0;
 	switch (p->train.loss) {
@@ -462,11 +462,11 @@ static int cpu_loss(struct exec *e, const void *y, int n, bool train, double *lo
 					    (const float *)y, dout, (size_t)(per * n), red, e->loss_scale);
 		break;
 	case LOSS_NLL:
-		rc = kern_nll(out, (const int32_t *)y, dout, n, (int)per, -100, red, e->loss_scale, loss);
+		rc = kern_nll(out, (const int32_t *)y, dout, n, (int)per, p->train.ignore_index, red, e->loss_scale, loss);
 		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);
 		break;
 	case LOSS_CROSS_ENTROPY:
-		rc = kern_cross_entropy(out, (const int32_t *)y, dout, n, (int)per, -100, (float)p->train.label_smoothing, red, e->loss_scale, loss);
+		rc = kern_cross_entropy(out, (const int32_t *)y, dout, n, (int)per, p->train.ignore_index, (float)p->train.label_smoothing, red, e->loss_scale, loss);
 		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);
 		break;
 	}

@@ -450,6 +450,14 @@ static void fill_idx(const struct dataset *ds, const int64_t *idx, int b, float 
 	}
 }
 
+/* Sample i's class: multiply-shift maps 32 random bits onto 0..C-1
+ * without a division. */
+static int32_t synthetic_class(const struct dataset *ds, struct rng *tg, int64_t i)
+{
+	uint64_t u = rng_u32(tg, (uint64_t)i);
+	return (int32_t)((u * (uint64_t)ds->num_classes) >> 32);
+}
+
 static void fill_synthetic(const struct dataset *ds, const int64_t *idx, int b, float *x, void *y)
 {
 	struct rng in = rng_stream(ds->seed, RNG_DATA, SYNTH_INPUT, ds->split);
@@ -467,9 +475,7 @@ static void fill_synthetic(const struct dataset *ds, const int64_t *idx, int b, 
 									  : rng_normal(&in, base + (uint64_t)j);
 		}
 		if (ds->target == TARGET_CLASS) {
-			/* multiply-shift maps 32 random bits onto 0..C-1 without a division */
-			uint64_t u = rng_u32(&tg, (uint64_t)idx[s]);
-			((int32_t *)y)[s] = (int32_t)((u * (uint64_t)ds->num_classes) >> 32);
+			((int32_t *)y)[s] = synthetic_class(ds, &tg, idx[s]);
 		} else {
 			float *t = (float *)y + (int64_t)s * k;
 			for (int64_t j = 0; j < k; j++) {
@@ -497,6 +503,17 @@ int dataset_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, 
 		return 0;
 	}
 	return -1;
+}
+
+int64_t dataset_count_label(const struct dataset *ds, int32_t v)
+{
+	if (ds->target != TARGET_CLASS)
+		return 0;
+	int64_t k = 0;
+	struct rng tg = rng_stream(ds->seed, RNG_DATA, SYNTH_TARGET, ds->split);
+	for (int64_t i = 0; i < ds->n; i++)
+		k += (ds->kind == DATASET_SYNTHETIC ? synthetic_class(ds, &tg, i) : ds->labels[i]) == v;
+	return k;
 }
 
 void dataset_close(struct dataset *ds)

@@ -111,6 +111,7 @@ struct npy_spec {
 	int64_t shape[DATASET_MAX_DIMS];
 	enum dataset_target target_kind;
 	int num_classes;                        /* TARGET_CLASS */
+	int32_t ignore_index;                   /* TARGET_CLASS: a label taken too (the loss's ignore_index) */
 	int target_ndim;                        /* TARGET_VECTOR */
 	int64_t target_shape[DATASET_MAX_DIMS];
 	int64_t ids_below;                      /* > 0: the input is token ids, each below this */
@@ -135,6 +136,9 @@ int dataset_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, 
 size_t dataset_target_bytes(const struct dataset *ds, int b);
 
 /* Release what the dataset holds; safe on a zeroed or closed dataset. */
+/* How many samples have class v (0 where the targets are not classes). */
+int64_t dataset_count_label(const struct dataset *ds, int32_t v);
+
 void dataset_close(struct dataset *ds);
 
 #endif

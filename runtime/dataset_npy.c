@@ -134,12 +134,14 @@ static int check_target(const struct npy_spec *sp, const struct npy_head *h, int
 	return 0;
 }
 
-/* Element i of an integer array in *v, true where it is in [0, below);
- * else false with it as text ("-3", "above 2^63") in num[32]. */
-static bool integer_below(const struct npy_head *h, const uint8_t *src, int64_t i, int64_t below, int64_t *v, char *num)
+/* Element i of an integer array in *v, true where it is in [0, below) or
+ * is *also (when not NULL); else false with it as text ("-3", "above
+ * 2^63") in num[32]. */
+static bool integer_below(const struct npy_head *h, const uint8_t *src, int64_t i, int64_t below, const int64_t *also, int64_t *v,
+			  char *num)
 {
 	bool fits = npy_integer(h, src, i, v);
-	if (fits && *v >= 0 && *v < below)
+	if (fits && ((*v >= 0 && *v < below) || (also && *v == *also)))
 		return true;
 	snprintf(num, 32, fits ? "%" PRId64 : "above 2^63", *v);
 	return false;
@@ -150,17 +152,19 @@ static int read_checked(struct dataset *ds, struct npy_spec *sp, char *err, size
 {
 	const struct npy_head *hy = &ds->npy[1], *hx = &ds->npy[0];
 	if (sp->target_kind == TARGET_CLASS) {
+		int64_t ignore = sp->ignore_index;
 		ds->labels = malloc((size_t)ds->n * sizeof(int32_t) + 1);
 		if (!ds->labels)
 			return util_fail(err, errlen, "out of memory for %" PRId64 " labels of %s", ds->n, sp->target);
 		for (int64_t i = 0; i < ds->n; i++) {
 			int64_t v;
 			char num[32];
-			if (!integer_below(hy, data(ds, 1), i, sp->num_classes, &v, num)) {
+			if (!integer_below(hy, data(ds, 1), i, sp->num_classes, &ignore, &v, num)) {
 				sp->failed = 1;
 				return util_fail(err, errlen, "%s: byte %" PRIu64 ": the label at index %" PRId64 " is %s, but the model scores %d "
-					    "classes (labels 0 to %d; its output at %s)", sp->target, hy->data_at + (uint64_t)(i * hy->size),
-					    i, num, sp->num_classes, sp->num_classes - 1, sp->output_at);
+					    "classes (labels 0 to %d, or the loss's ignore_index %ld; its output at %s)", sp->target,
+					    hy->data_at + (uint64_t)(i * hy->size), i, num, sp->num_classes, sp->num_classes - 1,
+					    (long)sp->ignore_index, sp->output_at);
 			}
 			ds->labels[i] = (int32_t)v;
 		}
@@ -173,7 +177,7 @@ static int read_checked(struct dataset *ds, struct npy_spec *sp, char *err, size
 		for (int64_t i = 0; i < ds->n * m; i++) {
 			int64_t v;
 			char num[32];
-			if (!integer_below(hx, data(ds, 0), i, sp->ids_below, &v, num)) {
+			if (!integer_below(hx, data(ds, 0), i, sp->ids_below, NULL, &v, num)) {
 				sp->failed = 0;
 				return util_fail(err, errlen, "%s: byte %" PRIu64 ": sample %" PRId64 " (from 0) has token id %s, but the embedding that "
 					    "reads the input has rows 0 to %" PRId64 " (%s)", sp->input, hx->data_at + (uint64_t)(i * hx->size),

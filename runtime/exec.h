@@ -151,6 +151,16 @@ static inline enum kern_regression exec_regression(const struct plan *p)
 		       LOSS_BCE - LOSS_L1 == KERN_BCE && LOSS_BCE_LOGITS - LOSS_L1 == KERN_BCE_LOGITS, "keep in step");
 	return p->train.loss == LOSS_MSE ? KERN_MSE : (enum kern_regression)(p->train.loss - LOSS_L1);
 }
+/* The reduction of the plan's loss in training (train) or evaluation: a
+ * class loss is summed in evaluation, as the seed's test loop sums it
+ * (reduction='sum') to divide by the set's size; a mean over the counted
+ * rows times the rows would count the ignored ones too.  A regression
+ * loss keeps its reduction (a mean over elements, weighed by the rows). */
+static inline enum kern_reduction exec_reduction(const struct plan *p, bool train)
+{
+	bool classes = p->train.loss == LOSS_NLL || p->train.loss == LOSS_CROSS_ENTROPY;
+	return p->train.reduction == RED_SUM || (!train && classes) ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
+}
 /* An activation of OP_ACT_CASES as kern_act's, with its two numbers:
  * selu is elu scaled (ATen's elu with SELU's alpha and scale, their
  * product rounded to float32 as ATen rounds it), relu6 hardtanh(0, 6),

@@ -215,6 +215,8 @@ static void settings(uint64_t *h, const struct plan *p)
 	field(h, "loss %d %d", t->loss, t->reduction);
 	if (t->label_smoothing > 0) /* absent at 0, so earlier checkpoints resume */
 		field(h, "label_smoothing %a", t->label_smoothing);
+	if (t->ignore_index != -100) /* likewise at PyTorch's default */
+		field(h, "ignore_index %d", (int)t->ignore_index);
 	if (t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || (t->loss == LOSS_BCE_LOGITS && t->loss_param != 1))
 		field(h, "loss_param %a", t->loss_param);
 	for (int64_t i = 0; i < t->npos_weights; i++)

@@ -82,7 +82,7 @@ int train_open_npy(const struct plan *p, const struct plan_dataset *pd, struct d
 	loc_str(&out->loc, out_at, sizeof out_at);
 	struct npy_spec sp = { .input = pd->npy_input, .target = pd->npy_target, .ndim = pd->sample.rank,
 			       .target_kind = pd->target == TGT_CLASS ? TARGET_CLASS : TARGET_VECTOR, .num_classes = (int)pd->classes,
-			       .target_ndim = pd->target_shape.rank, .ids_below = pd->input_high, .input_at = in_at,
+			       .ignore_index = p->train.ignore_index, .target_ndim = pd->target_shape.rank, .ids_below = pd->input_high, .input_at = in_at,
 			       .output_at = out_at, .headers_only = headers_only };
 	memcpy(sp.shape, pd->sample.d, sizeof(int64_t) * (size_t)pd->sample.rank);
 	memcpy(sp.target_shape, pd->target_shape.d, sizeof(int64_t) * (size_t)pd->target_shape.rank);
@@ -405,7 +405,7 @@ static int evaluate_all(struct trainer *t)
 			return -1;
 		}
 		/* the seed sums per-sample losses and divides by the set size */
-		sums[0] += p->train.reduction == RED_SUM ? loss : loss * m;
+		sums[0] += exec_reduction(p, false) == KERN_REDUCE_SUM ? loss : loss * m;
 		sums[1] += (double)c;
 		sums[2] += m;
 	}
@@ -1196,15 +1196,41 @@ static int setup(struct trainer *t)
 	return 0;
 }
 
+/* Whether one of the k pieces (first[i], size[i]) of a batch of class
+ * targets y has every target at the loss's ignore_index: its mean loss is
+ * over no target, NaN, as PyTorch's. */
+static bool mean_of_none(const struct plan *p, const void *y, const int *first, const int *size, int k)
+{
+	const struct plan_train *tr = &p->train;
+	if (tr->reduction != RED_MEAN || (tr->loss != LOSS_NLL && tr->loss != LOSS_CROSS_ENTROPY))
+		return false;
+	for (int j = 0; j < k; j++) {
+		const int32_t *c = (const int32_t *)y + first[j];
+		int i = 0;
+		while (i < size[j] && c[i] == tr->ignore_index)
+			i++;
+		if (i == size[j])
+			return true;
+	}
+	return false;
+}
+
 /* A non-finite loss stops the run: its report, naming the first layer
  * whose output went bad (x, the batch of b samples, shows which), into
- * err for fail to say; -1. */
-static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b)
+ * err for fail to say; -1.  none: the batch (or a micro-batch of it) has
+ * no target that counts. */
+static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b, bool none)
 {
-	int param = -1, bad = x ? exec_find_nonfinite(&t->e, x, b, &param) : -1;
+	int param = -1, bad = x && !none ? exec_find_nonfinite(&t->e, x, b, &param) : -1;
 	char note[512], where[256] = "";
 	bool bce = t->p->train.loss == LOSS_BCE;
-	if (bad >= 0)
+	if (none) {
+		long ig = (long)t->p->train.ignore_index;
+		snprintf(where, sizeof where, "; every target of the %s is the loss's ignore_index (%ld), and a mean over no target is "
+			 "NaN, as in PyTorch", t->use_pipe || t->chunked || t->accum > 1 ? "micro-batch" : "batch", ig);
+		snprintf(note, sizeof note, "shuffle the data (shuffle = true) or use a larger batch so each %s has a labelled "
+			 "sample, or give the loss reduction=\"sum\"", t->use_pipe || t->chunked || t->accum > 1 ? "micro-batch" : "batch");
+	} else if (bad >= 0)
 		snprintf(where, sizeof where, "; the first non-finite output is %s's", t->p->nodes[bad].what);
 	else if (x && bce) /* its logs are clamped, so only a log of a value outside [0, 1] goes bad */
 		snprintf(where, sizeof where, "; every layer's output is finite, so one of the model's outputs is outside [0, 1], "
@@ -1212,7 +1238,7 @@ static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b)
 	else if (x)
 		snprintf(where, sizeof where, "; every layer's output is finite, so the loss itself overflowed");
 	/* a pipeline's stages keep no batch to look into: any norm of eps=0 may be why */
-	const char *why = bad >= 0 ? eps0_note(&t->p->nodes[bad], false, note, sizeof note)
+	const char *why = none ? note : bad >= 0 ? eps0_note(&t->p->nodes[bad], false, note, sizeof note)
 			  : x && bce ? "bce takes probabilities: end the model in sigmoid, or use bce_with_logits on the raw scores"
 				     : x ? NULL : train_eps0_note(t->p, false, note, sizeof note);
 	/* weights not finite from the start are the file's, not the rate's */
@@ -1223,7 +1249,7 @@ static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b)
 				     o->resume ? o->resume : o->init ? o->init : "");
 	const char *value = isnan(loss) ? "NaN" : loss > 0 ? "+infinity" : "-infinity";
 	long long step = (long long)t->at.step + 1, epoch = (long long)t->at.epoch;
-	if (x)
+	if (x || none)
 		snprintf(t->err, sizeof t->err, "the loss is %s at step %lld (epoch %lld)%s\ntrainc: %s\ntrainc: stopped at a non-finite loss",
 			 value, step, epoch, where, why ? why : "lower the learning rate, clip gradients (clip_grad_norm) or check the data");
 	else
@@ -1281,7 +1307,7 @@ static int run_chunks(struct trainer *t, const float *x, const void *y, int b, d
 		} else if (exec_loss(&t->e, (const char *)y + (size_t)at * yrow, n, true, &l, &hits, t->err, sizeof t->err) != 0) {
 			rc = -1;
 		} else if (!isfinite(l)) {
-			rc = stop_nonfinite(t, l, xc, n);
+			rc = stop_nonfinite(t, l, xc, n, mean_of_none(p, (const char *)y + (size_t)at * yrow, (int[]){ 0 }, &n, 1));
 		} else {
 			exec_backward(&t->e, n);
 			launch_wait_begin();
@@ -1349,8 +1375,9 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 				return -1;
 			}
 			if (!isfinite(loss)) {
+				bool none = mean_of_none(p, y, t->pipe.first, t->pipe.size, t->pipe.k);
 				loader_release(&t->l);
-				return stop_nonfinite(t, loss, NULL, b);
+				return stop_nonfinite(t, loss, NULL, b, none);
 			}
 		} else if (t->chunked) {
 			if (run_chunks(t, x, y, b, &loss, &correct) != 0) {
@@ -1369,7 +1396,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 				return -1;
 			}
 			if (!isfinite(loss)) {
-				int rc = stop_nonfinite(t, loss, x, b);
+				int rc = stop_nonfinite(t, loss, x, b, mean_of_none(p, y, (int[]){ 0 }, &b, 1));
 				loader_release(&t->l);
 				return rc;
 			}

@@ -862,7 +862,7 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 	const float *out = exec_output(e, last, train);
 	float *dout = train ? (float *)(void *)(exec_act(e, last) + p->mem[last].grad_off) : NULL;
 	int64_t per = numel(&p->nodes[last].out);
-	enum kern_reduction red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
+	enum kern_reduction red = exec_reduction(p, train);
 	int d = p->nodes[last].device;
 	struct gpu *gp = on(c, d); /* the output's GPU */
 	cudaStream_t s = gp->stream;
@@ -872,13 +872,13 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 			      per * n, red, e->loss_scale, loss, weight, add, gp->loss_parts);
 		break;
 	case LOSS_NLL:
-		kc_nll(s, out, y, dout, n, (int)per, -100, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,
+		kc_nll(s, out, y, dout, n, (int)per, p->train.ignore_index, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,
 		       gp->loss_parts);
 		if (correct)
 			count_hits(c, d, out, y, n, (int)per, correct);
 		break;
 	case LOSS_CROSS_ENTROPY:
-		kc_cross_entropy(s, out, y, dout, n, (int)per, -100, (float)p->train.label_smoothing, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,
+		kc_cross_entropy(s, out, y, dout, n, (int)per, p->train.ignore_index, (float)p->train.label_smoothing, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,
 				 gp->loss_parts);
 		if (correct)
 			count_hits(c, d, out, y, n, (int)per, correct);

@@ -110,6 +110,7 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch)
 	P->red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
 	P->scale = e->loss_scale;
 	P->smoothing = (float)p->train.label_smoothing;
+	P->ignore_index = p->train.ignore_index;
 	P->out = exec_output(e, last, true);
 	P->dout = (float *)(void *)(exec_act(e, last) + p->mem[last].grad_off);
 	P->weight = p->train.reduction == RED_SUM ? 1.0 : (double)batch;

@@ -78,6 +78,7 @@ struct tiny_prog {
 	enum kern_reduction red;
 	float scale;
 	float smoothing;                /* cross-entropy's label smoothing */
+	int32_t ignore_index;           /* cross-entropy's: rows of this target count for nothing */
 	enum kern_regression regression; /* TINY_REGRESSION's loss (mse, l1, ...), and its beta or delta */
 	float regression_param;
 	const float *out;
@@ -224,15 +225,15 @@ TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, char *sm
 	double counted = 0;
 	int bad = 0;
 	for (int r = tid; r < n; r += nt) {
-		counted += t[r] != -100;
-		bad |= body_target_bad(t[r], c, -100);
+		counted += t[r] != P->ignore_index;
+		bad |= body_target_bad(t[r], c, P->ignore_index);
 	}
 	counted = tiny_sum(tid, nt, counted, sh);
 	if (bad)
 		*P->bad_target = 1;
 	float g = body_class_grad((int64_t)counted, P->red, P->scale);
 	for (int r = tid; r < n; r += nt) {
-		bool on = t[r] != -100 && !body_target_bad(t[r], c, -100);
+		bool on = t[r] != P->ignore_index && !body_target_bad(t[r], c, P->ignore_index);
 		sum += body_ce_row(out + (int64_t)r * c, c, t[r], on, g, P->smoothing, dout + (int64_t)r * c);
 	}
 	sum = tiny_sum(tid, nt, sum, sh);

@@ -314,7 +314,8 @@ static int evaluate(struct gt *t)
 		}
 		exec_forward_range(e, 1, p->nnodes, m, false); /* the padding rows of a short chunk are not read */
 		/* the seed sums per-sample losses and divides by the set size */
-		cuda_loss(e, t->eval_ybuf, m, false, &w->sums[0], p->train.reduction == RED_SUM ? 1.0 : (double)m, true, &w->sums[1]);
+		cuda_loss(e, t->eval_ybuf, m, false, &w->sums[0], exec_reduction(p, false) == KERN_REDUCE_SUM ? 1.0 : (double)m, true,
+			  &w->sums[1]);
 	}
 	/* sharded FSDP all-gathers in every forward: a rank with fewer test
 	 * chunks than rank 0 runs uncounted ones on zeros until it has as many */
@@ -663,6 +664,12 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 			double bad = h[k];
 			char note[512];
 			const char *why = train_eps0_note(t->p, false, note, sizeof note);
+			const struct plan_train *tr = &t->p->train;
+			if (!why && isnan(bad) && tr->reduction == RED_MEAN && (tr->loss == LOSS_NLL || tr->loss == LOSS_CROSS_ENTROPY) &&
+			    dataset_count_label(&t->train, tr->ignore_index) > 0)
+				why = note, snprintf(note, sizeof note, "a batch whose every target is the loss's ignore_index (%ld) has a NaN mean, "
+						     "as in PyTorch: shuffle the data, use a larger batch, or give the loss reduction=\"sum\"",
+						     (long)tr->ignore_index);
 			free(h);
 			t->stop_key = "nonfinite"; /* every rank whose loss went bad says so: the launcher says it once */
 			return util_fail(t->err, sizeof t->err,

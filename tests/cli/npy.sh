@@ -142,10 +142,10 @@ fault y_float "y_float.npy: class labels must be integers, but this array is flo
 	--values 1 "$tmp/y_float.npy" '<f4' $N
 fault y_col "y_col.npy: the labels are (10000, 1), one per row; save them flat" --idx $LB "$tmp/y_col.npy" '<i8' $N,1
 fault y_few "y_few.npy: 9999 targets, but $tmp/x.npy holds 10000 samples" --idx $LB "$tmp/y_few.npy" '<i8' 9999
-fault y_class "y_class.npy: byte 129: the label at index 1 is 10, but the model scores 10 classes (labels 0 to 9" \
+fault y_class "y_class.npy: byte 129: the label at index 1 is 10, but the model scores 10 classes (labels 0 to 9, or" \
 	--values 3,10 "$tmp/y_class.npy" '|u1' $N
-fault y_neg "y_neg.npy: byte 128: the label at index 0 is -100, but the model scores 10 classes" \
-	--values -100 "$tmp/y_neg.npy" '<i8' $N
+fault y_neg "y_neg.npy: byte 128: the label at index 0 is -1, but the model scores 10 classes (labels 0 to 9, or the loss's ignore_index -100" \
+	--values -1 "$tmp/y_neg.npy" '<i8' $N
 fault y_cut "y_cut.npy: byte 80123: the file ends 79995 bytes into the array's data, but shape (10000,) of int64 needs 80000 bytes" \
 	--cut 5 --idx $LB "$tmp/y_cut.npy" '<i8' $N
 fault y_extra "y_extra.npy: byte 80128: 3 bytes follow the array's data" --extra 3 --idx $LB "$tmp/y_extra.npy" '<i8' $N

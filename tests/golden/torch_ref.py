@@ -42,40 +42,50 @@ def save(path, sd):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def train(m, opt, x, y, steps, batch, label_smoothing=0.0):
-    """steps steps of cross entropy (with label_smoothing) over consecutive
-    batches of x, y (the dataset's order, as trainc's shuffle=false);
-    returns each step's loss."""
+def criterion(out, y, reduction="mean", label_smoothing=0.0, ignore_index=-100, nll=False):
+    """nll_loss, or cross_entropy (with label_smoothing), each with
+    ignore_index."""
+    if nll:
+        return F.nll_loss(out, y, reduction=reduction, ignore_index=ignore_index)
+    return F.cross_entropy(out, y, reduction=reduction, label_smoothing=label_smoothing, ignore_index=ignore_index)
+
+
+def train(m, opt, x, y, steps, batch, **loss):
+    """steps steps of the criterion (cross entropy unless loss says nll,
+    with its label_smoothing and ignore_index) over consecutive batches of
+    x, y (the dataset's order, as trainc's shuffle=false); returns each
+    step's loss."""
     losses = []
     m.train()
     for step in range(steps):
         opt.zero_grad()
-        loss = F.cross_entropy(m(x[step * batch:(step + 1) * batch]), y[step * batch:(step + 1) * batch],
-                               label_smoothing=label_smoothing)
-        loss.backward()
+        loss_v = criterion(m(x[step * batch:(step + 1) * batch]), y[step * batch:(step + 1) * batch], **loss)
+        loss_v.backward()
         opt.step()
-        losses.append(loss.item())
+        losses.append(loss_v.item())
     return losses
 
 
-def evaluate(m, x, y, label_smoothing=0.0):
-    """The average cross entropy (with label_smoothing) over x, y in
-    evaluation mode, and how many samples the model gets right."""
+def evaluate(m, x, y, **loss):
+    """The summed criterion over x, y in evaluation mode divided by the
+    samples (the seed's test loss), and how many samples the model gets
+    right."""
     m.eval()
     with torch.no_grad():
         out = m(x)
-        loss = F.cross_entropy(out, y, reduction="sum", label_smoothing=label_smoothing).item() / len(y)
+        loss_v = criterion(out, y, reduction="sum", **loss).item() / len(y)
         correct = (out.argmax(1) == y).sum().item()
-    return loss, correct
+    return loss_v, correct
 
 
-def reference(m, out, name, lr, label_smoothing=0.0, shapes=()):
+def reference(m, out, name, lr, shapes=(), **loss):
     """The run each script makes of its model m: the output shape of each
     child named in shapes for one training sample, the initial weights
     as OUT/NAME_init.safetensors, 5 steps of SGD (lr, momentum 0.5,
-    batch 8, cross entropy with label_smoothing) on samples(40, 1) with
-    their losses, the test loss and accuracy on samples(20, 2) after, and
-    the trained weights as OUT/NAME_final.safetensors."""
+    batch 8, the criterion of loss: cross entropy unless nll=True, with
+    label_smoothing and ignore_index) on samples(40, 1) with their losses,
+    the test loss and accuracy on samples(20, 2) after, and the trained
+    weights as OUT/NAME_final.safetensors."""
     xtr, ytr = samples(40, 1)
     xte, yte = samples(20, 2)
     x = xtr[:1]
@@ -83,8 +93,8 @@ def reference(m, out, name, lr, label_smoothing=0.0, shapes=()):
         x = getattr(m, child)(x)
         print(f"{child}: {tuple(x.shape[1:])}")
     save(f"{out}/{name}_init.safetensors", m.state_dict())
-    losses = train(m, torch.optim.SGD(m.parameters(), lr=lr, momentum=0.5), xtr, ytr, 5, 8, label_smoothing)
+    losses = train(m, torch.optim.SGD(m.parameters(), lr=lr, momentum=0.5), xtr, ytr, 5, 8, **loss)
     print(f"losses: {' '.join(repr(v) for v in losses)}")
-    loss, correct = evaluate(m, xte, yte, label_smoothing)
-    print(f"after: test loss {loss!r} accuracy {correct}/20")
+    loss_v, correct = evaluate(m, xte, yte, **loss)
+    print(f"after: test loss {loss_v!r} accuracy {correct}/20")
     save(f"{out}/{name}_final.safetensors", m.state_dict())

@@ -9,6 +9,9 @@
  *                      torchvision's ToTensor + Normalize compute it
  *   --values A,B,...   the values in turn, repeated
  *   --ramp M           i % M
+ * then changed by:
+ *   --map FROM:TO      an element of value FROM made TO (before --norm)
+ *   --first K:V        the first K elements made V
  * and the file by:
  *   --version N        format N.0 (1, 2 or 3; default 1)
  *   --fortran 1        fortran_order True
@@ -61,7 +64,9 @@ int main(int argc, char **argv)
 	const char *idx = NULL, *header = NULL, *values = NULL;
 	double mean = 0, std = 1;
 	bool norm = false, fortran = false;
-	long ramp = 0, cut = 0, extra = 0;
+	long ramp = 0, cut = 0, extra = 0, first = 0;
+	double map_from = 0, map_to = 0, first_v = 0;
+	bool map = false;
 	int version = 1, a = 1;
 	for (; a < argc && argv[a][0] == '-' && argv[a][1] == '-'; a += 2) {
 		if (a + 1 >= argc)
@@ -77,7 +82,14 @@ int main(int argc, char **argv)
 			values = v;
 		else if (!strcmp(o, "ramp"))
 			ramp = atol(v);
-		else if (!strcmp(o, "version"))
+		else if (!strcmp(o, "map")) {
+			map = true;
+			if (sscanf(v, "%lf:%lf", &map_from, &map_to) != 2)
+				die("--map FROM:TO");
+		} else if (!strcmp(o, "first")) {
+			if (sscanf(v, "%ld:%lf", &first, &first_v) != 2)
+				die("--first K:V");
+		} else if (!strcmp(o, "version"))
 			version = atoi(v);
 		else if (!strcmp(o, "fortran"))
 			fortran = !strcmp(v, "1");
@@ -155,6 +167,10 @@ int main(int argc, char **argv)
 	unsigned char *d = calloc(bytes + (size_t)extra + 1, 1);
 	for (long long i = 0; i < numel; i++) {
 		double v = src ? src[i] : nv ? vals[i % nv] : ramp ? (double)(i % ramp) : 0;
+		if (map && v == map_from)
+			v = map_to;
+		if (i < first)
+			v = first_v;
 		if (norm)
 			v = ((float)v / 255.0f - (float)mean) / (float)std;
 		uint64_t bitsv = 0;

@@ -93,6 +93,22 @@ grep -qF 'the loss is NaN at step 1 (epoch 1); every target of the batch is the 
 	grep -qF 'give the loss reduction="sum"' "$tmp/nan.out" ||
 	{ fail "an all-ignored batch is not explained:"; sed 's/^/    /' "$tmp/nan.out"; }
 train first first --set train.shuffle=false --set train.log_interval=1
+# so in a micro-batch of a step; and on the GPU library, which names the likely cause
+sed -e 's/    batch = 64 .*/    global_batch = 128; micro_batch = 32/' -e "s|mnist(.*\$|npy(input=\"$tmp/x.npy\", target=\"$tmp/y64.npy\")|" \
+	models/mnist_cnn.net > "$tmp/micro.net"
+grep -q 'micro_batch = 32' "$tmp/micro.net" && [ "$(grep -c y64.npy "$tmp/micro.net")" = 2 ] || fail "models/mnist_cnn.net was not rewritten"
+"$TRAINC" "$tmp/micro.net" --threads 1 --set train.steps=2 --set train.shuffle=false --set 'train.loss=nll' --run-dir "$tmp/nanm" \
+	> "$tmp/nanm.out" 2>&1
+grep -qF "every target of the micro-batch is the loss's ignore_index (-100)" "$tmp/nanm.out" ||
+	{ fail "an all-ignored micro-batch is not explained:"; sed 's/^/    /' "$tmp/nanm.out"; }
+if gpu_lib fakecuda; then
+	"$TRAINC" "$tmp/first.net" $gpu --set train.steps=2 --set train.shuffle=false --set 'train.loss=nll' --run-dir "$tmp/nang" \
+		> "$tmp/nang.out" 2>&1
+	grep -qF "the loss is NaN at step 1 (epoch 1)" "$tmp/nang.out" &&
+		grep -qF "a batch whose every target is the loss's ignore_index (-100) has a NaN mean" "$tmp/nang.out" ||
+		{ fail "an all-ignored batch on the GPU library is not explained:"; sed 's/^/    /' "$tmp/nang.out"; }
+	unset TRAINC_CUDA_LIB
+fi
 [ "$(steps first | head -n 1)" = 0 ] || fail "an all-ignored batch under a sum: step 1's loss is $(steps first | head -n 1), not 0"
 
 # a checkpoint made with ignore_index=3 is another setting's

@@ -95,6 +95,13 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 			   shape_str(&out->out, b1, sizeof b1), ds->classes);
 		return false;
 	}
+	const struct plan_train *t = &p->train;
+	if (t->class_weights && t->nclass_weights != ds->classes) {
+		diag_error(d, t->class_weight_loc, "weight has %" PRId64 " weights, but the model scores %" PRId64 " classes; give one "
+			   "per class", t->nclass_weights, ds->classes);
+		diag_note(d, out->loc, "the model's last layer is here");
+		return false;
+	}
 	return true;
 }
 

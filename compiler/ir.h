@@ -283,6 +283,9 @@ struct plan_train {
 	const float *pos_weights;   /* bce_with_logits' pos_weight per output (the last dimension), or NULL */
 	int64_t npos_weights;
 	struct loc pos_weight_loc;
+	const float *class_weights; /* nll's and cross_entropy's weight per class, or NULL (each 1) */
+	int64_t nclass_weights;
+	struct loc class_weight_loc;
 	struct plan_optim optim;
 	struct plan_sched sched;
 	int64_t batch, global_batch, micro_batch, test_batch, epochs, steps, log_interval, checkpoint_every;

@@ -305,6 +305,28 @@ static bool read_ignore(struct reader *r, const struct val *v, struct plan_train
 	return true;
 }
 
+/* nll's and cross_entropy's weight: a list or tuple of a weight per
+ * class (infer.c checks the count against the model's classes), each a
+ * finite number at least 0, as PyTorch's weight tensor of C values */
+static bool class_weights(struct reader *r, const struct val *v, struct plan_train *t)
+{
+	if ((v->kind != V_LIST && v->kind != V_TUPLE) || v->n < 1) {
+		diag_error(r->d, v->loc, "weight needs a weight per class: weight=[1, 2, 1] for three classes");
+		return false;
+	}
+	float *w = arena_array(r->a, (size_t)v->n, sizeof *w);
+	for (int i = 0; i < v->n; i++) {
+		double x;
+		if (!loss_number(r, v->items[i].v, "a class weight", t->loss, &x))
+			return false;
+		w[i] = (float)x;
+	}
+	t->class_weights = w;
+	t->nclass_weights = v->n;
+	t->class_weight_loc = v->loc;
+	return true;
+}
+
 static bool read_loss(struct reader *r, const struct val *v, struct plan_train *t)
 {
 	int k;
@@ -316,13 +338,15 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 	 * ignore_index NLLLoss's and CrossEntropyLoss's; SmoothL1Loss has
 	 * beta, HuberLoss delta, BCEWithLogitsLoss pos_weight */
 	bool logits = t->loss == LOSS_BCE_LOGITS, ce = t->loss == LOSS_CROSS_ENTROPY, classes = ce || t->loss == LOSS_NLL;
-	const char *names[3] = { "reduction", t->loss == LOSS_SMOOTH_L1 ? "beta"
+	const char *names[4] = { "reduction", t->loss == LOSS_SMOOTH_L1 ? "beta"
 					     : t->loss == LOSS_HUBER ? "delta"
-					     : logits ? "pos_weight" : ce ? "label_smoothing" : "ignore_index", "ignore_index" };
-	struct val *s[3] = { NULL, NULL, NULL };
+					     : logits ? "pos_weight" : ce ? "label_smoothing" : "ignore_index",
+				 ce ? "ignore_index" : "weight", "weight" };
+	struct val *s[4] = { NULL, NULL, NULL, NULL };
 	if (!loss_lacks(r, v, t->loss, "label_smoothing", ce) || !loss_lacks(r, v, t->loss, "ignore_index", classes))
 		return false;
-	if (!bind(r, v, names, 0, ce ? 3 : t->loss == LOSS_MSE || t->loss == LOSS_L1 || t->loss == LOSS_BCE ? 1 : 2, s))
+	if (!bind(r, v, names, 0, ce ? 4 : t->loss == LOSS_NLL ? 3 : t->loss == LOSS_MSE || t->loss == LOSS_L1 || t->loss == LOSS_BCE ? 1 : 2,
+		  s))
 		return false;
 	t->reduction = RED_MEAN;
 	t->label_smoothing = 0;
@@ -330,8 +354,12 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 	t->loss_param = t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || logits ? 1.0 : 0.0;
 	t->pos_weights = NULL;
 	t->npos_weights = 0;
-	if (t->loss == LOSS_NLL)
-		s[2] = s[1], s[1] = NULL;
+	t->class_weights = NULL;
+	t->nclass_weights = 0;
+	if (t->loss == LOSS_NLL) /* reduction, ignore_index, weight */
+		s[3] = s[2], s[2] = s[1], s[1] = NULL;
+	if (s[3] && !class_weights(r, s[3], t))
+		return false;
 	if (s[2] && !read_ignore(r, s[2], t))
 		return false;
 	if (s[1] && !ce) {

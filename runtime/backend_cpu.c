@@ -462,11 +462,12 @@ static int cpu_loss(struct exec *e, const void *y, int n, bool train, double *lo
 					    (const float *)y, dout, (size_t)(per * n), red, e->loss_scale);
 		break;
 	case LOSS_NLL:
-		rc = kern_nll(out, (const int32_t *)y, dout, n, (int)per, p->train.ignore_index, red, e->loss_scale, loss);
+		rc = kern_nll(out, (const int32_t *)y, dout, n, (int)per, p->train.ignore_index, p->train.class_weights, red, e->loss_scale, loss);
 		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);
 		break;
 	case LOSS_CROSS_ENTROPY:
-		rc = kern_cross_entropy(out, (const int32_t *)y, dout, n, (int)per, p->train.ignore_index, (float)p->train.label_smoothing, red, e->loss_scale, loss);
+		rc = kern_cross_entropy(out, (const int32_t *)y, dout, n, (int)per, p->train.ignore_index, p->train.class_weights, (float)p->train.label_smoothing, red,
+					 e->loss_scale, loss);
 		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);
 		break;
 	}

@@ -261,17 +261,19 @@ double kern_regression(enum kern_regression kind, float param, const float *x, c
 double kern_regression_per(enum kern_regression kind, float param, const float *per, int64_t nper, const float *x,
 			   const float *target, float *dx, size_t n, enum kern_reduction red, float scale);
 /* Rows whose target is ignore_index (PyTorch: -100) add nothing and do not
- * count in the mean.  KERN_ERR_INDEX, nothing written, if another target is
+ * count in the mean.  w: a weight per class, or NULL (each 1): a row of
+ * target t weighs w[t], and a mean divides by the counted rows' weights
+ * (loss_elem.h).  KERN_ERR_INDEX, nothing written, if another target is
  * outside [0, c). */
 int kern_nll(const float *logp,      // (N, C)
 	     const int32_t *target,  // (N)
 	     float *dlogp,           // (N, C)
-	     int n, int c, int ignore_index, enum kern_reduction red, float scale, double *loss);
+	     int n, int c, int ignore_index, const float *w, enum kern_reduction red, float scale, double *loss);
 /* log_softmax and nll in one pass over logits (N, C); with label smoothing
  * eps in (0, 1], PyTorch's (1 - eps) nll + eps (mean over classes of -log p)
  * per row, whose gradient is softmax - (1 - eps) onehot - eps / C. */
 int kern_cross_entropy(const float *logits, const int32_t *target, float *dlogits,
-		       int n, int c, int ignore_index, float smoothing, enum kern_reduction red, float scale,
+		       int n, int c, int ignore_index, const float *w, float smoothing, enum kern_reduction red, float scale,
 		       double *loss);
 /* Rows whose first maximal logit is at the target class. */
 long kern_argmax_correct(const float *logits, const int32_t *target, int n, int c);

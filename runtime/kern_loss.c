@@ -65,33 +65,41 @@ double kern_mse(const float *x, const float *target, float *dx, size_t n, enum k
 	return kern_regression(KERN_MSE, 0.0f, x, target, dx, n, red, scale);
 }
 
-/* Rows that count, or -1 if a target is neither ignore_index nor a class. */
-static long count_targets(const int32_t *target, int n, int c, int ignore_index)
+/* The rows that count (their weights' sum where w is not NULL), or -1 if
+ * a target is neither ignore_index nor a class. */
+static double count_targets(const int32_t *target, int n, int c, int ignore_index, const float *w)
 {
-	long count = 0;
+	double count = 0;
 	for (int i = 0; i < n; i++) {
 		if (target[i] == ignore_index)
 			continue;
 		if (target[i] < 0 || target[i] >= c)
 			return -1;
-		count++;
+		count += w ? w[target[i]] : 1.0f;
 	}
 	return count;
 }
 
-/* PyTorch's mean over zero counted rows is 0/0: NaN loss, zero gradient. */
-static double reduce(double sum, long count, enum kern_reduction red)
+/* PyTorch's mean over zero counted rows (or weight) is 0/0: NaN loss,
+ * zero gradient. */
+static double reduce(double sum, double count, enum kern_reduction red)
 {
-	return red == KERN_REDUCE_MEAN ? (count ? sum / (double)count : NAN) : sum;
+	return red == KERN_REDUCE_MEAN ? (count != 0 ? sum / count : NAN) : sum;
 }
 
-int kern_nll(const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
+/* A counted row's gradient factor: scale (signed), over the count for a mean. */
+static float class_grad(double count, enum kern_reduction red, float scale)
+{
+	return red == KERN_REDUCE_MEAN ? (count != 0 ? scale / (float)count : 0.0f) : scale;
+}
+
+int kern_nll(const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index, const float *w,
 	     enum kern_reduction red, float scale, double *loss)
 {
-	long count = count_targets(target, n, c, ignore_index);
+	double count = count_targets(target, n, c, ignore_index, w);
 	if (count < 0)
 		return KERN_ERR_INDEX;
-	float g = red == KERN_REDUCE_MEAN ? (count ? -scale / (float)count : 0.0f) : -scale;
+	float g = class_grad(count, red, -scale);
 	double part[PARTS];
 	#pragma omp parallel for schedule(static) if ((size_t)n * c > PAR_MIN)
 	for (int p = 0; p < PARTS; p++) {
@@ -100,12 +108,13 @@ int kern_nll(const float *logp, const int32_t *target, float *dlogp, int n, int 
 		double s = 0;
 		for (size_t i = lo; i < hi; i++) {
 			bool on = target[i] != ignore_index;
+			float wt = on && w ? w[target[i]] : 1.0f;
 			if (on)
-				s -= logp[i * c + target[i]];
+				s -= wt * logp[i * c + target[i]];
 			if (dlogp) {
 				memset(dlogp + i * c, 0, sizeof(float) * c);
 				if (on)
-					dlogp[i * c + target[i]] = g;
+					dlogp[i * c + target[i]] = g * wt;
 			}
 		}
 		part[p] = s;
@@ -115,12 +124,13 @@ int kern_nll(const float *logp, const int32_t *target, float *dlogp, int n, int 
 }
 
 int kern_cross_entropy(const float *logits, const int32_t *target, float *dlogits, int n, int c,
-		       int ignore_index, float smoothing, enum kern_reduction red, float scale, double *loss)
+		       int ignore_index, const float *w, float smoothing, enum kern_reduction red, float scale, double *loss)
 {
-	long count = count_targets(target, n, c, ignore_index);
+	double count = count_targets(target, n, c, ignore_index, w);
 	if (count < 0)
 		return KERN_ERR_INDEX;
-	float g = red == KERN_REDUCE_MEAN ? (count ? scale / (float)count : 0.0f) : scale;
+	float g = class_grad(count, red, scale);
+	double wsum = w ? loss_class_weight_sum(w, c) : c;
 	double part[PARTS];
 	#pragma omp parallel for schedule(static) if ((size_t)n * c > PAR_MIN)
 	for (int p = 0; p < PARTS; p++) {
@@ -138,9 +148,12 @@ int kern_cross_entropy(const float *logits, const int32_t *target, float *dlogit
 				se += expf(z[k] - mx);
 			if (smoothing > 0)
 				for (int k = 0; k < c; k++)
-					zc += z[k] - mx;
+					zc += w ? (double)(w[k] * (z[k] - mx)) : z[k] - mx;
 			float ls = (float)log(se); /* log Σ exp(z - max), so lse = max + ls */
-			if (on) {
+			float wt = on && w ? w[target[i]] : 1.0f;
+			if (on && w) {
+				s += loss_ce_weighted_term(ls, z[target[i]], mx, zc, wt, wsum, c, smoothing);
+			} else if (on) {
 				double nll = ls - (z[target[i]] - mx);
 				/* the mean over classes of -log p is ls - Σ (z - max) / C */
 				s += smoothing > 0 ? (1 - (double)smoothing) * nll + smoothing * (ls - zc / c) : nll;
@@ -148,11 +161,19 @@ int kern_cross_entropy(const float *logits, const int32_t *target, float *dlogit
 			if (!dlogits)
 				continue;
 			/* d/dz of lse - z[t] is softmax(z) - onehot(t); smoothing
-			 * takes gu = gi eps / C from every class, gi (1 - eps) at t */
+			 * takes gu = gi eps / C from every class, gi (1 - eps) at t;
+			 * class weights scale each by loss_elem.h's rule */
 			float *d = dlogits + i * c, gi = on ? g : 0.0f;
 			float gt = gi * (1.0f - smoothing), gu = gi * smoothing / (float)c;
-			for (int k = 0; k < c; k++)
-				d[k] = gi * expf((z[k] - mx) - ls) - gu;
+			if (w) {
+				float gs = loss_ce_weighted_gs(gi, smoothing, wt, wsum, c);
+				for (int k = 0; k < c; k++)
+					d[k] = gs * expf((z[k] - mx) - ls) - gu * w[k];
+				gt *= wt;
+			} else {
+				for (int k = 0; k < c; k++)
+					d[k] = gi * expf((z[k] - mx) - ls) - gu;
+			}
 			if (on)
 				d[target[i]] -= gt;
 		}

@@ -1,5 +1,6 @@
 /* loss_elem.h: the per-element arithmetic of the losses against real
- * targets (mse, l1, smooth_l1, huber, bce, bce_with_logits), shared by the CPU loss (kern_loss.c), the CUDA
+ * targets (mse, l1, smooth_l1, huber, bce, bce_with_logits), and the
+ * class weights of nll and cross_entropy, shared by the CPU loss (kern_loss.c), the CUDA
  * kernel (cuda/kernels_loss.cu), the one-kernel step (cuda/tiny.h) and the
  * host stand-in, so every path runs one formula; only their sums' order
  * differs.  Gradients are ATen's: sign(e) with 0 at 0, the kinks taken
@@ -85,5 +86,29 @@ LOSS_FN double loss_regression_term(enum kern_regression kind, float param, floa
 	}
 	*d = 0;
 	return 0;
+}
+/* Class weights (nll's and cross_entropy's weight=, w[c] per class): a row
+ * of target t weighs w[t], and a mean divides by the counted rows' sum of
+ * w[t], as ATen's total_weight.  With label smoothing eps over C classes
+ * (ATen: the smoothed part is -Σ_c w_c log p_c, over the same total) the
+ * row's term is (1 - eps) w_t (ls - (z_t - mx)) + eps (ls W - zw) / C,
+ * W = Σ_c w_c (loss_class_weight_sum) and zw = Σ_c w_c (z_c - mx) in
+ * double; its gradient at class k is gs softmax_k - gi eps w_k / C, less
+ * gi (1 - eps) w_t at the target, gs = gi ((1 - eps) w_t + eps W / C). */
+LOSS_FN double loss_class_weight_sum(const float *w, int c)
+{
+	double s = 0;
+	for (int k = 0; k < c; k++)
+		s += w[k];
+	return s;
+}
+LOSS_FN double loss_ce_weighted_term(float ls, float zt, float mx, double zw, float wt, double wsum, int c, float eps)
+{
+	double nll = (double)wt * (ls - (zt - mx));
+	return eps > 0 ? (1 - (double)eps) * nll + eps * ((double)ls * wsum - zw) / c : nll;
+}
+LOSS_FN float loss_ce_weighted_gs(float gi, float eps, float wt, double wsum, int c)
+{
+	return gi * ((1.0f - eps) * wt + eps * (float)wsum / (float)c);
 }
 #endif

@@ -219,6 +219,8 @@ static void settings(uint64_t *h, const struct plan *p)
 		field(h, "ignore_index %d", (int)t->ignore_index);
 	if (t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || (t->loss == LOSS_BCE_LOGITS && t->loss_param != 1))
 		field(h, "loss_param %a", t->loss_param);
+	for (int64_t i = 0; i < t->nclass_weights; i++)
+		field(h, "class_weight %a", (double)t->class_weights[i]);
 	for (int64_t i = 0; i < t->npos_weights; i++)
 		field(h, "pos_weight %a", (double)t->pos_weights[i]);
 	optim(h, &t->optim);

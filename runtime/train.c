@@ -1197,8 +1197,8 @@ static int setup(struct trainer *t)
 }
 
 /* Whether one of the k pieces (first[i], size[i]) of a batch of class
- * targets y has every target at the loss's ignore_index: its mean loss is
- * over no target, NaN, as PyTorch's. */
+ * targets y has every target at the loss's ignore_index (or of a class
+ * weighing 0): its mean loss is over no target, NaN, as PyTorch's. */
 static bool mean_of_none(const struct plan *p, const void *y, const int *first, const int *size, int k)
 {
 	const struct plan_train *tr = &p->train;
@@ -1207,7 +1207,7 @@ static bool mean_of_none(const struct plan *p, const void *y, const int *first, 
 	for (int j = 0; j < k; j++) {
 		const int32_t *c = (const int32_t *)y + first[j];
 		int i = 0;
-		while (i < size[j] && c[i] == tr->ignore_index)
+		while (i < size[j] && (c[i] == tr->ignore_index || (tr->class_weights && tr->class_weights[c[i]] == 0)))
 			i++;
 		if (i == size[j])
 			return true;
@@ -1226,10 +1226,11 @@ static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b,
 	bool bce = t->p->train.loss == LOSS_BCE;
 	if (none) {
 		long ig = (long)t->p->train.ignore_index;
-		snprintf(where, sizeof where, "; every target of the %s is the loss's ignore_index (%ld), and a mean over no target is "
-			 "NaN, as in PyTorch", t->use_pipe || t->chunked || t->accum > 1 ? "micro-batch" : "batch", ig);
-		snprintf(note, sizeof note, "shuffle the data (shuffle = true) or use a larger batch so each %s has a labelled "
-			 "sample, or give the loss reduction=\"sum\"", t->use_pipe || t->chunked || t->accum > 1 ? "micro-batch" : "batch");
+		snprintf(where, sizeof where, "; every target of the %s is the loss's ignore_index (%ld)%s, and a mean over no target is "
+			 "NaN, as in PyTorch", t->use_pipe || t->chunked || t->accum > 1 ? "micro-batch" : "batch", ig,
+			 t->p->train.class_weights ? " or a class of weight 0" : "");
+		snprintf(note, sizeof note, "shuffle the data (shuffle = true) or use a larger batch so each %s has a target "
+			 "that counts, or give the loss reduction=\"sum\"", t->use_pipe || t->chunked || t->accum > 1 ? "micro-batch" : "batch");
 	} else if (bad >= 0)
 		snprintf(where, sizeof where, "; the first non-finite output is %s's", t->p->nodes[bad].what);
 	else if (x && bce) /* its logs are clamped, so only a log of a value outside [0, 1] goes bad */

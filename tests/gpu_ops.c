@@ -31,6 +31,7 @@
 #include "runtime/cuda/cuda.h"
 #include "runtime/cuda/kc.h"
 #include "runtime/exec.h"
+#include "runtime/loss_elem.h"
 #include "runtime/optim.h"
 #include "runtime/philox.h"
 #include "runtime/store.h"
@@ -307,14 +308,14 @@ static void check_in_place(void)
 	cudaMemcpyAsync(w, g, sizeof h, cudaMemcpyDeviceToDevice, s);
 	kc_layernorm_bwd(s, x, gamma, sm, sm + R, w, w, NULL, NULL, R, D);
 	same_bits("layernorm backward, dx over dy", w, apart, sizeof h);
-	kc_cross_entropy(s, x, td, apart, R, D, -100, 0.0f, KERN_REDUCE_MEAN, 0.5f, loss, 1.0, false, bad, parts);
+	kc_cross_entropy(s, x, td, apart, R, D, -100, NULL, 0, 0.0f, KERN_REDUCE_MEAN, 0.5f, loss, 1.0, false, bad, parts);
 	cudaMemcpyAsync(w, x, sizeof h, cudaMemcpyDeviceToDevice, s);
-	kc_cross_entropy(s, w, td, w, R, D, -100, 0.0f, KERN_REDUCE_MEAN, 0.5f, loss + 1, 1.0, false, bad, parts);
+	kc_cross_entropy(s, w, td, w, R, D, -100, NULL, 0, 0.0f, KERN_REDUCE_MEAN, 0.5f, loss + 1, 1.0, false, bad, parts);
 	same_bits("cross_entropy, dlogits over logits", w, apart, sizeof h);
 	same_bits("cross_entropy's loss, dlogits over logits", loss + 1, loss, sizeof *loss);
 	kc_log_softmax_fwd(s, x, y, R, D, 1);
-	kc_nll(s, y, td, apart, R, D, -100, KERN_REDUCE_SUM, 0.5f, loss, 1.0, false, bad, parts);
-	kc_nll(s, y, td, y, R, D, -100, KERN_REDUCE_SUM, 0.5f, loss + 1, 1.0, false, bad, parts);
+	kc_nll(s, y, td, apart, R, D, -100, NULL, KERN_REDUCE_SUM, 0.5f, loss, 1.0, false, bad, parts);
+	kc_nll(s, y, td, y, R, D, -100, NULL, KERN_REDUCE_SUM, 0.5f, loss + 1, 1.0, false, bad, parts);
 	same_bits("nll, dlogp over logp", y, apart, sizeof h);
 	same_bits("nll's loss, dlogp over logp", loss + 1, loss, sizeof *loss);
 	kc_regression(s, KERN_MSE, 0.0f, NULL, 0, x, g, apart, N, KERN_REDUCE_MEAN, 1.0f, loss, 1.0, false, parts);
@@ -350,23 +351,27 @@ static void check_loss_blocks(void)
 		enum kern_reduction red;
 		float eps; /* cross_entropy's label smoothing, a regression's beta or delta */
 		const char *what;
+		bool weighted; /* a class loss with class weights 0.5, 1, 1.5, 2, 0.5, ... (sums exact in any order) */
 	} cases[] = {
-		{ 2, 333, 301, KERN_REDUCE_MEAN, 0.0f, "cross_entropy 333 x 301, mean" },
-		{ 2, 20000, 3, KERN_REDUCE_SUM, 0.0f, "cross_entropy 20000 x 3, sum" },
-		{ 2, 333, 301, KERN_REDUCE_MEAN, 0.1f, "cross_entropy 333 x 301, smoothed 0.1" },
-		{ 2, 20000, 3, KERN_REDUCE_SUM, 1.0f, "cross_entropy 20000 x 3, smoothed 1" },
-		{ 2, 64, 10, KERN_REDUCE_MEAN, 0.25f, "cross_entropy 64 x 10, smoothed 0.25" },
-		{ 1, 129, 1000, KERN_REDUCE_SUM, 0.0f, "nll 129 x 1000, sum" },
-		{ 1, 4001, 37, KERN_REDUCE_MEAN, 0.0f, "nll 4001 x 37, mean" },
-		{ 3 + KERN_MSE, 100001, 1, KERN_REDUCE_MEAN, 0.0f, "mse 100001, mean" },
-		{ 3 + KERN_L1, 70001, 1, KERN_REDUCE_MEAN, 0.0f, "l1 70001, mean" },
-		{ 3 + KERN_SMOOTH_L1, 50000, 1, KERN_REDUCE_SUM, 0.8f, "smooth_l1 50000, beta 0.8, sum" },
-		{ 3 + KERN_HUBER, 40000, 1, KERN_REDUCE_MEAN, 2.0f, "huber 40000, delta 2, mean" },
-		{ 3 + KERN_HUBER, 999, 1, KERN_REDUCE_SUM, 0.5f, "huber 999, delta 0.5, sum" },
-		{ 3 + KERN_BCE, 60001, 1, KERN_REDUCE_MEAN, 0.0f, "bce 60001, mean" },
-		{ 3 + KERN_BCE_LOGITS, 30000, 1, KERN_REDUCE_SUM, 1.0f, "bce_with_logits 30000, sum" },
-		{ 3 + KERN_BCE_LOGITS, 5001, 1, KERN_REDUCE_MEAN, 0.25f, "bce_with_logits 5001, pos_weight 0.25, mean" },
-		{ 3 + KERN_BCE_LOGITS, 2001, 5, KERN_REDUCE_MEAN, 1.0f, "bce_with_logits 2001 x 5, pos_weight per output" },
+		{ 2, 333, 301, KERN_REDUCE_MEAN, 0.0f, "cross_entropy 333 x 301, mean", false },
+		{ 2, 20000, 3, KERN_REDUCE_SUM, 0.0f, "cross_entropy 20000 x 3, sum", false },
+		{ 2, 333, 301, KERN_REDUCE_MEAN, 0.1f, "cross_entropy 333 x 301, smoothed 0.1", false },
+		{ 2, 20000, 3, KERN_REDUCE_SUM, 1.0f, "cross_entropy 20000 x 3, smoothed 1", false },
+		{ 2, 64, 10, KERN_REDUCE_MEAN, 0.25f, "cross_entropy 64 x 10, smoothed 0.25", false },
+		{ 1, 129, 1000, KERN_REDUCE_SUM, 0.0f, "nll 129 x 1000, sum", false },
+		{ 1, 4001, 37, KERN_REDUCE_MEAN, 0.0f, "nll 4001 x 37, mean", false },
+		{ 1, 4001, 37, KERN_REDUCE_MEAN, 0.0f, "nll 4001 x 37, mean, class weights", true },
+		{ 2, 333, 301, KERN_REDUCE_MEAN, 0.1f, "cross_entropy 333 x 301, smoothed 0.1, class weights", true },
+		{ 2, 20000, 3, KERN_REDUCE_SUM, 0.0f, "cross_entropy 20000 x 3, sum, class weights", true },
+		{ 3 + KERN_MSE, 100001, 1, KERN_REDUCE_MEAN, 0.0f, "mse 100001, mean", false },
+		{ 3 + KERN_L1, 70001, 1, KERN_REDUCE_MEAN, 0.0f, "l1 70001, mean", false },
+		{ 3 + KERN_SMOOTH_L1, 50000, 1, KERN_REDUCE_SUM, 0.8f, "smooth_l1 50000, beta 0.8, sum", false },
+		{ 3 + KERN_HUBER, 40000, 1, KERN_REDUCE_MEAN, 2.0f, "huber 40000, delta 2, mean", false },
+		{ 3 + KERN_HUBER, 999, 1, KERN_REDUCE_SUM, 0.5f, "huber 999, delta 0.5, sum", false },
+		{ 3 + KERN_BCE, 60001, 1, KERN_REDUCE_MEAN, 0.0f, "bce 60001, mean", false },
+		{ 3 + KERN_BCE_LOGITS, 30000, 1, KERN_REDUCE_SUM, 1.0f, "bce_with_logits 30000, sum", false },
+		{ 3 + KERN_BCE_LOGITS, 5001, 1, KERN_REDUCE_MEAN, 0.25f, "bce_with_logits 5001, pos_weight 0.25, mean", false },
+		{ 3 + KERN_BCE_LOGITS, 2001, 5, KERN_REDUCE_MEAN, 1.0f, "bce_with_logits 2001 x 5, pos_weight per output", false },
 	};
 	cudaStream_t s = NULL;
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -380,11 +385,19 @@ static void check_loss_blocks(void)
 			x[i] = 3.0f * rng_normal(&r, (uint64_t)i);
 			t[i] = rng_normal(&r, (uint64_t)(e + i));
 		}
-		int64_t count = 0;
+		float *cw = cases[k].weighted ? malloc((size_t)c * 4) : NULL, *cwd = NULL;
+		for (int j = 0; cw && j < c; j++)
+			cw[j] = 0.5f * (float)(1 + j % 4);
+		double count = 0;
 		for (int i = 0; i < n; i++) {
 			cls[i] = i % 7 == 3 ? -100 : (int32_t)(rng_u32(&r, (uint64_t)(2 * e + i)) % (uint32_t)c);
-			count += cls[i] != -100;
+			count += cls[i] == -100 ? 0 : cw ? cw[cls[i]] : 1;
 		}
+		if (cw) {
+			cudaMalloc((void **)&cwd, (size_t)c * 4);
+			cudaMemcpy(cwd, cw, (size_t)c * 4, cudaMemcpyHostToDevice);
+		}
+		double cwsum = cw ? loss_class_weight_sum(cw, c) : 0;
 		if (kind == 1) /* nll takes log-probabilities */
 			kern_log_softmax_fwd(x, x, n, c, 1);
 		if (kind == 3 + KERN_BCE || kind == 3 + KERN_BCE_LOGITS) /* targets in [0, 1]; bce's inputs too, 0 and 1 among them */
@@ -407,9 +420,9 @@ static void check_loss_blocks(void)
 						  cases[k].red, 1.0f);
 			count = e;
 		} else if (kind == 1)
-			kern_nll(x, cls, dref, n, c, -100, cases[k].red, 1.0f, &ref);
+			kern_nll(x, cls, dref, n, c, -100, cw, cases[k].red, 1.0f, &ref);
 		else
-			kern_cross_entropy(x, cls, dref, n, c, -100, cases[k].eps, cases[k].red, 1.0f, &ref);
+			kern_cross_entropy(x, cls, dref, n, c, -100, cw, cases[k].eps, cases[k].red, 1.0f, &ref);
 		float *xd = NULL, *td = NULL, *apart = NULL, *w = NULL;
 		double *loss = NULL, *parts = NULL, h[4] = { 0, 0, 3.0, 7.0 }, hp[KC_LOSS_PARTS + 1];
 		int32_t *cd = NULL, *bad = NULL, hb[1] = { -1 };
@@ -438,9 +451,10 @@ static void check_loss_blocks(void)
 				kc_regression(s, (enum kern_regression)(kind - 3), cases[k].eps, perd, nper, in, td, dx, e, cases[k].red, 1.0f,
 					      loss + pass, weight, add, parts);
 			else if (kind == 1)
-				kc_nll(s, in, cd, dx, n, c, -100, cases[k].red, 1.0f, loss + pass, weight, add, bad, parts);
+				kc_nll(s, in, cd, dx, n, c, -100, cwd, cases[k].red, 1.0f, loss + pass, weight, add, bad, parts);
 			else
-				kc_cross_entropy(s, in, cd, dx, n, c, -100, cases[k].eps, cases[k].red, 1.0f, loss + pass, weight, add, bad, parts);
+				kc_cross_entropy(s, in, cd, dx, n, c, -100, cwd, cwsum, cases[k].eps, cases[k].red, 1.0f, loss + pass, weight, add,
+						 bad, parts);
 			if (pass == 0) {
 				cudaStreamSynchronize(s);
 				cudaMemcpy(hp, parts, sizeof hp, cudaMemcpyDeviceToHost);
@@ -448,7 +462,7 @@ static void check_loss_blocks(void)
 		}
 		bool read = cudaStreamSynchronize(s) == cudaSuccess && cudaMemcpy(h, loss, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess &&
 			    cudaMemcpy(hb, bad, 4, cudaMemcpyDeviceToHost) == cudaSuccess;
-		bool grid = host || e <= KC_LOSS_CHUNK || hp[KC_LOSS_PARTS] == (double)count;
+		bool grid = host || e <= KC_LOSS_CHUNK || hp[KC_LOSS_PARTS] == count;
 		bool near = fabs(h[0] - ref) <= 1e-7 * fabs(ref);
 		bool added = h[2] == 3.0 + 0.5 * h[0], kept = kind >= 3 ? hb[0] == 0 : hb[0] == 1 && h[3] == 7.0;
 		bool ok = read && grid && near && added && kept;
@@ -462,6 +476,9 @@ static void check_loss_blocks(void)
 		cudaFree(xd), cudaFree(td), cudaFree(apart), cudaFree(w), cudaFree(cd), cudaFree(bad), cudaFree(loss), cudaFree(parts);
 		if (perd)
 			cudaFree(perd);
+		if (cwd)
+			cudaFree(cwd);
+		free(cw);
 	}
 	cudaStreamDestroy(s);
 }

@@ -349,27 +349,29 @@ static void test_mse(void)
 }
 
 /* The loss kernels as one block: count, then rows; returns -1 on a bad
- * target.  eps: cross-entropy's label smoothing. */
+ * target.  eps: cross-entropy's label smoothing; w: class weights or NULL. */
 static int class_loss(bool ce, const float *z, const int32_t *target, float *d, int n, int c, int ignore, float eps,
-		      enum kern_reduction red, float scale, double *loss)
+		      const float *w, enum kern_reduction red, float scale, double *loss)
 {
-	int64_t count = 0;
+	double count = 0;
 	for (int i = 0; i < n; i++) {
 		if (body_target_bad(target[i], c, ignore))
 			return -1;
-		count += target[i] != ignore;
+		if (target[i] != ignore)
+			count += body_class_weight(w, target[i], true);
 	}
 	float g = body_class_grad(count, red, scale);
-	double per_thread[1024] = { 0 };
+	double per_thread[1024] = { 0 }, wsum = w ? loss_class_weight_sum(w, c) : 0;
 	for (int r = 0; r < n; r++) {
 		bool on = target[r] != ignore;
+		float wt = body_class_weight(w, target[r], on);
 		if (ce) {
-			per_thread[(r % 32) * 32] += body_ce_row(z + (size_t)r * c, c, target[r], on, g, eps, d + (size_t)r * c);
+			per_thread[(r % 32) * 32] += body_ce_row(z + (size_t)r * c, c, target[r], on, g, eps, w, wsum, d + (size_t)r * c);
 		} else {
 			if (on)
-				per_thread[r % 1024] -= z[(size_t)r * c + target[r]];
+				per_thread[r % 1024] -= wt * z[(size_t)r * c + target[r]];
 			for (int k = 0; k < c; k++)
-				d[(size_t)r * c + k] = body_nll_grad(k, target[r], on, g);
+				d[(size_t)r * c + k] = body_nll_grad(k, target[r], on, g) * wt;
 		}
 	}
 	for (int s = 512; s > 0; s /= 2)
@@ -389,16 +391,18 @@ static void test_class_losses(void)
 		for (int i = 0; i < n; i++) t[i] = (i * 7 + 3) % c;
 		t[1] = -100; /* ignored */
 		if (n > 4) t[4] = -100;
-		/* nll, cross-entropy, and cross-entropy with label smoothing */
-		for (int ce = 0; ce < 3; ce++)
+		float *cw = rand_floats((size_t)c, 0, 3, 15);
+		/* nll, cross-entropy, and cross-entropy with label smoothing;
+		 * each without class weights and with them */
+		for (int ce = 0; ce < 6; ce++)
 			for (int red = 0; red < 2; red++) {
 				double lw, lg;
-				float eps = ce == 2 ? 0.3f : 0.0f;
-				int rw = ce ? kern_cross_entropy(z, t, want, n, c, -100, eps, red, 0.25f, &lw)
-					    : kern_nll(z, t, want, n, c, -100, red, 0.25f, &lw);
-				int rg = class_loss(ce, z, t, got, n, c, -100, eps, red, 0.25f, &lg);
+				float eps = ce % 3 == 2 ? 0.3f : 0.0f, *w = ce >= 3 ? cw : NULL;
+				int rw = ce % 3 ? kern_cross_entropy(z, t, want, n, c, -100, w, eps, red, 0.25f, &lw)
+						: kern_nll(z, t, want, n, c, -100, w, red, 0.25f, &lw);
+				int rg = class_loss(ce % 3, z, t, got, n, c, -100, eps, w, red, 0.25f, &lg);
 				CHECK(rw == KERN_OK && rg == 0);
-				CHECK_SAME(ce ? "ce grad" : "nll grad", got, want, (size_t)n * c);
+				CHECK_SAME(ce % 3 ? "ce grad" : "nll grad", got, want, (size_t)n * c);
 				CHECK_NEAR(lg, lw, 1e-12 * fabs(lw));
 			}
 	}
@@ -406,12 +410,12 @@ static void test_class_losses(void)
 	float z[6] = { 1, 2, 3, 4, 5, 6 }, d[6];
 	int32_t t[2] = { 3, 3 };
 	double l;
-	CHECK(class_loss(true, z, t, d, 2, 3, 3, 0.0f, KERN_REDUCE_MEAN, 1.0f, &l) == 0);
+	CHECK(class_loss(true, z, t, d, 2, 3, 3, 0.0f, NULL, KERN_REDUCE_MEAN, 1.0f, &l) == 0);
 	CHECK(isnan(l));
 	for (int i = 0; i < 6; i++) CHECK(d[i] == 0.0f);
 	t[1] = 4;
-	CHECK(class_loss(true, z, t, d, 2, 3, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &l) == -1);
-	CHECK(kern_cross_entropy(z, t, d, 2, 3, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &l) == KERN_ERR_INDEX);
+	CHECK(class_loss(true, z, t, d, 2, 3, -100, 0.0f, NULL, KERN_REDUCE_MEAN, 1.0f, &l) == -1);
+	CHECK(kern_cross_entropy(z, t, d, 2, 3, -100, NULL, 0.0f, KERN_REDUCE_MEAN, 1.0f, &l) == KERN_ERR_INDEX);
 }
 
 static void test_argmax(void)

@@ -1336,8 +1336,8 @@ static double loss_eval(struct loss *l, float *dx, float scale)
 	if (l->kind >= LOSS_L1) /* beta 0.7 and delta 1.3 put elements on both sides */
 		return kern_regression((enum kern_regression)(KERN_L1 + l->kind - LOSS_L1), l->kind == LOSS_HUBER ? 1.3f : 0.7f, l->x, l->t,
 				       dx, (size_t)l->n * l->c, l->red, scale);
-	int rc = l->kind == LOSS_NLL ? kern_nll(l->x, l->target, dx, l->n, l->c, -100, l->red, scale, &v)
-				     : kern_cross_entropy(l->x, l->target, dx, l->n, l->c, -100, l->kind == LOSS_CE_SMOOTH ? 0.2f : 0.0f,
+	int rc = l->kind == LOSS_NLL ? kern_nll(l->x, l->target, dx, l->n, l->c, -100, NULL, l->red, scale, &v)
+				     : kern_cross_entropy(l->x, l->target, dx, l->n, l->c, -100, NULL, l->kind == LOSS_CE_SMOOTH ? 0.2f : 0.0f,
 							  l->red, scale, &v);
 	CHECK(rc == KERN_OK);
 	return v;
@@ -1383,11 +1383,11 @@ static void test_loss_reference(void)
 	float want_grad[12] = { -0.113666281f, 0.080810994f, 0.032855302f, 0.038704846f, 0.285992265f,
 				-0.324697137f, 0, 0, 0, 0.111111104f, -0.222222239f, 0.111111104f };
 	double v;
-	CHECK(kern_cross_entropy(z, t, dz, 4, 3, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
+	CHECK(kern_cross_entropy(z, t, dz, 4, 3, -100, NULL, 0.0f, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
 	CHECK_NEAR(v, 1.7229400873184204, 1e-6);
 	for (int i = 0; i < 12; i++)
 		CHECK_NEAR(dz[i], want_grad[i], 1e-7);
-	CHECK(kern_cross_entropy(z, t, NULL, 4, 3, -100, 0.0f, KERN_REDUCE_SUM, 1.0f, &v) == KERN_OK);
+	CHECK(kern_cross_entropy(z, t, NULL, 4, 3, -100, NULL, 0.0f, KERN_REDUCE_SUM, 1.0f, &v) == KERN_OK);
 	CHECK_NEAR(v, 5.168820381164551, 1e-5);
 	/* with label_smoothing 0.1 and 1 (every class weighed alike), PyTorch's
 	 * losses and gradients; an ignored row still has none */
@@ -1404,7 +1404,7 @@ static void test_loss_reference(void)
 		  { 0.325667828f, -0.0909003615f, -0.234767437f, -0.217218816f, 0.524643421f, -0.307424694f, 0, 0, 0, 0, 0, 0 } },
 	};
 	for (size_t k = 0; k < sizeof smooth / sizeof smooth[0]; k++) {
-		CHECK(kern_cross_entropy(z, t, dz, 4, 3, -100, smooth[k].eps, smooth[k].red, 1.0f, &v) == KERN_OK);
+		CHECK(kern_cross_entropy(z, t, dz, 4, 3, -100, NULL, smooth[k].eps, smooth[k].red, 1.0f, &v) == KERN_OK);
 		CHECK_NEAR(v, smooth[k].loss, 1e-6 * (1 + smooth[k].loss));
 		for (int i = 0; i < 12; i++)
 			CHECK_NEAR(dz[i], smooth[k].grad[i], 1e-7);
@@ -1412,7 +1412,7 @@ static void test_loss_reference(void)
 	}
 	/* nll over log_softmax is the same loss */
 	kern_log_softmax_fwd(z, lp, 4, 3, 1);
-	CHECK(kern_nll(lp, t, dlp, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
+	CHECK(kern_nll(lp, t, dlp, 4, 3, -100, NULL, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
 	CHECK_NEAR(v, 1.7229400873184204, 1e-6);
 	CHECK(dlp[0] == -1.0f / 3 && dlp[1] == 0 && dlp[6] == 0);
 	/* mse_loss([1, 2, 3, 4], [1.5, 2, 2, 5]) */
@@ -1475,12 +1475,12 @@ static void test_loss_reference(void)
 	/* a class out of range is refused before anything is written */
 	int32_t bad[4] = { 0, 3, 1, 1 }, neg[4] = { 0, -1, 1, 1 };
 	dz[0] = 42;
-	CHECK(kern_cross_entropy(z, bad, dz, 4, 3, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_ERR_INDEX);
-	CHECK(kern_nll(lp, neg, dz, 4, 3, -100, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_ERR_INDEX);
+	CHECK(kern_cross_entropy(z, bad, dz, 4, 3, -100, NULL, 0.0f, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_ERR_INDEX);
+	CHECK(kern_nll(lp, neg, dz, 4, 3, -100, NULL, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_ERR_INDEX);
 	CHECK(dz[0] == 42);
 	/* every row ignored: PyTorch's mean is NaN, the gradient zero */
 	int32_t none[4] = { -100, -100, -100, -100 };
-	CHECK(kern_cross_entropy(z, none, dz, 4, 3, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
+	CHECK(kern_cross_entropy(z, none, dz, 4, 3, -100, NULL, 0.0f, KERN_REDUCE_MEAN, 1.0f, &v) == KERN_OK);
 	CHECK(isnan(v) && max_abs(dz, 12) == 0);
 	/* rows 0 and 1 argmax at their target, row 2 at class 2, row 3 ties at class 0 */
 	int32_t acc_t[4] = { 0, 1, 2, 0 }, acc_u[4] = { 1, 1, 0, 2 };
@@ -1518,7 +1518,7 @@ static void test_threads_reductions(void)
 				     n, c, hw);
 		kern_layernorm_fwd(x, w, w, o[LN_Y], o[LN_STAT], o[LN_STAT] + n, n, k, 1e-5f);
 		kern_layernorm_bwd(x, w, o[LN_STAT], o[LN_STAT] + n, t2, o[LN_DX], o[LN_DP], o[LN_DP] + k, n, k);
-		CHECK(kern_cross_entropy(dy, t, o[CE_D], n, m, -100, 0.0f, KERN_REDUCE_MEAN, 1.0f, &loss[th][0]) == KERN_OK);
+		CHECK(kern_cross_entropy(dy, t, o[CE_D], n, m, -100, NULL, 0.0f, KERN_REDUCE_MEAN, 1.0f, &loss[th][0]) == KERN_OK);
 		loss[th][1] = kern_mse(x, t2, o[MSE_D], nk, KERN_REDUCE_SUM, 1.0f);
 	}
 	for (int i = 0; i < OUTS; i++) {

@@ -24,6 +24,7 @@
 #include "runtime/backend.h"
 #include "runtime/cuda/kc.h"
 #include "runtime/exec.h"
+#include "runtime/loss_elem.h"
 #include "runtime/util.h"
 
 /* One convolution at one batch size: cuDNN's descriptors and algorithms. */
@@ -51,7 +52,7 @@ struct gpu {
 	cudaEvent_t ev;     /* for ordering other GPUs' streams after this one */
 	double *hits;       /* a GPU but the first: argmax hits of a loss computed here, before the first GPU adds them */
 	double *loss_parts; /* a large loss's block sums (kc.h: KC_LOSS_PARTS + 1) */
-	float *pos_weights; /* bce_with_logits' pos_weight per output, where the plan has a list */
+	float *loss_weights; /* bce_with_logits' pos_weight per output, or nll's and cross_entropy's weight per class, where the plan has them */
 };
 
 struct cuda_state {
@@ -376,11 +377,12 @@ static int cu_prepare(struct exec *e, char *err, size_t errlen)
 		if (d > 0)
 			CU(c, cudaMalloc((void **)&gp->hits, sizeof *gp->hits));
 		CU(c, cudaMalloc((void **)&gp->loss_parts, (KC_LOSS_PARTS + 1) * sizeof *gp->loss_parts));
-		if (p->train.npos_weights) {
-			size_t bytes = (size_t)p->train.npos_weights * sizeof *gp->pos_weights;
-			CU(c, cudaMalloc((void **)&gp->pos_weights, bytes));
-			if (gp->pos_weights)
-				CU(c, cudaMemcpy(gp->pos_weights, p->train.pos_weights, bytes, cudaMemcpyHostToDevice));
+		const float *lw = p->train.npos_weights ? p->train.pos_weights : p->train.class_weights;
+		if (lw) {
+			size_t bytes = (size_t)(p->train.npos_weights ? p->train.npos_weights : p->train.nclass_weights) * sizeof *gp->loss_weights;
+			CU(c, cudaMalloc((void **)&gp->loss_weights, bytes));
+			if (gp->loss_weights)
+				CU(c, cudaMemcpy(gp->loss_weights, lw, bytes, cudaMemcpyHostToDevice));
 		}
 		/* a rank's GPUs read each other's memory (the loss reads targets
 		 * gathered on the first, every optimizer its step words) */
@@ -467,8 +469,8 @@ static void cu_release(struct exec *e)
 			cudaFree(gp->hits);
 		if (gp->loss_parts)
 			cudaFree(gp->loss_parts);
-		if (gp->pos_weights)
-			cudaFree(gp->pos_weights);
+		if (gp->loss_weights)
+			cudaFree(gp->loss_weights);
 		if (gp->ev)
 			cudaEventDestroy(gp->ev);
 		if (gp->stream)
@@ -868,18 +870,19 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 	cudaStream_t s = gp->stream;
 	switch (p->train.loss) {
 	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER: case LOSS_BCE: case LOSS_BCE_LOGITS:
-		kc_regression(s, exec_regression(p), (float)p->train.loss_param, gp->pos_weights, p->train.npos_weights, out, y, dout,
+		kc_regression(s, exec_regression(p), (float)p->train.loss_param, gp->loss_weights, p->train.npos_weights, out, y, dout,
 			      per * n, red, e->loss_scale, loss, weight, add, gp->loss_parts);
 		break;
 	case LOSS_NLL:
-		kc_nll(s, out, y, dout, n, (int)per, p->train.ignore_index, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,
-		       gp->loss_parts);
+		kc_nll(s, out, y, dout, n, (int)per, p->train.ignore_index, gp->loss_weights, red, e->loss_scale, loss, weight, add,
+		       &c->dev->bad_target, gp->loss_parts);
 		if (correct)
 			count_hits(c, d, out, y, n, (int)per, correct);
 		break;
 	case LOSS_CROSS_ENTROPY:
-		kc_cross_entropy(s, out, y, dout, n, (int)per, p->train.ignore_index, (float)p->train.label_smoothing, red, e->loss_scale, loss, weight, add, &c->dev->bad_target,
-				 gp->loss_parts);
+		kc_cross_entropy(s, out, y, dout, n, (int)per, p->train.ignore_index, gp->loss_weights,
+				 p->train.class_weights ? loss_class_weight_sum(p->train.class_weights, (int)per) : 0,
+				 (float)p->train.label_smoothing, red, e->loss_scale, loss, weight, add, &c->dev->bad_target, gp->loss_parts);
 		if (correct)
 			count_hits(c, d, out, y, n, (int)per, correct);
 		break;

@@ -315,17 +315,21 @@ BODY_FN void body_softmax_bwd_row(const float *y, const float *dy, float *dx, in
 }
 
 /* ---- losses (kern_loss.c) ---- */
-/* PyTorch's mean over zero counted rows is 0/0: NaN loss, zero gradient. */
-BODY_FN double body_loss_reduce(double sum, int64_t count, enum kern_reduction red)
+/* PyTorch's mean over zero counted rows (or weight) is 0/0: NaN loss,
+ * zero gradient.  count: the rows, or their class weights' sum. */
+BODY_FN double body_loss_reduce(double sum, double count, enum kern_reduction red)
 {
-	return red == KERN_REDUCE_MEAN ? (count ? sum / (double)count : (double)NAN) : sum;
+	return red == KERN_REDUCE_MEAN ? (count != 0 ? sum / count : (double)NAN) : sum;
 }
 
 /* The factor of a counted row's gradient: scale / count for a mean. */
-BODY_FN float body_class_grad(int64_t count, enum kern_reduction red, float scale)
+BODY_FN float body_class_grad(double count, enum kern_reduction red, float scale)
 {
-	return red == KERN_REDUCE_MEAN ? (count ? scale / (float)count : 0.0f) : scale;
+	return red == KERN_REDUCE_MEAN ? (count != 0 ? scale / (float)count : 0.0f) : scale;
 }
+
+/* A row's class weight: w[t], or 1 without weights. */
+BODY_FN float body_class_weight(const float *w, int32_t t, bool on) { return on && w ? w[t] : 1.0f; }
 
 /* 1 if target t is neither ignore_index nor a class of c (an error). */
 BODY_FN int body_target_bad(int32_t t, int c, int ignore_index) { return t != ignore_index && (t < 0 || t >= c); }
@@ -354,8 +358,22 @@ BODY_FN float body_ce_grad(float z, float mx, float ls, float gi, float gt, floa
 	return target ? d - gt : d;
 }
 
+/* Class weights w (NULL: none), W their sum (loss_elem.h): zc's element
+ * is w_k (z_k - mx), the term loss_ce_weighted_term's, and the gradient's
+ * factors gs on softmax, gu w_k at class k, gt w_t at the target. */
+BODY_FN double body_ce_zc(const float *w, int k, float z, float mx) { return w ? (double)(w[k] * (z - mx)) : z - mx; }
+BODY_FN double body_ce_any_term(float ls, float zt, float mx, double zc, int c, float eps, const float *w, float wt, double wsum)
+{
+	return w ? loss_ce_weighted_term(ls, zt, mx, zc, wt, wsum, c, eps) : body_ce_smooth_term(ls, zt, mx, zc, c, eps);
+}
+BODY_FN float body_ce_gs(float gi, float eps, const float *w, float wt, double wsum, int c)
+{
+	return w ? loss_ce_weighted_gs(gi, eps, wt, wsum, c) : gi;
+}
+BODY_FN float body_ce_guk(float gu, const float *w, int k) { return w ? gu * w[k] : gu; }
+
 /* One whole row, as the CPU's loop; returns the loss term (0 if not on). */
-BODY_FN double body_ce_row(const float *z, int c, int32_t t, bool on, float g, float eps, float *d)
+BODY_FN double body_ce_row(const float *z, int c, int32_t t, bool on, float g, float eps, const float *w, double wsum, float *d)
 {
 	float mx = -INFINITY;
 	for (int k = 0; k < c; k++)
@@ -365,13 +383,14 @@ BODY_FN double body_ce_row(const float *z, int c, int32_t t, bool on, float g, f
 		se += expf(z[k] - mx);
 	if (eps > 0)
 		for (int k = 0; k < c; k++)
-			zc += z[k] - mx;
-	float ls = body_ce_ls(se), gi = on ? g : 0.0f;
+			zc += body_ce_zc(w, k, z[k], mx);
+	float ls = body_ce_ls(se), gi = on ? g : 0.0f, wt = body_class_weight(w, t, on);
 	/* the loss before the gradient: d may be z */
-	double term = on ? body_ce_smooth_term(ls, z[t], mx, zc, c, eps) : 0.0;
+	double term = on ? body_ce_any_term(ls, z[t], mx, zc, c, eps, w, wt, wsum) : 0.0;
+	float gs = body_ce_gs(gi, eps, w, wt, wsum, c), gt = body_ce_gt(gi, eps) * wt, gu = body_ce_gu(gi, eps, c);
 	if (d)
 		for (int k = 0; k < c; k++)
-			d[k] = body_ce_grad(z[k], mx, ls, gi, body_ce_gt(gi, eps), body_ce_gu(gi, eps, c), on && k == t);
+			d[k] = body_ce_grad(z[k], mx, ls, gs, gt, body_ce_guk(gu, w, k), on && k == t);
 	return term;
 }
 

@@ -137,12 +137,14 @@ enum { KC_LOSS_CHUNK = 32768, KC_LOSS_PARTS = 128 };
 void kc_regression(cudaStream_t s, enum kern_regression kind, float param, const float *per, int64_t nper, const float *x,
 		   const float *target, float *dx, int64_t n, enum kern_reduction red, float scale, double *loss, double weight,
 		   bool add, double *parts);
+/* w: kern_nll's class weights, in device memory, or NULL */
 void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
-	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts);
-/* smoothing: label smoothing in [0, 1], kern_cross_entropy's */
+	    const float *w, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts);
+/* smoothing: label smoothing in [0, 1], kern_cross_entropy's; w its class
+ * weights (device memory, or NULL) and wsum loss_class_weight_sum's of them */
 void kc_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-		      float smoothing, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad,
-		      double *parts);
+		      const float *w, double wsum, float smoothing, enum kern_reduction red, float scale, double *loss, double weight,
+		      bool add, int32_t *bad, double *parts);
 /* *correct += rows whose first maximal logit is at the target class; an
  * atomic add, so correct is memory of the stream's own GPU (a peer's takes
  * no atomics over PCIe) */

@@ -121,7 +121,7 @@ __device__ void block_rows(int64_t n, int64_t *lo, int64_t *hi)
 /* The block's sum, the same in every thread: the loss of a grid of one,
  * else the block's part; block 0 also keeps the rows that count (-1: a
  * bad target, and no loss). */
-__device__ void finish_block(double acc, int64_t count, enum kern_reduction red, double *loss, double weight, bool add,
+__device__ void finish_block(double acc, double count, enum kern_reduction red, double *loss, double weight, bool add,
 			     double *parts)
 {
 	if (threadIdx.x != 0)
@@ -133,7 +133,7 @@ __device__ void finish_block(double acc, int64_t count, enum kern_reduction red,
 	}
 	parts[blockIdx.x] = acc;
 	if (blockIdx.x == 0)
-		parts[KC_LOSS_PARTS] = (double)count;
+		parts[KC_LOSS_PARTS] = count;
 }
 
 __global__ void loss_total_kernel(const double *parts, int nparts, enum kern_reduction red, double *loss, double weight,
@@ -145,7 +145,7 @@ __global__ void loss_total_kernel(const double *parts, int nparts, enum kern_red
 	double acc = 0;
 	for (int b = 0; b < nparts; b++)
 		acc += parts[b];
-	store_loss(loss, body_loss_reduce(acc, (int64_t)count, red), weight, add);
+	store_loss(loss, body_loss_reduce(acc, count, red), weight, add);
 }
 
 /* mse, l1, smooth_l1, huber, bce and bce_with_logits: a thread an
@@ -170,28 +170,31 @@ __global__ void __launch_bounds__(LOSS_THREADS) regression_kernel(enum kern_regr
 	finish_block(acc, n, red, loss, weight, add, parts);
 }
 
-/* Rows that count, the same in every thread; -1 if a target is bad.  Every
- * block counts all n, which the grid's size keeps below its own work. */
-__device__ int64_t count_targets(const int32_t *target, int n, int c, int ignore_index, double *sh)
+/* Rows that count (their class weights' sum where w is not NULL), the
+ * same in every thread; -1 if a target is bad.  Every block counts all n,
+ * which the grid's size keeps below its own work. */
+__device__ double count_targets(const int32_t *target, int n, int c, int ignore_index, const float *w, double *sh)
 {
 	double count = 0, bad = 0;
 	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		bad += body_target_bad(target[i], c, ignore_index);
-		count += target[i] != ignore_index;
+		int b = body_target_bad(target[i], c, ignore_index);
+		bad += b;
+		if (!b && target[i] != ignore_index)
+			count += body_class_weight(w, target[i], true);
 	}
-	/* integers: exact in any order */
+	/* integers without weights: exact in any order */
 	count = block_sum(count, sh);
 	bad = block_sum(bad, sh);
-	return bad > 0 ? -1 : (int64_t)count;
+	return bad > 0 ? -1 : count;
 }
 
 /* A class loss's start, the same in every thread: the rows that count and
  * the gradient's factor g; false, with *bad raised and block 0's part
  * saying so, if a target is out of range. */
-__device__ bool class_start(const int32_t *target, int n, int c, int ignore_index, enum kern_reduction red, float scale,
-			    double *sh, int32_t *bad, int64_t *count, float *g, double *parts)
+__device__ bool class_start(const int32_t *target, int n, int c, int ignore_index, const float *w, enum kern_reduction red,
+			    float scale, double *sh, int32_t *bad, double *count, float *g, double *parts)
 {
-	*count = count_targets(target, n, c, ignore_index, sh);
+	*count = count_targets(target, n, c, ignore_index, w, sh);
 	if (*count < 0) {
 		if (threadIdx.x == 0 && bad)
 			*bad = 1;
@@ -204,36 +207,39 @@ __device__ bool class_start(const int32_t *target, int n, int c, int ignore_inde
 }
 
 __global__ void __launch_bounds__(LOSS_THREADS) nll_kernel(const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
-			   enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
+			   const float *w, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad,
+			   double *parts)
 {
 	__shared__ double sh[LOSS_THREADS];
-	int64_t count, lo, hi;
+	int64_t lo, hi;
+	double count;
 	float g;
-	if (!class_start(target, n, c, ignore_index, red, scale, sh, bad, &count, &g, parts))
+	if (!class_start(target, n, c, ignore_index, w, red, scale, sh, bad, &count, &g, parts))
 		return;
 	block_rows(n, &lo, &hi);
 	double acc = 0;
 	for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
 		if (target[i] != ignore_index)
-			acc -= logp[i * c + target[i]];
+			acc -= body_class_weight(w, target[i], true) * logp[i * c + target[i]];
 	acc = block_sum(acc, sh); /* also orders the reads of the block's rows of logp before dlogp's writes */
 	if (dlogp)
 		for (int64_t e = lo * c + threadIdx.x; e < hi * c; e += blockDim.x) {
 			int32_t t = target[e / c];
-			dlogp[e] = body_nll_grad((int)(e % c), t, t != ignore_index, g);
+			dlogp[e] = body_nll_grad((int)(e % c), t, t != ignore_index, g) * body_class_weight(w, t, t != ignore_index);
 		}
 	finish_block(acc, count, red, loss, weight, add, parts);
 }
 
 /* a warp per row within the block */
 __global__ void __launch_bounds__(LOSS_THREADS) cross_entropy_kernel(const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-				     float eps, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad,
-				     double *parts)
+				     const float *w, double wsum, float eps, enum kern_reduction red, float scale, double *loss,
+				     double weight, bool add, int32_t *bad, double *parts)
 {
 	__shared__ double sh[LOSS_THREADS];
-	int64_t count, lo, hi;
+	int64_t lo, hi;
+	double count;
 	float g;
-	if (!class_start(target, n, c, ignore_index, red, scale, sh, bad, &count, &g, parts))
+	if (!class_start(target, n, c, ignore_index, w, red, scale, sh, bad, &count, &g, parts))
 		return;
 	block_rows(n, &lo, &hi);
 	int lane = threadIdx.x & 31;
@@ -251,17 +257,18 @@ __global__ void __launch_bounds__(LOSS_THREADS) cross_entropy_kernel(const float
 			se += expf(z[k] - mx);
 		if (eps > 0) { /* the same in every thread: the warps' exchanges stay whole */
 			for (int k = lane; k < c; k += 32)
-				zc += z[k] - mx;
+				zc += body_ce_zc(w, k, z[k], mx);
 			zc = warp_sum(zc);
 		}
-		float ls = body_ce_ls(warp_sum(se));
+		float ls = body_ce_ls(warp_sum(se)), wt = body_class_weight(w, t, on);
 		if (lane == 0 && on)
-			acc += body_ce_smooth_term(ls, z[t], mx, zc, c, eps);
+			acc += body_ce_any_term(ls, z[t], mx, zc, c, eps, w, wt, wsum);
 		__syncwarp(); /* dlogits may be logits: z[t] is read */
 		if (dlogits) {
-			float *d = dlogits + r * c, gi = on ? g : 0.0f, gt = body_ce_gt(gi, eps), gu = body_ce_gu(gi, eps, c);
+			float *d = dlogits + r * c, gi = on ? g : 0.0f, gs = body_ce_gs(gi, eps, w, wt, wsum, c);
+			float gt = body_ce_gt(gi, eps) * wt, gu = body_ce_gu(gi, eps, c);
 			for (int k = lane; k < c; k += 32)
-				d[k] = body_ce_grad(z[k], mx, ls, gi, gt, gu, on && k == t);
+				d[k] = body_ce_grad(z[k], mx, ls, gs, gt, body_ce_guk(gu, w, k), on && k == t);
 		}
 	}
 	acc = block_sum(acc, sh);
@@ -308,19 +315,20 @@ void kc_regression(cudaStream_t s, enum kern_regression kind, float param, const
 }
 
 void kc_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
-	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
+	    const float *w, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
 {
 	unsigned b = loss_blocks((int64_t)n * c, n < c ? n : c);
-	nll_kernel<<<b, LOSS_THREADS, 0, s>>>(logp, target, dlogp, n, c, ignore_index, red, scale, loss, weight, add, bad, parts);
+	nll_kernel<<<b, LOSS_THREADS, 0, s>>>(logp, target, dlogp, n, c, ignore_index, w, red, scale, loss, weight, add, bad, parts);
 	loss_total(s, b, parts, red, loss, weight, add);
 }
 
 void kc_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-		      float smoothing, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
+		      const float *w, double wsum, float smoothing, enum kern_reduction red, float scale, double *loss, double weight,
+		      bool add, int32_t *bad, double *parts)
 {
 	unsigned b = loss_blocks((int64_t)n * c, n < c ? n : c);
-	cross_entropy_kernel<<<b, LOSS_THREADS, 0, s>>>(logits, target, dlogits, n, c, ignore_index, smoothing, red, scale, loss, weight,
-							add, bad, parts);
+	cross_entropy_kernel<<<b, LOSS_THREADS, 0, s>>>(logits, target, dlogits, n, c, ignore_index, w, wsum, smoothing, red, scale, loss,
+							weight, add, bad, parts);
 	loss_total(s, b, parts, red, loss, weight, add);
 }
 

@@ -33,6 +33,8 @@ const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t bat
 		return "its loss is nll";
 	if (p->train.npos_weights)
 		return "its pos_weight is a list";
+	if (p->train.class_weights)
+		return "its loss weighs the classes";
 	if (p->nnodes - 1 > TINY_MAX_LAYERS)
 		return "it has too many layers";
 	int64_t macs = 0, trainable = 0;

@@ -231,14 +231,14 @@ TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, char *sm
 	counted = tiny_sum(tid, nt, counted, sh);
 	if (bad)
 		*P->bad_target = 1;
-	float g = body_class_grad((int64_t)counted, P->red, P->scale);
+	float g = body_class_grad(counted, P->red, P->scale);
 	for (int r = tid; r < n; r += nt) {
 		bool on = t[r] != P->ignore_index && !body_target_bad(t[r], c, P->ignore_index);
-		sum += body_ce_row(out + (int64_t)r * c, c, t[r], on, g, P->smoothing, dout + (int64_t)r * c);
+		sum += body_ce_row(out + (int64_t)r * c, c, t[r], on, g, P->smoothing, NULL, 0, dout + (int64_t)r * c);
 	}
 	sum = tiny_sum(tid, nt, sum, sh);
 	if (tid == 0)
-		*P->step_loss = P->weight * body_loss_reduce(sum, (int64_t)counted, P->red);
+		*P->step_loss = P->weight * body_loss_reduce(sum, counted, P->red);
 }
 
 /* One training step by thread tid of nt; sh: nt doubles of shared memory,

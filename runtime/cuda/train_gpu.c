@@ -665,11 +665,14 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 			char note[512];
 			const char *why = train_eps0_note(t->p, false, note, sizeof note);
 			const struct plan_train *tr = &t->p->train;
+			bool zero = false;
+			for (int64_t c = 0; c < tr->nclass_weights; c++)
+				zero |= tr->class_weights[c] == 0;
 			if (!why && isnan(bad) && tr->reduction == RED_MEAN && (tr->loss == LOSS_NLL || tr->loss == LOSS_CROSS_ENTROPY) &&
-			    dataset_count_label(&t->train, tr->ignore_index) > 0)
-				why = note, snprintf(note, sizeof note, "a batch whose every target is the loss's ignore_index (%ld) has a NaN mean, "
-						     "as in PyTorch: shuffle the data, use a larger batch, or give the loss reduction=\"sum\"",
-						     (long)tr->ignore_index);
+			    (zero || dataset_count_label(&t->train, tr->ignore_index) > 0))
+				why = note, snprintf(note, sizeof note, "a batch whose every target is the loss's ignore_index (%ld)%s has a NaN "
+						     "mean, as in PyTorch: shuffle the data, use a larger batch, or give the loss reduction=\"sum\"",
+						     (long)tr->ignore_index, zero ? " or a class of weight 0" : "");
 			free(h);
 			t->stop_key = "nonfinite"; /* every rank whose loss went bad says so: the launcher says it once */
 			return util_fail(t->err, sizeof t->err,

@@ -505,14 +505,16 @@ static void store_loss(double *loss, double l, double weight, bool add)
 	*loss = (add ? *loss : 0.0) + weight * l;
 }
 
-/* Rows that count; -1 if a target is bad. */
-static int64_t count_targets(const int32_t *target, int n, int c, int ignore_index)
+/* Rows that count (their class weights' sum where w is not NULL); -1 if
+ * a target is bad. */
+static double count_targets(const int32_t *target, int n, int c, int ignore_index, const float *w)
 {
-	int64_t count = 0;
+	double count = 0;
 	for (int i = 0; i < n; i++) {
 		if (body_target_bad(target[i], c, ignore_index))
 			return -1;
-		count += target[i] != ignore_index;
+		if (target[i] != ignore_index)
+			count += body_class_weight(w, target[i], true);
 	}
 	return count;
 }
@@ -549,10 +551,10 @@ static void host_regression(cudaStream_t s, enum kern_regression kind, float par
 
 /* A class loss's start: the rows that count and the gradient's factor g;
  * false, with *bad raised, if a target is out of range. */
-static bool class_start(const int32_t *target, int n, int c, int ignore_index, enum kern_reduction red, float scale,
-			int32_t *bad, int64_t *count, float *g)
+static bool class_start(const int32_t *target, int n, int c, int ignore_index, const float *w, enum kern_reduction red,
+			float scale, int32_t *bad, double *count, float *g)
 {
-	*count = count_targets(target, n, c, ignore_index);
+	*count = count_targets(target, n, c, ignore_index, w);
 	if (*count < 0) {
 		if (bad)
 			*bad = 1;
@@ -563,33 +565,34 @@ static bool class_start(const int32_t *target, int n, int c, int ignore_index, e
 }
 
 static void host_nll(cudaStream_t s, const float *logp, const int32_t *target, float *dlogp, int n, int c, int ignore_index,
-	    enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
+	    const float *w, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
 {
 	parts_check(parts);
-	int64_t count;
+	double count;
 	float g;
-	if (!class_start(target, n, c, ignore_index, red, scale, bad, &count, &g))
+	if (!class_start(target, n, c, ignore_index, w, red, scale, bad, &count, &g))
 		return;
 	struct slices sl;
 	slices_init(&sl, n);
 	for (int i = 0; i < n; i++)
 		if (target[i] != ignore_index)
-			sl.part[i / sl.len] -= logp[(int64_t)i * c + target[i]];
+			sl.part[i / sl.len] -= body_class_weight(w, target[i], true) * logp[(int64_t)i * c + target[i]];
 	/* after every read of logp: dlogp may be logp */
 	for (int64_t e = 0; dlogp && e < (int64_t)n * c; e++) {
 		int32_t t = target[e / c];
-		dlogp[e] = body_nll_grad((int)(e % c), t, t != ignore_index, g);
+		dlogp[e] = body_nll_grad((int)(e % c), t, t != ignore_index, g) * body_class_weight(w, t, t != ignore_index);
 	}
 	store_loss(loss, body_loss_reduce(slices_total(&sl), count, red), weight, add);
 }
 
 static void host_cross_entropy(cudaStream_t s, const float *logits, const int32_t *target, float *dlogits, int n, int c, int ignore_index,
-		      float eps, enum kern_reduction red, float scale, double *loss, double weight, bool add, int32_t *bad, double *parts)
+		      const float *w, double wsum, float eps, enum kern_reduction red, float scale, double *loss, double weight,
+		      bool add, int32_t *bad, double *parts)
 {
 	parts_check(parts);
-	int64_t count;
+	double count;
 	float g;
-	if (!class_start(target, n, c, ignore_index, red, scale, bad, &count, &g))
+	if (!class_start(target, n, c, ignore_index, w, red, scale, bad, &count, &g))
 		return;
 	struct slices sl;
 	slices_init(&sl, n);
@@ -605,15 +608,16 @@ static void host_cross_entropy(cudaStream_t s, const float *logits, const int32_
 			se += expf(z[k] - mx);
 		if (eps > 0)
 			for (int k = 0; k < c; k++)
-				zc += z[k] - mx;
-		float ls = body_ce_ls(se);
+				zc += body_ce_zc(w, k, z[k], mx);
+		float ls = body_ce_ls(se), wt = body_class_weight(w, t, on);
 		/* z[t] before the row's gradient: dlogits may be logits */
 		if (on)
-			sl.part[r / sl.len] += body_ce_smooth_term(ls, z[t], mx, zc, c, eps);
+			sl.part[r / sl.len] += body_ce_any_term(ls, z[t], mx, zc, c, eps, w, wt, wsum);
 		if (dlogits) {
-			float *d = dlogits + (int64_t)r * c, gi = on ? g : 0.0f, gt = body_ce_gt(gi, eps), gu = body_ce_gu(gi, eps, c);
+			float *d = dlogits + (int64_t)r * c, gi = on ? g : 0.0f, gs = body_ce_gs(gi, eps, w, wt, wsum, c);
+			float gt = body_ce_gt(gi, eps) * wt, gu = body_ce_gu(gi, eps, c);
 			for (int k = 0; k < c; k++)
-				d[k] = body_ce_grad(z[k], mx, ls, gi, gt, gu, on && k == t);
+				d[k] = body_ce_grad(z[k], mx, ls, gs, gt, body_ce_guk(gu, w, k), on && k == t);
 		}
 	}
 	store_loss(loss, body_loss_reduce(slices_total(&sl), count, red), weight, add);
@@ -872,12 +876,12 @@ WRAP(log_softmax_bwd, L_log_softmax_bwd)
 	X(bool, add) X(double *, parts)
 WRAP(regression, L_regression)
 #define L_nll(X) X(const float *, logp) X(const int32_t *, target) X(float *, dlogp) X(int, n) X(int, c) \
-	X(int, ignore_index) X(enum kern_reduction, red) X(float, scale) X(double *, loss) X(double, weight) \
-	X(bool, add) X(int32_t *, bad) X(double *, parts)
+	X(int, ignore_index) X(const float *, w) X(enum kern_reduction, red) X(float, scale) X(double *, loss) \
+	X(double, weight) X(bool, add) X(int32_t *, bad) X(double *, parts)
 WRAP(nll, L_nll)
 #define L_cross_entropy(X) X(const float *, logits) X(const int32_t *, target) X(float *, dlogits) X(int, n) \
-	X(int, c) X(int, ignore_index) X(float, eps) X(enum kern_reduction, red) X(float, scale) X(double *, loss) \
-	X(double, weight) X(bool, add) X(int32_t *, bad) X(double *, parts)
+	X(int, c) X(int, ignore_index) X(const float *, w) X(double, wsum) X(float, eps) X(enum kern_reduction, red) \
+	X(float, scale) X(double *, loss) X(double, weight) X(bool, add) X(int32_t *, bad) X(double *, parts)
 WRAP(cross_entropy, L_cross_entropy)
 #define L_argmax_correct(X) X(const float *, logits) X(const int32_t *, target) X(int, n) X(int, c) X(double *, correct)
 WRAP(argmax_correct, L_argmax_correct)

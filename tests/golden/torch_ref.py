@@ -42,12 +42,13 @@ def save(path, sd):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def criterion(out, y, reduction="mean", label_smoothing=0.0, ignore_index=-100, nll=False):
+def criterion(out, y, reduction="mean", label_smoothing=0.0, ignore_index=-100, weight=None, nll=False):
     """nll_loss, or cross_entropy (with label_smoothing), each with
-    ignore_index."""
+    ignore_index and class weights (a list, or None)."""
+    w = None if weight is None else torch.tensor(weight, dtype=torch.float32)
     if nll:
-        return F.nll_loss(out, y, reduction=reduction, ignore_index=ignore_index)
-    return F.cross_entropy(out, y, reduction=reduction, label_smoothing=label_smoothing, ignore_index=ignore_index)
+        return F.nll_loss(out, y, weight=w, reduction=reduction, ignore_index=ignore_index)
+    return F.cross_entropy(out, y, weight=w, reduction=reduction, label_smoothing=label_smoothing, ignore_index=ignore_index)
 
 
 def train(m, opt, x, y, steps, batch, **loss):
@@ -83,7 +84,7 @@ def reference(m, out, name, lr, shapes=(), **loss):
     child named in shapes for one training sample, the initial weights
     as OUT/NAME_init.safetensors, 5 steps of SGD (lr, momentum 0.5,
     batch 8, the criterion of loss: cross entropy unless nll=True, with
-    label_smoothing and ignore_index) on samples(40, 1) with their losses,
+    label_smoothing, ignore_index and weight) on samples(40, 1) with their losses,
     the test loss and accuracy on samples(20, 2) after, and the trained
     weights as OUT/NAME_final.safetensors."""
     xtr, ytr = samples(40, 1)

@@ -18,18 +18,9 @@ import sys
 import torch
 import torch.nn as nn
 
-from torch_ref import reference
+from torch_ref import mlp, reference
 
 W = [0.5, 1.0, 2.0, 1.0, 0.25, 3.0, 1.0, 1.5, 0.0, 2.0]
-
-
-def mlp(act):
-    m = nn.Sequential()
-    m.add_module("flat", nn.Flatten())
-    m.add_module("fc1", nn.Linear(784, 16))
-    m.add_module("act", act)
-    m.add_module("fc2", nn.Linear(16, 10))
-    return m
 
 
 def main():
@@ -37,9 +28,7 @@ def main():
     torch.set_num_threads(1)
     torch.manual_seed(17)
     reference(mlp(nn.Tanh()), out, "class_weight", 0.1, weight=W, label_smoothing=0.1)
-    m = mlp(nn.ReLU())
-    m.add_module("logsm", nn.LogSoftmax(dim=1))
-    reference(m, out, "class_weight_nll", 0.1, weight=W, ignore_index=3, nll=True)
+    reference(mlp(nn.ReLU(), True), out, "class_weight_nll", 0.1, weight=W, ignore_index=3, nll=True)
 
 
 main()

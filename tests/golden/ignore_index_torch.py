@@ -18,16 +18,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from torch_ref import reference
-
-
-def mlp(act):
-    m = nn.Sequential()
-    m.add_module("flat", nn.Flatten())
-    m.add_module("fc1", nn.Linear(784, 16))
-    m.add_module("act", act)
-    m.add_module("fc2", nn.Linear(16, 10))
-    return m
+from torch_ref import mlp, reference
 
 
 def main():
@@ -35,9 +26,7 @@ def main():
     torch.set_num_threads(1)
     torch.manual_seed(13)
     reference(mlp(nn.Tanh()), out, "ignore_index", 0.1, label_smoothing=0.1, ignore_index=3)
-    m = mlp(nn.ReLU())
-    m.add_module("logsm", nn.LogSoftmax(dim=1))
-    reference(m, out, "ignore_index_nll", 0.1, ignore_index=7, nll=True)
+    reference(mlp(nn.ReLU(), True), out, "ignore_index_nll", 0.1, ignore_index=7, nll=True)
 
 
 main()

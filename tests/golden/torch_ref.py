@@ -7,6 +7,7 @@ import json
 import struct
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 
@@ -99,3 +100,17 @@ def reference(m, out, name, lr, shapes=(), **loss):
     loss_v, correct = evaluate(m, xte, yte, **loss)
     print(f"after: test loss {loss_v!r} accuracy {correct}/20")
     save(f"{out}/{name}_final.safetensors", m.state_dict())
+
+
+def mlp(act, log_softmax=False):
+    """flatten, Linear(784, 16), act, Linear(16, 10) (children flat, fc1,
+    act, fc2, as the .net files name their layers), then LogSoftmax where
+    log_softmax is set."""
+    m = nn.Sequential()
+    m.add_module("flat", nn.Flatten())
+    m.add_module("fc1", nn.Linear(784, 16))
+    m.add_module("act", act)
+    m.add_module("fc2", nn.Linear(16, 10))
+    if log_softmax:
+        m.add_module("logsm", nn.LogSoftmax(dim=1))
+    return m

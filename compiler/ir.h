@@ -239,7 +239,8 @@ struct plan_dataset {
 	enum data_kind kind;
 	struct loc loc;
 	const char *root, *split;   /* mnist */
-	const char *npy_input, *npy_target; /* npy: the arrays' files */
+	const char *npy_input, *npy_target; /* npy: the arrays' files (npz: the archive, both) */
+	const char *npy_input_key, *npy_target_key; /* npz: the arrays' keys; npy: NULL */
 	struct loc input_loc;       /* synthetic, npy: input=... */
 	double mean, std;           /* normalisation; std 1, mean 0 when absent */
 	struct shape sample;        /* per-sample input shape */

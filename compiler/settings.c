@@ -680,22 +680,73 @@ static bool read_npy(struct reader *r, const struct val *v, struct plan_dataset 
 	return true;
 }
 
+/* npz("d.npz", input="arr_0", target="arr_1"): two arrays of one archive
+ * numpy.savez wrote, as np.load(path)[key] gives them; the keys default
+ * to the names savez gives arrays passed without one.  Otherwise npy's. */
+static bool read_npz(struct reader *r, const struct val *v, struct plan_dataset *ds)
+{
+	static const char *const names[] = { "path", "input", "target" };
+	struct val *s[3];
+	if (!bind(r, v, names, 1, 3, s))
+		return false;
+	ds->kind = DATA_NPY;
+	if (!s[0]) {
+		diag_error(r->d, v->loc, "npz needs the archive's path: npz(\"data.npz\", input=\"x\", target=\"y\")");
+		return false;
+	}
+	if (s[0]->kind == V_CALL) {
+		diag_error(r->d, s[0]->loc, "npz reads arrays from an archive, so its path is a string such as \"data.npz\"; "
+			   "random data is synthetic(...)'s");
+		return false;
+	}
+	if (!val_str(r->d, s[0], "path", &ds->npy_input))
+		return false;
+	if (!ds->npy_input[0]) {
+		diag_error(r->d, s[0]->loc, "the archive's path is empty; give the .npz file numpy.savez wrote");
+		return false;
+	}
+	ds->npy_target = ds->npy_input;
+	ds->input_loc = ds->target_loc = s[0]->loc;
+	const char **keys[2] = { &ds->npy_input_key, &ds->npy_target_key };
+	static const char *const dflt[2] = { "arr_0", "arr_1" };
+	for (int i = 0; i < 2; i++) {
+		*keys[i] = dflt[i];
+		if (!s[i + 1])
+			continue;
+		if (!val_str(r->d, s[i + 1], names[i + 1], keys[i]))
+			return false;
+		if (!(*keys[i])[0]) {
+			diag_error(r->d, s[i + 1]->loc, "the %s's key is empty; give the name the array was saved under, "
+				   "numpy.savez(path, x=a) saving a as \"x\"", names[i + 1]);
+			return false;
+		}
+	}
+	if (!strcmp(ds->npy_input_key, ds->npy_target_key)) {
+		diag_error(r->d, s[2] ? s[2]->loc : v->loc, "input and target are both the array \"%s\"; give the targets' key",
+			   ds->npy_input_key);
+		return false;
+	}
+	return true;
+}
+
 static bool read_dataset(struct reader *r, const struct val *v, const char *which, struct plan_dataset *ds)
 {
-	static const char *const kinds[] = { "mnist", "synthetic", "npy" };
+	static const char *const kinds[] = { "mnist", "synthetic", "npy", "npz" };
 	int k;
 	if (v->kind == V_STRING) {
 		diag_error(r->d, v->loc, "a dataset is a call, not a path; for arrays saved with numpy.save write "
 			   "npy(input=\"x.npy\", target=\"y.npy\")");
 		return false;
 	}
-	if (!choose(r, v, "dataset", kinds, 3, &k))
+	if (!choose(r, v, "dataset", kinds, 4, &k))
 		return false;
 	memset(ds, 0, sizeof *ds);
 	ds->loc = v->loc;
 	ds->std = 1;
 	if (k == 2)
 		return read_npy(r, v, ds);
+	if (k == 3)
+		return read_npz(r, v, ds);
 	if (k == 0) {
 		static const char *const names[] = { "root", "split", "normalize" };
 		struct val *s[3];

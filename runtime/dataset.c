@@ -523,9 +523,11 @@ void dataset_close(struct dataset *ds)
 		filemap_unmap(ds->labels, ds->map_len);
 	else
 		free(ds->labels);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
 		if (ds->npy_map[i])
 			filemap_unmap(ds->npy_map[i], ds->npy_len[i]);
+		free(ds->npy_own[i]);
+	}
 	free(ds->ids);
 	memset(ds, 0, sizeof *ds);
 }

@@ -51,9 +51,12 @@ struct dataset {
 	 * token ids (ids) copied out of them once checked */
 	void *npy_map[2];                       /* the input's file, the target's */
 	size_t npy_len[2];
+	const uint8_t *npy_at[2];               /* each .npy: its map, a member of it (.npz), or npy_own */
+	void *npy_own[2];                       /* an inflated .npz member, or NULL */
 	struct npy_head npy[2];
+	char npy_name[2][4400];                 /* "x.npy", "d.npz: x.npy": for messages */
 	float *ids;                             /* token ids as floats, or NULL */
-	char images_path[4200];                 /* DATASET_IDX: the images file; DATASET_NPY: the input's; for messages */
+	char images_path[4400];                 /* DATASET_IDX: the images file; DATASET_NPY: the input's; for messages */
 };
 
 /* torchvision.datasets.MNIST(root, train=split=="train") followed by
@@ -107,6 +110,7 @@ int dataset_synthetic(struct dataset *ds, const struct synthetic_spec *spec, cha
  * embedding that reads them, once, as the dataset opens. */
 struct npy_spec {
 	const char *input, *target;             /* the files' paths */
+	const char *input_key, *target_key;     /* the arrays' keys where the file is an .npz archive, else NULL */
 	int ndim;                               /* the model's input per sample */
 	int64_t shape[DATASET_MAX_DIMS];
 	enum dataset_target target_kind;

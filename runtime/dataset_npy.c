@@ -23,25 +23,36 @@
 #include <unistd.h>
 
 #include "runtime/filemap.h"
+#include "runtime/npz.h"
 #include "runtime/util.h"
 
 static const char *const roles[2] = { "input", "target" };
 
-static int map_file(struct dataset *ds, int i, const char *path, char *err, size_t errlen)
+/* Map file i (the input's or the target's) and parse its .npy header: the
+ * file itself, or its member key.npy where key is set (an .npz archive,
+ * whose member's CRC is checked unless only the headers are wanted). */
+static int map_file(struct dataset *ds, int i, const char *path, const char *key, bool headers_only, char *err, size_t errlen)
 {
+	const char *kind = key ? ".npz" : ".npy";
+	if (key)
+		snprintf(ds->npy_name[i], sizeof ds->npy_name[i], "%s: %s%s", path, key,
+			 strlen(key) > 4 && !strcmp(key + strlen(key) - 4, ".npy") ? "" : ".npy");
+	else
+		snprintf(ds->npy_name[i], sizeof ds->npy_name[i], "%s", path);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return util_fail(err, errlen, "cannot open %s, the %s array: %s", path, roles[i], strerror(errno));
+		return util_fail(err, errlen, "cannot open %s, the %s array%s: %s", path, roles[i], key ? "s' archive" : "", strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		int e = errno;
 		close(fd);
-		return util_fail(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "a folder, not a .npy file" :
-			    e ? strerror(e) : "not a regular file; trainc maps .npy files, so give a file");
+		return util_fail(err, errlen, "%s: %s%s%s", path, S_ISDIR(st.st_mode) ? "a folder, not a " : "", S_ISDIR(st.st_mode) ? kind :
+			    e ? strerror(e) : "not a regular file; trainc maps ", S_ISDIR(st.st_mode) || e ? "" : "its files, so give a file");
 	}
 	if (st.st_size == 0) {
 		close(fd);
-		return util_fail(err, errlen, "%s: byte 0: the file is empty; write the array with numpy.save", path);
+		return util_fail(err, errlen, "%s: byte 0: the file is empty; write the array%s with numpy.%s", path, key ? "s" : "",
+			    key ? "savez" : "save");
 	}
 	void *m = filemap_map(fd, (size_t)st.st_size, PROT_READ, path, "put the file back whole and run again");
 	int e = errno;
@@ -50,15 +61,26 @@ static int map_file(struct dataset *ds, int i, const char *path, char *err, size
 		return util_fail(err, errlen, "cannot map %s: %s", path, strerror(e));
 	ds->npy_map[i] = m;
 	ds->npy_len[i] = (size_t)st.st_size;
-	char why[600];
-	if (npy_parse(m, (size_t)st.st_size, &ds->npy[i], why, sizeof why) != 0)
-		return util_fail(err, errlen, "%s: %s", path, why);
+	char why[800];
+	const uint8_t *at = m;
+	size_t len = (size_t)st.st_size;
+	if (key) {
+		struct npz_member z;
+		if (npz_find(m, len, key, &z, why, sizeof why) != 0)
+			return util_fail(err, errlen, "%s: %s", path, why);
+		if (!(at = npz_bytes(m, &z, !headers_only, &ds->npy_own[i], why, sizeof why)))
+			return util_fail(err, errlen, "%s: %s", path, why);
+		len = (size_t)z.usize;
+	}
+	ds->npy_at[i] = at;
+	if (npy_parse(at, len, &ds->npy[i], why, sizeof why) != 0)
+		return util_fail(err, errlen, "%s: %s", ds->npy_name[i], why);
 	return 0;
 }
 
 static const uint8_t *data(const struct dataset *ds, int i)
 {
-	return (const uint8_t *)ds->npy_map[i] + ds->npy[i].data_at;
+	return ds->npy_at[i] + ds->npy[i].data_at;
 }
 
 /* The array's shape past its first dimension against want[0..nd). */
@@ -79,10 +101,10 @@ static char *dims(int nd, const int64_t *d, char *buf, size_t n)
 	return npy_shape_str(&h, 0, buf, n);
 }
 
-static int check_input(const struct npy_spec *sp, const struct npy_head *h, char *err, size_t errlen)
+static int check_input(const struct npy_spec *sp, const struct npy_head *h, const char *name, char *err, size_t errlen)
 {
 	char a[160], b[160], c[160];
-	const char *path = sp->input;
+	const char *path = name;
 	if (h->ndim == 0)
 		return util_fail(err, errlen, "%s: the array is one number (shape ()), not samples; the first dimension counts them", path);
 	if (!same(h, sp->ndim, sp->shape)) {
@@ -109,10 +131,11 @@ static int check_input(const struct npy_spec *sp, const struct npy_head *h, char
 	return 0;
 }
 
-static int check_target(const struct npy_spec *sp, const struct npy_head *h, int64_t n, char *err, size_t errlen)
+static int check_target(const struct npy_spec *sp, const struct npy_head *h, const char *name, const char *input, int64_t n,
+			char *err, size_t errlen)
 {
 	char a[160], b[160], c[160];
-	const char *path = sp->target;
+	const char *path = name;
 	if (sp->target_kind == TARGET_CLASS) {
 		if (!npy_is_integer(h->type))
 			return util_fail(err, errlen, "%s: class labels must be integers, but this array is %s; save "
@@ -130,7 +153,7 @@ static int check_target(const struct npy_spec *sp, const struct npy_head *h, int
 	}
 	if (h->shape[0] != n)
 		return util_fail(err, errlen, "%s: %" PRId64 " targets, but %s holds %" PRId64 " samples; give one target per sample",
-			    path, h->shape[0], sp->input, n);
+			    path, h->shape[0], input, n);
 	return 0;
 }
 
@@ -155,14 +178,14 @@ static int read_checked(struct dataset *ds, struct npy_spec *sp, char *err, size
 		int64_t ignore = sp->ignore_index;
 		ds->labels = malloc((size_t)ds->n * sizeof(int32_t) + 1);
 		if (!ds->labels)
-			return util_fail(err, errlen, "out of memory for %" PRId64 " labels of %s", ds->n, sp->target);
+			return util_fail(err, errlen, "out of memory for %" PRId64 " labels of %s", ds->n, ds->npy_name[1]);
 		for (int64_t i = 0; i < ds->n; i++) {
 			int64_t v;
 			char num[32];
 			if (!integer_below(hy, data(ds, 1), i, sp->num_classes, &ignore, &v, num)) {
 				sp->failed = 1;
 				return util_fail(err, errlen, "%s: byte %" PRIu64 ": the label at index %" PRId64 " is %s, but the model scores %d "
-					    "classes (labels 0 to %d, or the loss's ignore_index %ld; its output at %s)", sp->target,
+					    "classes (labels 0 to %d, or the loss's ignore_index %ld; its output at %s)", ds->npy_name[1],
 					    hy->data_at + (uint64_t)(i * hy->size), i, num, sp->num_classes, sp->num_classes - 1,
 					    (long)sp->ignore_index, sp->output_at);
 			}
@@ -173,14 +196,14 @@ static int read_checked(struct dataset *ds, struct npy_spec *sp, char *err, size
 		int64_t m = ds->sample_numel;
 		ds->ids = malloc((size_t)(ds->n * m) * sizeof(float) + 1);
 		if (!ds->ids)
-			return util_fail(err, errlen, "out of memory for the token ids of %s", sp->input);
+			return util_fail(err, errlen, "out of memory for the token ids of %s", ds->npy_name[0]);
 		for (int64_t i = 0; i < ds->n * m; i++) {
 			int64_t v;
 			char num[32];
 			if (!integer_below(hx, data(ds, 0), i, sp->ids_below, NULL, &v, num)) {
 				sp->failed = 0;
 				return util_fail(err, errlen, "%s: byte %" PRIu64 ": sample %" PRId64 " (from 0) has token id %s, but the embedding that "
-					    "reads the input has rows 0 to %" PRId64 " (%s)", sp->input, hx->data_at + (uint64_t)(i * hx->size),
+					    "reads the input has rows 0 to %" PRId64 " (%s)", ds->npy_name[0], hx->data_at + (uint64_t)(i * hx->size),
 					    i / m, num, sp->ids_below - 1, sp->input_at);
 			}
 			ds->ids[i] = (float)v; /* below 2^24: exact */
@@ -193,20 +216,22 @@ int dataset_npy(struct dataset *ds, struct npy_spec *sp, char *err, size_t errle
 {
 	memset(ds, 0, sizeof *ds);
 	ds->kind = DATASET_NPY;
-	snprintf(ds->images_path, sizeof ds->images_path, "%s", sp->input);
 	if (sp->ndim < 1 || sp->ndim > DATASET_MAX_DIMS ||
 	    (sp->target_kind == TARGET_VECTOR && (sp->target_ndim < 1 || sp->target_ndim > DATASET_MAX_DIMS)))
 		return util_fail(err, errlen, "npy: samples and targets of 1 to %d dimensions", DATASET_MAX_DIMS);
 	int rc = -1;
 	sp->failed = 0;
-	if (map_file(ds, 0, sp->input, err, errlen) != 0 || check_input(sp, &ds->npy[0], err, errlen) != 0)
+	if (map_file(ds, 0, sp->input, sp->input_key, sp->headers_only, err, errlen) != 0 ||
+	    check_input(sp, &ds->npy[0], ds->npy_name[0], err, errlen) != 0)
 		goto out;
+	snprintf(ds->images_path, sizeof ds->images_path, "%s", ds->npy_name[0]);
 	ds->n = ds->npy[0].shape[0];
 	sp->failed = 1;
-	if (map_file(ds, 1, sp->target, err, errlen) != 0 || check_target(sp, &ds->npy[1], ds->n, err, errlen) != 0)
+	if (map_file(ds, 1, sp->target, sp->target_key, sp->headers_only, err, errlen) != 0 ||
+	    check_target(sp, &ds->npy[1], ds->npy_name[1], ds->npy_name[0], ds->n, err, errlen) != 0)
 		goto out;
 	if (ds->n > INT32_MAX) {
-		util_fail(err, errlen, "%s: %" PRId64 " samples; trainc takes at most 2^31 - 1", sp->input, ds->n);
+		util_fail(err, errlen, "%s: %" PRId64 " samples; trainc takes at most 2^31 - 1", ds->npy_name[0], ds->n);
 		goto out;
 	}
 	ds->ndim = sp->ndim;

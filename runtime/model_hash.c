@@ -164,6 +164,10 @@ static void dataset(uint64_t *h, const char *which, const struct plan_dataset *d
 	if (ds->kind == DATA_NPY) {
 		text(h, "npy input", ds->npy_input);
 		text(h, "npy target", ds->npy_target);
+		if (ds->npy_input_key) { /* absent for .npy files, so their checkpoints resume */
+			text(h, "npz input", ds->npy_input_key);
+			text(h, "npz target", ds->npy_target_key);
+		}
 	}
 	/* mnist's and npy's counts are the files', known once they are read */
 	if (ds->kind == DATA_SYNTHETIC)

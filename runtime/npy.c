@@ -161,7 +161,8 @@ int npy_parse(const uint8_t *buf, size_t len, struct npy_head *h, char *err, siz
 	memset(h, 0, sizeof *h);
 	if (len >= 4 && memcmp(buf, "PK\3\4", 4) == 0)
 		return util_fail(err, errlen, "byte 0: this is a ZIP archive (an .npz, or a torch.save file), not a .npy file; "
-				 "save each array alone with numpy.save");
+				 "read an .npz with npz(\"path.npz\", input=\"x\", target=\"y\"), or save each array alone with "
+				 "numpy.save");
 	if (len < 6 || memcmp(buf, "\x93NUMPY", 6) != 0)
 		return util_fail(err, errlen, "byte 0: not a .npy file (it does not begin with \\x93NUMPY); write it with numpy.save");
 	if (len < 10)

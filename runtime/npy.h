@@ -5,7 +5,7 @@
  * literal {'descr': '<f4', 'fortran_order': False, 'shape': (N, ...), }
  * padded with spaces to a newline.  The array's elements follow it, in C
  * order, nothing after them.
- * Does not: read .npz archives, structured, string, object or complex
+ * Does not: read .npz archives (npz.h finds their members), structured, string, object or complex
  * arrays, or arrays in Fortran order (except those of one dimension, whose
  * order is the same).
  * Invariant: npy_parse checks every size against the file's length, so a

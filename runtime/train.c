@@ -80,7 +80,8 @@ int train_open_npy(const struct plan *p, const struct plan_dataset *pd, struct d
 	char in_at[4200], out_at[4200];
 	loc_str(&in->loc, in_at, sizeof in_at);
 	loc_str(&out->loc, out_at, sizeof out_at);
-	struct npy_spec sp = { .input = pd->npy_input, .target = pd->npy_target, .ndim = pd->sample.rank,
+	struct npy_spec sp = { .input = pd->npy_input, .target = pd->npy_target, .input_key = pd->npy_input_key,
+			       .target_key = pd->npy_target_key, .ndim = pd->sample.rank,
 			       .target_kind = pd->target == TGT_CLASS ? TARGET_CLASS : TARGET_VECTOR, .num_classes = (int)pd->classes,
 			       .ignore_index = p->train.ignore_index, .target_ndim = pd->target_shape.rank, .ids_below = pd->input_high, .input_at = in_at,
 			       .output_at = out_at, .headers_only = headers_only };
@@ -102,8 +103,9 @@ static int peek_data(const struct plan *p, const struct plan_dataset *pd, int64_
 		if (train_open_npy(p, pd, &ds, true, NULL, err, n) != 0)
 			return -1;
 		*samples = ds.n;
+		int rc = train_check_test_samples(ds.images_path, *samples, err, n);
 		dataset_close(&ds);
-		return train_check_test_samples(pd->npy_input, *samples, err, n);
+		return rc;
 	}
 	if (pd->kind != DATA_MNIST)
 		return 0;
@@ -655,7 +657,7 @@ int train_check_batches(const struct plan *p, int world, int64_t train_n, int64_
 
 int train_check_samples(const struct dataset *ds, int world, char *err, size_t errlen)
 {
-	char where[4300] = "";
+	char where[4410] = "";
 	if (ds->kind != DATASET_SYNTHETIC)
 		snprintf(where, sizeof where, "%s: ", ds->images_path);
 	if (ds->n == 0)

@@ -17,6 +17,7 @@
 # - A checkpoint of one ignore_index does not resume under another.
 # The language's refusals are tests/errors/train_loss_ignore_*.net.
 . "$(dirname "$0")/preamble.inc"
+. tests/cli/runs.inc
 . tests/cli/torch_ref.inc
 mnist_files "$tmp/data" 40 20
 
@@ -44,19 +45,6 @@ cnn() { # cnn NAME LABELS: the seed CNN on x.npy and LABELS
 cnn true y.npy
 cnn part y3.npy
 cnn first y64.npy
-steps() { sed -n 's/.*"kind": "step".*"loss": \([^,]*\),.*/\1/p' "$tmp/$1/metrics.jsonl"; }
-train() { # train NAME NET ARGS...: 4 steps, the weights saved as NAME.safetensors
-	name=$1 net=$2
-	shift 2
-	"$TRAINC" "$tmp/$net.net" --threads 1 --set train.steps=4 --run-dir "$tmp/$name" --save "$tmp/$name.safetensors" "$@" \
-		> "$tmp/$name.out" 2>&1 || { fail "$name: the run failed:"; sed 's/^/    /' "$tmp/$name.out"; }
-}
-same() { # same A B: the same step losses and weights
-	[ -n "$(steps $1)" ] && [ "$(steps $1)" = "$(steps $2)" ] ||
-		fail "$2 trains otherwise than $1: $(steps $2 | tr '\n' ' ') against $(steps $1 | tr '\n' ' ')"
-	build/tests/stcmp "$tmp/$1.safetensors" "$tmp/$2.safetensors" 0 > "$tmp/$2.cmp" 2>&1 ||
-		fail "$2's weights differ from $1's: $(cat "$tmp/$2.cmp")"
-}
 sum='train.loss=nll(reduction="sum", ignore_index=3)'
 train t3 true --set "$sum"
 train p3 part

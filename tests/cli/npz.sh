@@ -13,6 +13,7 @@
 #   CRC; a cut archive; a .npy given as an archive and an archive given as
 #   a .npy) are said at the argument, before any worker starts.
 . "$(dirname "$0")/preamble.inc"
+. tests/cli/runs.inc
 W=build/tests/npy_write Z=build/tests/npz_write
 F=/usr/share/datasets/fashion-mnist
 [ -f $F/t10k-images-idx3-ubyte.gz ] || { fail "no Fashion-MNIST under $F (./configure --deps installs it)"; exit 1; }
@@ -29,19 +30,6 @@ cnn ref "npy(input=\"$tmp/x.npy\", target=\"$tmp/y.npy\")"
 for v in d dc d64 crc; do
 	cnn $v "npz(\"$tmp/$v.npz\", input=\"images\", target=\"labels\")"
 done
-steps() { sed -n 's/.*"kind": "step".*"loss": \([^,]*\),.*/\1/p' "$tmp/$1/metrics.jsonl"; }
-train() { # train NAME NET ARGS...: 4 steps, the weights saved as NAME.safetensors
-	name=$1 net=$2
-	shift 2
-	"$TRAINC" "$tmp/$net.net" --threads 1 --set train.steps=4 --run-dir "$tmp/$name" --save "$tmp/$name.safetensors" "$@" \
-		> "$tmp/$name.out" 2>&1 || { fail "$name: the run failed:"; sed 's/^/    /' "$tmp/$name.out"; }
-}
-same() { # same A B: the same step losses and weights
-	[ -n "$(steps $1)" ] && [ "$(steps $1)" = "$(steps $2)" ] ||
-		fail "$2 trains otherwise than $1: $(steps $2 | tr '\n' ' ') against $(steps $1 | tr '\n' ' ')"
-	build/tests/stcmp "$tmp/$1.safetensors" "$tmp/$2.safetensors" 0 > "$tmp/$2.cmp" 2>&1 ||
-		fail "$2's weights differ from $1's: $(cat "$tmp/$2.cmp")"
-}
 train ref ref
 for v in d dc d64; do
 	train $v $v
@@ -77,13 +65,7 @@ for v in tsz tszc tarr; do
 		fail "$v trains otherwise than the .npy files: $(steps $v | tr '\n' ' ') against $(steps tref | tr '\n' ' ')"
 done
 
-# faults: `refuses NAME NET WANT`: the launch exits 2 with WANT
-refuses() {
-	"$TRAINC" "$tmp/$2.net" --threads 1 --set train.steps=1 --run-dir "$tmp/$1" > "$tmp/$1.out" 2>&1
-	rc=$?
-	[ $rc -eq 2 ] || fail "$1: exited $rc, expected 2"
-	grep -qF -- "$3" "$tmp/$1.out" || { fail "$1: not refused with '$3':"; sed 's/^/    /' "$tmp/$1.out"; }
-}
+# faults
 refuses crc crc "crc.npz: byte 31360248: labels.npy's CRC-32 is 0e4690fb, but its bytes give 0e4690fa"
 grep -qF "the archive is damaged" "$tmp/crc.out" || fail "crc: the damage is not named"
 cnn key "npz(\"$tmp/d.npz\", input=\"x\", target=\"labels\")"

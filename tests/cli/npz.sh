@@ -10,7 +10,8 @@
 #   tests/golden/npz_numpy.py) train ToyModel as the .npy files of the same
 #   values do; the keys default to savez's arr_0 and arr_1.
 # - Faults (a key the archive lacks, named with the ones it has; a damaged
-#   CRC; a cut archive; a .npy given as an archive and an archive given as
+#   CRC, stored or deflated; a cut archive; another ZIP method; an
+#   encrypted member; a .npy given as an archive and an archive given as
 #   a .npy) are said at the argument, before any worker starts.
 . "$(dirname "$0")/preamble.inc"
 . tests/cli/runs.inc
@@ -77,6 +78,12 @@ cnn dbad "npz(\"$tmp/dbad.npz\", input=\"images\", target=\"labels\")"
 refuses dbad dbad "dbad.npz: byte "
 grep -qE "images.npy (does not inflate to its 31360128 bytes|'s CRC-32 is)" "$tmp/dbad.out" ||
 	{ fail "dbad: a damaged deflated member is not named:"; sed 's/^/    /' "$tmp/dbad.out"; }
+$Z --method 12 "$tmp/bz.npz" images="$tmp/tx.npy" labels="$tmp/ty.npy" && $Z --flags 1 "$tmp/enc.npz" images="$tmp/tx.npy" labels="$tmp/ty.npy" ||
+	fail "npz_write failed"
+toy bz "npz(\"$tmp/bz.npz\", input=\"images\", target=\"labels\")"
+refuses bz bz "bz.npz: byte 2776: images.npy is compressed with ZIP method 12; trainc reads stored and deflated members"
+toy enc "npz(\"$tmp/enc.npz\", input=\"images\", target=\"labels\")"
+refuses enc enc "enc.npz: byte 2776: images.npy is encrypted"
 head -c 1000000 "$tmp/d.npz" > "$tmp/cut.npz"
 cnn cut "npz(\"$tmp/cut.npz\", input=\"images\", target=\"labels\")"
 refuses cut cut "cut.npz: byte 1000000: no ZIP end record; the archive is cut short or not a ZIP file"

@@ -9,6 +9,8 @@
  *                   a ZIP64 end record with its locator
  *   --crc K         XOR member K's (from 0) CRC with 1: a damaged archive
  *   --comment TEXT  an archive comment after the end record
+ *   --method M      the directory says method M (the data stays as written)
+ *   --flags F       the directory's general purpose flags (1: encrypted)
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -57,6 +59,7 @@ int main(int argc, char **argv)
 	bool squeeze = false, zip64 = false;
 	long bad_crc = -1;
 	const char *comment = "";
+	long method = -1, flags = 0;
 	int a = 1;
 	for (; a + 1 < argc && argv[a][0] == '-' && argv[a][1] == '-'; a += 2) {
 		const char *o = argv[a] + 2, *v = argv[a + 1];
@@ -68,6 +71,10 @@ int main(int argc, char **argv)
 			bad_crc = atol(v);
 		else if (!strcmp(o, "comment"))
 			comment = v;
+		else if (!strcmp(o, "method"))
+			method = atol(v);
+		else if (!strcmp(o, "flags"))
+			flags = atol(v);
 		else
 			die("unknown option");
 	}
@@ -114,7 +121,7 @@ int main(int argc, char **argv)
 	uint64_t dir = pos;
 	for (int k = 0; k < n; k++) {
 		size_t nl = strlen(m[k].name);
-		u32(0x02014b50), u16(45), u16(45), u16(0), u16(squeeze ? 8 : 0), u16(0), u16(0x21);
+		u32(0x02014b50), u16(45), u16(45), u16((uint32_t)flags), u16(method >= 0 ? (uint32_t)method : squeeze ? 8 : 0), u16(0), u16(0x21);
 		u32(m[k].crc);
 		u32(zip64 ? 0xffffffff : (uint32_t)m[k].csize), u32(zip64 ? 0xffffffff : (uint32_t)m[k].usize);
 		u16((uint32_t)nl), u16(zip64 ? 28 : 0), u16(0), u16(0), u16(0), u32(0x1800000);

@@ -49,6 +49,18 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 		}
 		return true;
 	}
+	if (ds->nnorm && in->dtype == DT_I64) {
+		diag_error(d, ds->norm_loc, "the model takes token ids, which normalize would make other numbers; leave it out");
+		diag_note(d, in->loc, "the model's input is declared here");
+		return false;
+	}
+	if (ds->nnorm > 1 && ds->nnorm != in->out.d[0]) {
+		diag_error(d, ds->norm_loc, "normalize has %" PRId64 " means and stds, one per channel, but the samples have %" PRId64
+			   " channel%s (the first size of the model's input%s); give one per channel, or one number for all", ds->nnorm,
+			   in->out.d[0], in->out.d[0] == 1 ? "" : "s", shape_str(&in->out, b1, sizeof b1));
+		diag_note(d, in->loc, "the model's input is declared here");
+		return false;
+	}
 	if (!same_shape(&ds->sample, &in->out)) {
 		diag_error(d, ds->loc, "this dataset gives samples of shape %s, but model %s takes input%s",
 			   shape_str(&ds->sample, b1, sizeof b1), p->model_name, shape_str(&in->out, b2, sizeof b2));

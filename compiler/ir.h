@@ -242,6 +242,9 @@ struct plan_dataset {
 	const char *npy_input, *npy_target; /* npy: the arrays' files (npz: the archive, both) */
 	const char *npy_input_key, *npy_target_key; /* npz: the arrays' keys; npy: NULL */
 	struct loc input_loc;       /* synthetic, npy: input=... */
+	const float *norm_mean, *norm_std; /* npy, npz: normalize=, nnorm values each (one: every value's), or NULL */
+	int64_t nnorm;
+	struct loc norm_loc;
 	double mean, std;           /* normalisation; std 1, mean 0 when absent */
 	struct shape sample;        /* per-sample input shape */
 	int64_t input_high;         /* synthetic randint(high, ...): token ids below high; 0: randn or rand;

@@ -647,16 +647,61 @@ static bool random_shape(struct reader *r, const struct val *v, const char *what
 	return true;
 }
 
+/* npy's and npz's normalize=(mean, std): torchvision's Normalize on the
+ * input as read, each a number, or a list or tuple of one per channel
+ * (the sample's first dimension, checked against the model in infer.c);
+ * a number with a list is that number for every channel. */
+static bool read_npy_normalize(struct reader *r, const struct val *v, struct plan_dataset *ds)
+{
+	if (v->kind != V_TUPLE || v->n != 2) {
+		diag_error(r->d, v->loc, "normalize must be (mean, std), each a number or one per channel: (0.2860, 0.3530), or "
+			   "([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])");
+		return false;
+	}
+	int64_t n = 1;
+	for (int i = 0; i < 2; i++) {
+		const struct val *x = v->items[i].v;
+		if (x->kind != V_TUPLE && x->kind != V_LIST)
+			continue;
+		if (x->n < 1 || (n > 1 && x->n != n)) {
+			diag_error(r->d, x->loc, x->n < 1 ? "the %s has no value; give one per channel" :
+				   "the %s has %d values but the mean %lld; give both one per channel", i ? "std" : "mean", x->n,
+				   (long long)n);
+			return false;
+		}
+		n = x->n;
+	}
+	float *w = arena_array(r->a, (size_t)(2 * n), sizeof *w);
+	for (int i = 0; i < 2; i++) {
+		const struct val *x = v->items[i].v;
+		bool list = x->kind == V_TUPLE || x->kind == V_LIST;
+		for (int64_t c = 0; c < n; c++) {
+			double y;
+			const struct val *e = list ? x->items[c].v : x;
+			if (!(i ? num_range(r, e, "a std", 1e-12, 1e6, &y) : num_range(r, e, "a mean", -1e6, 1e6, &y)))
+				return false;
+			w[i * n + c] = (float)y;
+		}
+	}
+	ds->norm_mean = w;
+	ds->norm_std = w + n;
+	ds->nnorm = n;
+	ds->norm_loc = v->loc;
+	return true;
+}
+
 /* npy(input="x.npy", target="y.npy"): the sample shape and the targets
  * are the model's and the loss's (infer.c), checked against the files'
  * headers before a run (compile_check_data) and as it opens them. */
 static bool read_npy(struct reader *r, const struct val *v, struct plan_dataset *ds)
 {
-	static const char *const names[] = { "input", "target" };
-	struct val *s[2];
-	if (!bind(r, v, names, 0, 2, s))
+	static const char *const names[] = { "input", "target", "normalize" };
+	struct val *s[3];
+	if (!bind(r, v, names, 0, 3, s))
 		return false;
 	ds->kind = DATA_NPY;
+	if (s[2] && !read_npy_normalize(r, s[2], ds))
+		return false;
 	const char **paths[2] = { &ds->npy_input, &ds->npy_target };
 	struct loc *locs[2] = { &ds->input_loc, &ds->target_loc };
 	for (int i = 0; i < 2; i++) {
@@ -685,11 +730,13 @@ static bool read_npy(struct reader *r, const struct val *v, struct plan_dataset 
  * to the names savez gives arrays passed without one.  Otherwise npy's. */
 static bool read_npz(struct reader *r, const struct val *v, struct plan_dataset *ds)
 {
-	static const char *const names[] = { "path", "input", "target" };
-	struct val *s[3];
-	if (!bind(r, v, names, 1, 3, s))
+	static const char *const names[] = { "path", "input", "target", "normalize" };
+	struct val *s[4];
+	if (!bind(r, v, names, 1, 4, s))
 		return false;
 	ds->kind = DATA_NPY;
+	if (s[3] && !read_npy_normalize(r, s[3], ds))
+		return false;
 	if (!s[0]) {
 		diag_error(r->d, v->loc, "npz needs the archive's path: npz(\"data.npz\", input=\"x\", target=\"y\")");
 		return false;

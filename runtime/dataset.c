@@ -529,5 +529,6 @@ void dataset_close(struct dataset *ds)
 		free(ds->npy_own[i]);
 	}
 	free(ds->ids);
+	free(ds->npy_norm);
 	memset(ds, 0, sizeof *ds);
 }

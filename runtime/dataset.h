@@ -55,6 +55,8 @@ struct dataset {
 	void *npy_own[2];                       /* an inflated .npz member, or NULL */
 	struct npy_head npy[2];
 	char npy_name[2][4400];                 /* "x.npy", "d.npz: x.npy": for messages */
+	float *npy_norm;                        /* normalize=: npy_nnorm means, then as many stds; owned */
+	int64_t npy_nnorm;
 	float *ids;                             /* token ids as floats, or NULL */
 	char images_path[4400];                 /* DATASET_IDX: the images file; DATASET_NPY: the input's; for messages */
 };
@@ -111,6 +113,8 @@ int dataset_synthetic(struct dataset *ds, const struct synthetic_spec *spec, cha
 struct npy_spec {
 	const char *input, *target;             /* the files' paths */
 	const char *input_key, *target_key;     /* the arrays' keys where the file is an .npz archive, else NULL */
+	const float *norm_mean, *norm_std;      /* normalize=: nnorm values each, one per channel (or one for all) */
+	int64_t nnorm;                          /* 0: none */
 	int ndim;                               /* the model's input per sample */
 	int64_t shape[DATASET_MAX_DIMS];
 	enum dataset_target target_kind;

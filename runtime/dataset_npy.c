@@ -7,7 +7,9 @@
  * than memory is read from the page cache.  Class labels and token ids are
  * read once, checked and kept apart from the mapping: a value changed in
  * the file later cannot index past a table.
- * Does not: normalise or reorder anything, or hold more than 2^31 - 1
+ * The input is normalised as torchvision's Normalize does where the
+ * dataset gives normalize=, per channel (the sample's first dimension).
+ * Does not: scale, reorder or augment anything, or hold more than 2^31 - 1
  * samples.
  */
 #include "runtime/dataset.h"
@@ -251,11 +253,31 @@ int dataset_npy(struct dataset *ds, struct npy_spec *sp, char *err, size_t errle
 		rc = 0;
 		goto out;
 	}
+	if (sp->nnorm > 0) {
+		if (!(ds->npy_norm = malloc((size_t)(2 * sp->nnorm) * sizeof(float)))) {
+			util_fail(err, errlen, "out of memory");
+			goto out;
+		}
+		memcpy(ds->npy_norm, sp->norm_mean, (size_t)sp->nnorm * sizeof(float));
+		memcpy(ds->npy_norm + sp->nnorm, sp->norm_std, (size_t)sp->nnorm * sizeof(float));
+		ds->npy_nnorm = sp->nnorm;
+	}
 	rc = read_checked(ds, sp, err, errlen);
 out:
 	if (rc != 0)
 		dataset_close(ds);
 	return rc;
+}
+
+/* torchvision's Normalize over one sample of m values: (x - mean) / std
+ * in float, channel c the values [c m / C, (c + 1) m / C). */
+static void normalize(const struct dataset *ds, float *x, int64_t m)
+{
+	int64_t nc = ds->npy_nnorm, inner = m / nc;
+	const float *mean = ds->npy_norm, *std = ds->npy_norm + nc;
+	for (int64_t c = 0; c < nc; c++)
+		for (int64_t j = c * inner; j < (c + 1) * inner; j++)
+			x[j] = (x[j] - mean[c]) / std[c];
 }
 
 void dataset_npy_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, void *y)
@@ -267,6 +289,8 @@ void dataset_npy_fill(const struct dataset *ds, const int64_t *idx, int b, float
 			memcpy(x + s * m, ds->ids + i * m, (size_t)m * sizeof(float));
 		else
 			npy_to_float(&ds->npy[0], data(ds, 0) + i * m * ds->npy[0].size, m, x + s * m);
+		if (ds->npy_nnorm)
+			normalize(ds, x + s * m, m);
 		if (ds->target == TARGET_CLASS)
 			((int32_t *)y)[s] = ds->labels[i];
 		else

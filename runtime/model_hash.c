@@ -164,6 +164,8 @@ static void dataset(uint64_t *h, const char *which, const struct plan_dataset *d
 	if (ds->kind == DATA_NPY) {
 		text(h, "npy input", ds->npy_input);
 		text(h, "npy target", ds->npy_target);
+		for (int64_t c = 0; c < ds->nnorm; c++) /* absent without normalize, so earlier checkpoints resume */
+			field(h, "npy norm %a %a", (double)ds->norm_mean[c], (double)ds->norm_std[c]);
 		if (ds->npy_input_key) { /* absent for .npy files, so their checkpoints resume */
 			text(h, "npz input", ds->npy_input_key);
 			text(h, "npz target", ds->npy_target_key);

@@ -1001,6 +1001,40 @@ static void test_loader_timeout(void)
 	free(xs[1]);
 }
 
+/* npy's normalize=: per channel (the sample's first dimension) as
+ * torchvision's Normalize, (x - mean) / std in float; one pair for all;
+ * classes read alongside. */
+static void test_npy_normalize(void)
+{
+	uint8_t buf[512];
+	float x[12];
+	for (int i = 0; i < 12; i++)
+		x[i] = (float)i * 0.75f - 2.0f;
+	int64_t y[2] = { 1, 0 };
+	write_bytes(at("nx.npy"), buf, npy_file(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 2), }\n", x, sizeof x), 0);
+	write_bytes(at("ny.npy"), buf, npy_file(buf, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }\n", y, sizeof y), 0);
+	static const float mean[3] = { 0.5f, -1.0f, 0.25f }, std[3] = { 2.0f, 0.3f, 1.5f };
+	for (int per = 0; per < 2; per++) {
+		struct npy_spec sp = { .input = at("nx.npy"), .target = at("ny.npy"), .ndim = 2, .shape = { 3, 2 },
+				       .target_kind = TARGET_CLASS, .num_classes = 2, .ignore_index = -100, .norm_mean = mean,
+				       .norm_std = std, .nnorm = per ? 3 : 1, .input_at = "m.net:1:1", .output_at = "m.net:2:1" };
+		struct dataset ds;
+		char why[600];
+		CHECK(dataset_npy(&ds, &sp, why, sizeof why) == 0);
+		int64_t idx[2] = { 1, 0 };
+		float got[12];
+		int32_t lab[2];
+		CHECK(dataset_fill(&ds, idx, 2, got, lab) == 0);
+		for (int s = 0; s < 2; s++)
+			for (int j = 0; j < 6; j++) {
+				int c = per ? j / 2 : 0;
+				CHECK(got[s * 6 + j] == (x[(1 - s) * 6 + j] - mean[c]) / std[c]);
+			}
+		CHECK(lab[0] == 0 && lab[1] == 1);
+		dataset_close(&ds);
+	}
+}
+
 int main(void)
 {
 	snprintf(tmp, sizeof tmp, "%s/trainc-data-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -1023,6 +1057,7 @@ int main(void)
 	RUN(test_fashion_mnist);
 	RUN(test_synthetic);
 	RUN(test_npy);
+	RUN(test_npy_normalize);
 	RUN(test_sampler_no_shuffle);
 	RUN(test_sampler_shuffle);
 	RUN(test_sampler_resume);

@@ -5,7 +5,7 @@
 # exactly as mnist() reading the IDX files does: the same step losses,
 # test loss and final weights, bit for bit, from float32, float64 and
 # big-endian arrays, with int64, uint8 and int32 labels, in format 1.0 and
-# 2.0, on the CPU, at --cpus 2, and through the GPU library on the host
+# 2.0, and from ToTensor's values with normalize=, on the CPU, at --cpus 2, and through the GPU library on the host
 # stand-in.  Raw uint8, float16 and float32 images of the same values train
 # alike; vector targets (mse) of float16 and float32 alike; token ids
 # (int64) feed an embedding.  Every fault of a file is said at the
@@ -57,6 +57,15 @@ same() { # same A B: the same step losses, test line and weights
 }
 train ref ref
 for v in f4 f8 be; do
+	train $v $v
+	same ref $v
+done
+# ToTensor's values saved, normalize= as mnist()'s: the same bits
+$W --idx $IM --norm 0,1 "$tmp/x01.npy" '<f4' $N,1,28,28 || fail "npy_write failed"
+n01="npy(input=\"$tmp/x01.npy\", target=\"$tmp/y.npy\", normalize=(0.2860, 0.3530))"
+cnn n01 "$n01" "$n01"
+cnn n01c "$(echo "$n01" | sed 's/(0.2860, 0.3530)/([0.2860], [0.3530])/')" "$n01"
+for v in n01 n01c; do
 	train $v $v
 	same ref $v
 done

@@ -35,21 +35,21 @@ static const char *const roles[2] = { "input", "target" };
  * whose member's CRC is checked unless only the headers are wanted). */
 static int map_file(struct dataset *ds, int i, const char *path, const char *key, bool headers_only, char *err, size_t errlen)
 {
-	const char *kind = key ? ".npz" : ".npy";
+	char member[264] = "";
 	if (key)
-		snprintf(ds->npy_name[i], sizeof ds->npy_name[i], "%s: %s%s", path, key,
-			 strlen(key) > 4 && !strcmp(key + strlen(key) - 4, ".npy") ? "" : ".npy");
-	else
-		snprintf(ds->npy_name[i], sizeof ds->npy_name[i], "%s", path);
+		npz_member_name(key, member, sizeof member);
+	snprintf(ds->npy_name[i], sizeof ds->npy_name[i], "%s%s%s", path, key ? ": " : "", member);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return util_fail(err, errlen, "cannot open %s, the %s array%s: %s", path, roles[i], key ? "s' archive" : "", strerror(errno));
 	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		int e = errno;
+	int got = fstat(fd, &st);
+	if (got != 0 || !S_ISREG(st.st_mode)) {
+		int e = got != 0 ? errno : 0;
 		close(fd);
-		return util_fail(err, errlen, "%s: %s%s%s", path, S_ISDIR(st.st_mode) ? "a folder, not a " : "", S_ISDIR(st.st_mode) ? kind :
-			    e ? strerror(e) : "not a regular file; trainc maps ", S_ISDIR(st.st_mode) || e ? "" : "its files, so give a file");
+		if (got == 0 && S_ISDIR(st.st_mode))
+			return util_fail(err, errlen, "%s: a folder, not a %s file", path, key ? ".npz" : ".npy");
+		return util_fail(err, errlen, "%s: %s", path, e ? strerror(e) : "not a regular file; trainc maps its files, so give a file");
 	}
 	if (st.st_size == 0) {
 		close(fd);

@@ -104,6 +104,12 @@ static int zip64_extra(const uint8_t *x, uint32_t n, uint64_t *usize, uint64_t *
 	return 0;
 }
 
+void npz_member_name(const char *key, char *buf, size_t n)
+{
+	size_t kl = strlen(key);
+	snprintf(buf, n, "%.*s%s", (int)(n > 5 ? n - 5 : 0), key, kl > 4 && !strcmp(key + kl - 4, ".npy") ? "" : ".npy");
+}
+
 int npz_find(const uint8_t *z, size_t len, const char *key, struct npz_member *m, char *err, size_t errlen)
 {
 	uint64_t at = 0, size = 0, entries = 0;
@@ -112,9 +118,8 @@ int npz_find(const uint8_t *z, size_t len, const char *key, struct npz_member *m
 	if (!inside(len, at, size))
 		return util_fail(err, errlen, "byte %" PRIu64 ": the ZIP directory runs past the end of the file (%zu bytes); the "
 				 "archive is cut short", at, len);
-	size_t kl = strlen(key);
 	char *want = m->name;
-	snprintf(want, sizeof m->name, "%.*s%s", (int)(sizeof m->name - 5), key, kl > 4 && !strcmp(key + kl - 4, ".npy") ? "" : ".npy");
+	npz_member_name(key, want, sizeof m->name);
 	char keys[400] = "";
 	size_t shown = 0;
 	uint64_t p = at;

@@ -21,6 +21,10 @@ struct npz_member {
 	char name[264];               /* KEY.npy, for messages */
 };
 
+/* The member's name for key: KEY.npy, or KEY where it ends in .npy (as
+ * np.load's keys leave the suffix off). */
+void npz_member_name(const char *key, char *buf, size_t n);
+
 /* The member KEY.npy (or KEY itself, where KEY ends in .npy) of the archive
  * held in zip[0..len).  Returns 0, or -1 with "byte K: what is wrong; what
  * to do" in err; a key the archive lacks is told the keys it has. */

@@ -2,8 +2,9 @@
  * run on the CPU with one thread over a CPU executor's memory, against the
  * CPU backend's step (exec forward, loss, backward, optim_step) on the same
  * data: parameters and losses after several steps agree to 1e-5 relative
- * (the sums run in another order), for MSE and cross-entropy, SGD with
- * momentum and Adam, ReLU, tanh, sigmoid, GELU and the activations of
+ * (the sums run in another order), for MSE, bce_with_logits with
+ * pos_weight, nll and cross-entropy with class weights and ignore_index,
+ * SGD with momentum and Adam, ReLU, tanh, sigmoid, GELU and the activations of
  * act_elem.h.  Also which plans qualify.
  * Needs no GPU: it checks the interpreter and the program builder, which
  * the GPU runs unchanged (one block of TINY_THREADS threads).
@@ -75,7 +76,7 @@ static void compare(const char *net, int classes, int steps, double *pdiff, doub
 	P->data_x = (const uint32_t *)(const void *)xs, P->data_y = (const uint32_t *)(const void *)ys, P->xw = xw, P->yw = yw;
 	P->order = order, P->pos = &pos, P->ybuf = ybuf, P->step_loss = &step_loss, P->bad_target = &bad;
 	P->cfg = cfg, P->lr_table = lr, P->step = &step, P->hist = hist, P->cap = steps;
-	tiny_build(P, &tin, B);
+	tiny_build(P, &tin, B, p->train.npos_weights ? p->train.pos_weights : p->train.class_weights);
 	CHECK(P->sm_bytes[0] > 0 && P->sm_bytes[1] == B * yw * 4); /* these models fit in shared memory */
 	double sh[1];
 	static _Alignas(16) char smem[TINY_SMEM_BYTES];
@@ -169,6 +170,38 @@ static void test_shrink_activations(void)
 		1, 4);
 }
 
+/* The losses' options: weights per class (with label smoothing), a class
+ * that ignore_index leaves out (the random labels hit it), nll on
+ * log-probabilities, and bce_with_logits' pos_weight per output. */
+static void test_weighted_ce(void)
+{
+	agree("model Net {\n input(12)\n fc1 = linear(12, 16)\n relu\n fc2 = linear(16, 5)\n}\n"
+		"data { train = synthetic(input=randn(12), target=classes(5), samples=64) }\n"
+		"train { loss = cross_entropy(weight=[1, 0.5, 2, 3, 0.25], label_smoothing=0.1, ignore_index=3)\n"
+		" optimizer = sgd(lr=0.5, momentum=0.5); batch = 16 }\n",
+		1, 4);
+}
+
+static void test_weighted_nll(void)
+{
+	agree("model Net {\n input(12)\n fc1 = linear(12, 16)\n tanh\n fc2 = linear(16, 5)\n log_softmax(dim=1)\n}\n"
+		"data { train = synthetic(input=randn(12), target=classes(5), samples=64) }\n"
+		"train { loss = nll(weight=[2, 1, 0.5, 1.5, 1], ignore_index=1); optimizer = adam(lr=0.01); batch = 16 }\n",
+		1, 4);
+	agree("model Net {\n input(12)\n fc1 = linear(12, 16)\n relu\n fc2 = linear(16, 5)\n log_softmax(dim=1)\n}\n"
+		"data { train = synthetic(input=randn(12), target=classes(5), samples=64) }\n"
+		"train { loss = nll(reduction=\"sum\"); optimizer = sgd(lr=0.01); batch = 16 }\n",
+		1, 4);
+}
+
+static void test_pos_weight(void)
+{
+	agree("model Net {\n input(10)\n fc1 = linear(10, 10)\n relu\n fc2 = linear(10, 3)\n}\n"
+		"data { train = synthetic(input=randn(10), target=rand(3), samples=80) }\n"
+		"train { loss = bce_with_logits(pos_weight=[1, 4, 0.5]); optimizer = sgd(lr=0.1, momentum=0.9); batch = 20 }\n",
+		0, 4);
+}
+
 static void test_which_plans(void)
 {
 	struct arena a = { 0 };
@@ -178,8 +211,12 @@ static void test_which_plans(void)
 	struct plan *drop = compile_text(&a, "model T {\n input(10)\n linear(10, 10)\n dropout(0.5)\n linear(10, 5)\n}\n"
 					     "data { train = synthetic(input=randn(10), target=randn(5), samples=20) }\n"
 					     "train { loss = mse; optimizer = sgd(lr=0.1); batch = 20 }\n");
-	CHECK(toy && drop);
-	if (toy && drop) {
+	struct plan *nll = compile_text(&a, "model T {\n input(10)\n linear(10, 4)\n log_softmax(dim=1)\n}\n"
+					    "data { train = synthetic(input=randn(10), target=classes(4), samples=20) }\n"
+					    "train { loss = nll(weight=[1, 2, 3, 4]); optimizer = sgd(lr=0.1); batch = 20 }\n");
+	CHECK(toy && drop && nll);
+	if (toy && drop && nll) {
+		CHECK(tiny_refusal(nll, 1, 1, 20) == NULL);  /* log_softmax, nll and class weights run in one block */
 		CHECK(tiny_refusal(toy, 1, 1, 20) == NULL);
 		CHECK(tiny_refusal(toy, 2, 1, 20) != NULL);  /* DDP needs its all-reduce between backward and update */
 		CHECK(tiny_refusal(toy, 1, 2, 20) != NULL);  /* accumulation */
@@ -196,6 +233,9 @@ int main(void)
 	RUN(test_parametric_activations);
 	RUN(test_hard_activations);
 	RUN(test_shrink_activations);
+	RUN(test_weighted_ce);
+	RUN(test_weighted_nll);
+	RUN(test_pos_weight);
 	RUN(test_which_plans);
 	return check_done();
 }

@@ -183,6 +183,11 @@ struct cuda_dev *cuda_dev_words(struct exec *e)
 	return st(e)->dev;
 }
 
+const float *cuda_loss_weights(struct exec *e)
+{
+	return st(e)->g[0].loss_weights;
+}
+
 void cuda_use_step(struct exec *e, const int64_t *step)
 {
 	st(e)->step = step;

@@ -48,6 +48,8 @@ void cuda_join(struct exec *e);
 /* The rank's device d is GPU base + d; set before exec_init_on. */
 void cuda_set_device_base(int base);
 struct cuda_dev *cuda_dev_words(struct exec *e);
+/* The loss's pos_weight or class weights on the first GPU (NULL: none). */
+const float *cuda_loss_weights(struct exec *e);
 /* Dropout reads the step from this device word (finished steps) instead of
  * e->step, so a captured step replays with fresh masks. */
 void cuda_use_step(struct exec *e, const int64_t *step);

@@ -29,12 +29,6 @@ const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t bat
 		return "it clips gradients";
 	if (p->nodes[0].dtype != DT_F32)
 		return "its input is token ids";
-	if (p->train.loss == LOSS_NLL)
-		return "its loss is nll";
-	if (p->train.npos_weights)
-		return "its pos_weight is a list";
-	if (p->train.class_weights)
-		return "its loss weighs the classes";
 	if (p->nnodes - 1 > TINY_MAX_LAYERS)
 		return "it has too many layers";
 	int64_t macs = 0, trainable = 0;
@@ -45,8 +39,9 @@ const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t bat
 		switch (nd->op) {
 		case OP_LINEAR: macs += batch * nd->a.linear.in * nd->a.linear.out; break;
 		case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_GELU: case OP_FLATTEN: break;
+		case OP_SOFTMAX: case OP_LOG_SOFTMAX: break;
 		OP_ACT_CASES: break;
-		default: return "it has layers other than linear, flatten and elementwise activations";
+		default: return "it has layers other than linear, flatten, softmax and elementwise activations";
 		}
 	}
 	for (int k = 0; k < p->nparams; k++)
@@ -65,7 +60,7 @@ static int grad_root(const struct plan *p, int j)
 	return j;
 }
 
-void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch)
+void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch, const float *loss_w)
 {
 	const struct plan *p = e->p;
 	P->n = (int)batch;
@@ -101,11 +96,19 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch)
 			L->op = TINY_ACT;
 			L->act = exec_act_kind(nd, &L->act_a, &L->act_b);
 			break;
+		case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
+			int64_t outer, inner;
+			exec_softmax_dims(nd, batch, &outer, &L->dim, &inner);
+			L->op = TINY_SOFTMAX;
+			L->inner = (int)inner;
+			L->log_out = nd->op == OP_LOG_SOFTMAX;
+			break;
+		}
 		default: L->op = TINY_VIEW; break;
 		}
 	}
 	int last = p->nnodes - 1;
-	P->loss = p->train.loss == LOSS_CROSS_ENTROPY ? TINY_CROSS_ENTROPY : TINY_REGRESSION;
+	P->loss = p->train.loss == LOSS_CROSS_ENTROPY ? TINY_CROSS_ENTROPY : p->train.loss == LOSS_NLL ? TINY_NLL : TINY_REGRESSION;
 	P->regression = P->loss == TINY_REGRESSION ? exec_regression(p) : KERN_MSE;
 	P->regression_param = (float)p->train.loss_param;
 	P->per = (int)shape_numel(&p->nodes[last].out);
@@ -113,6 +116,9 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch)
 	P->scale = e->loss_scale;
 	P->smoothing = (float)p->train.label_smoothing;
 	P->ignore_index = p->train.ignore_index;
+	P->loss_w = p->train.npos_weights || p->train.class_weights ? loss_w : NULL;
+	P->nloss_w = p->train.npos_weights ? p->train.npos_weights : p->train.nclass_weights;
+	P->loss_wsum = p->train.class_weights ? loss_class_weight_sum(p->train.class_weights, (int)p->train.nclass_weights) : 0;
 	P->out = exec_output(e, last, true);
 	P->dout = (float *)(void *)(exec_act(e, last) + p->mem[last].grad_off);
 	P->weight = p->train.reduction == RED_SUM ? 1.0 : (double)batch;

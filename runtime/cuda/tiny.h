@@ -2,10 +2,12 @@
  * A model such as the DDP tutorial's ToyModel (Linear(10, 10) - ReLU -
  * Linear(10, 5), a batch of 20) does far too little per layer to fill a
  * GPU: launched layer by layer its step is a row of tiny kernels, each
- * paying a launch.  For a chain of linear layers and activations, with an
- * MSE or cross-entropy loss, one block instead gathers the batch, runs the
- * forward, the loss, the backward and the optimizer, records the loss and
- * advances the step, with a barrier between layers: one kernel per step.
+ * paying a launch.  For a chain of linear layers, activations and
+ * (log-)softmax, with a regression loss (pos_weight too), nll or
+ * cross-entropy (class weights, ignore_index, label smoothing), one block
+ * instead gathers the batch, runs the forward, the loss, the backward and
+ * the optimizer, records the loss and advances the step, with a barrier
+ * between layers: one kernel per step.
  * It works on the executor's own memory (same parameters, gradients,
  * optimizer planes and activation buffers), so evaluation, checkpoints and
  * the step-by-step path see one state.
@@ -45,8 +47,8 @@
 enum { TINY_MAX_LAYERS = 16, TINY_THREADS = 256, TINY_SMEM_BYTES = 32 << 10 };
 /* tiny_sum's butterfly takes every lane of each warp: whole warps only */
 static_assert(TINY_THREADS % 32 == 0 && TINY_THREADS <= 1024, "TINY_THREADS: whole warps, at most 1024");
-enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_GELU, TINY_ACT, TINY_VIEW };
-enum tiny_loss { TINY_REGRESSION, TINY_CROSS_ENTROPY };
+enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_GELU, TINY_ACT, TINY_SOFTMAX, TINY_VIEW };
+enum tiny_loss { TINY_REGRESSION, TINY_NLL, TINY_CROSS_ENTROPY };
 
 struct tiny_layer {
 	int op;
@@ -61,7 +63,15 @@ struct tiny_layer {
 	enum kern_gelu gelu; /* TINY_GELU: approximate= */
 	enum kern_act act;   /* TINY_ACT: one of act_elem.h's, with its numbers */
 	float act_a, act_b;
+	int dim, inner;      /* TINY_SOFTMAX: each row's length and stride, count / dim rows */
+	bool log_out;        /* TINY_SOFTMAX: log_softmax */
 };
+
+/* Row q of a softmax layer's count / dim: where its first element lies. */
+TINY_FN int64_t tiny_row(const struct tiny_layer *L, int64_t q)
+{
+	return q / L->inner * L->dim * L->inner + q % L->inner;
+}
 
 struct tiny_prog {
 	int nlayers, n;                 /* layers after the input; the batch */
@@ -78,9 +88,15 @@ struct tiny_prog {
 	enum kern_reduction red;
 	float scale;
 	float smoothing;                /* cross-entropy's label smoothing */
-	int32_t ignore_index;           /* cross-entropy's: rows of this target count for nothing */
+	int32_t ignore_index;           /* nll's and cross-entropy's: rows of this target count for nothing */
 	enum kern_regression regression; /* TINY_REGRESSION's loss (mse, l1, ...), and its beta or delta */
 	float regression_param;
+	/* the loss's weights, set before tiny_build (device memory on the GPU;
+	 * NULL: none): bce_with_logits' pos_weight per output, in place of
+	 * regression_param, or the classes' weights, with their sum */
+	const float *loss_w;
+	int64_t nloss_w;
+	double loss_wsum;
 	const float *out;
 	float *dout;
 	double weight;                  /* the recorded step loss is weight * loss */
@@ -155,6 +171,10 @@ TINY_FN void tiny_forward(int tid, int nt, const struct tiny_prog *P, char *smem
 	case TINY_SIGMOID: for (int64_t i = tid; i < L->count; i += nt) y[i] = body_sigmoid_fwd(x[i]); break;
 	case TINY_GELU: for (int64_t i = tid; i < L->count; i += nt) y[i] = body_gelu_fwd(x[i], L->gelu); break;
 	case TINY_ACT: for (int64_t i = tid; i < L->count; i += nt) y[i] = act_elem_fwd(L->act, x[i], L->act_a, L->act_b); break;
+	case TINY_SOFTMAX:
+		for (int64_t q = tid; q < L->count / L->dim; q += nt)
+			body_softmax_row(x + tiny_row(L, q), y + tiny_row(L, q), L->dim, L->inner, L->log_out);
+		break;
 	case TINY_VIEW: break;
 	}
 }
@@ -198,6 +218,11 @@ TINY_FN void tiny_backward(int tid, int nt, const struct tiny_prog *P, char *sme
 			for (int64_t i = tid; i < L->count; i += nt)
 				dx[i] = act_elem_bwd(L->act, x[i], dy[i], L->act_a, L->act_b);
 		break;
+	case TINY_SOFTMAX:
+		if (dx)
+			for (int64_t q = tid; q < L->count / L->dim; q += nt)
+				body_softmax_bwd_row(y + tiny_row(L, q), dy + tiny_row(L, q), dx + tiny_row(L, q), L->dim, L->inner, L->log_out);
+		break;
 	case TINY_VIEW: break;
 	}
 }
@@ -214,19 +239,24 @@ TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, char *sm
 		int64_t count = (int64_t)n * c;
 		float g = loss_regression_grad(P->regression, count, P->red, P->scale);
 		const float *t = (const float *)ybuf;
-		for (int64_t i = tid; i < count; i += nt)
-			sum += loss_regression_term(P->regression, P->regression_param, out[i], t[i], g, &dout[i]);
+		for (int64_t i = tid; i < count; i += nt) {
+			float param = P->loss_w ? P->loss_w[i % P->nloss_w] : P->regression_param;
+			sum += loss_regression_term(P->regression, param, out[i], t[i], g, &dout[i]);
+		}
 		sum = tiny_sum(tid, nt, sum, sh);
 		if (tid == 0)
 			*P->step_loss = P->weight * body_loss_reduce(sum, count, P->red);
 		return;
 	}
 	const int32_t *t = (const int32_t *)ybuf;
+	const float *w = P->loss_w;
 	double counted = 0;
 	int bad = 0;
 	for (int r = tid; r < n; r += nt) {
-		counted += t[r] != P->ignore_index;
-		bad |= body_target_bad(t[r], c, P->ignore_index);
+		int b = body_target_bad(t[r], c, P->ignore_index);
+		bad |= b;
+		if (!b && t[r] != P->ignore_index)
+			counted += body_class_weight(w, t[r], true);
 	}
 	counted = tiny_sum(tid, nt, counted, sh);
 	if (bad)
@@ -234,7 +264,17 @@ TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, char *sm
 	float g = body_class_grad(counted, P->red, P->scale);
 	for (int r = tid; r < n; r += nt) {
 		bool on = t[r] != P->ignore_index && !body_target_bad(t[r], c, P->ignore_index);
-		sum += body_ce_row(out + (int64_t)r * c, c, t[r], on, g, P->smoothing, NULL, 0, dout + (int64_t)r * c);
+		const float *z = out + (int64_t)r * c;
+		float *d = dout + (int64_t)r * c;
+		if (P->loss == TINY_CROSS_ENTROPY) {
+			sum += body_ce_row(z, c, t[r], on, g, P->smoothing, w, P->loss_wsum, d);
+			continue;
+		}
+		float wt = body_class_weight(w, t[r], on);
+		if (on)
+			sum -= wt * z[t[r]];
+		for (int k = 0; k < c; k++)
+			d[k] = body_nll_grad(k, t[r], on, g) * wt;
 	}
 	sum = tiny_sum(tid, nt, sum, sh);
 	if (tid == 0)

@@ -608,7 +608,7 @@ static int setup(struct gt *t)
 		h->order = t->order, h->pos = &t->w->pos, h->ybuf = t->ybuf;
 		h->step_loss = &t->w->step_loss, h->bad_target = &cuda_dev_words(&t->e)->bad_target;
 		h->cfg = t->oc, h->lr_table = t->lr_table, h->step = &t->w->step, h->hist = t->hist, h->cap = t->total_steps;
-		tiny_build(h, &t->e, t->micro);
+		tiny_build(h, &t->e, t->micro, cuda_loss_weights(&t->e));
 		t->tiny = h; /* each launch copies it into the kernel's parameters */
 	}
 	/* NCCL: whether a collective is captured must be the same on every

@@ -4,7 +4,7 @@
  * data: parameters and losses after several steps agree to 1e-5 relative
  * (the sums run in another order), for MSE, bce_with_logits with
  * pos_weight, nll and cross-entropy with class weights and ignore_index,
- * SGD with momentum and Adam, ReLU, tanh, sigmoid, GELU and the activations of
+ * SGD with momentum and Adam, clipped gradients, ReLU, tanh, sigmoid, GELU and the activations of
  * act_elem.h.  Also which plans qualify.
  * Needs no GPU: it checks the interpreter and the program builder, which
  * the GPU runs unchanged (one block of TINY_THREADS threads).
@@ -27,6 +27,12 @@ static struct plan *compile_text(struct arena *a, const char *text)
 	diag_init(&d, stderr);
 	struct plan *p = net_text_compile(a, &d, text, 1);
 	return d.errors ? NULL : p;
+}
+
+static void scale_grads(void *ctx, float coef)
+{
+	struct exec *e = ctx;
+	optim_scale(e->grads, e->trainable, coef);
 }
 
 /* K steps of both: the CPU backend's and the interpreter's; max relative
@@ -95,6 +101,8 @@ static void compare(const char *net, int classes, int steps, double *pdiff, doub
 		long correct;
 		CHECK(exec_loss(&ref, yb, (int)B, true, &loss, &correct, err, sizeof err) == 0);
 		exec_backward(&ref, (int)B);
+		if (p->train.clip_grad_norm > 0)
+			optim_clip_grad_norm(optim_sumsq(ref.grads, ref.trainable), p->train.clip_grad_norm, scale_grads, &ref);
 		optim_step(&cfg, sr, ref.params, ref.grads, ref.trainable, s + 1, lr[s]);
 		/* the interpreter, one thread */
 		tiny_run(0, 1, P, sh, &coef, s % 2 ? NULL : smem); /* activations in shared memory, then in the executor's */
@@ -202,6 +210,15 @@ static void test_pos_weight(void)
 		0, 4);
 }
 
+/* clip_grad_norm at a norm every step exceeds */
+static void test_clipped(void)
+{
+	agree("model ToyModel {\n input(10)\n net1 = linear(10, 10)\n relu\n net2 = linear(10, 5)\n}\n"
+		"data { train = synthetic(input=randn(10), target=randn(5), samples=80) }\n"
+		"train { loss = mse; optimizer = sgd(lr=0.05, momentum=0.9); batch = 20; clip_grad_norm = 0.05 }\n",
+		0, 4);
+}
+
 static void test_which_plans(void)
 {
 	struct arena a = { 0 };
@@ -236,6 +253,7 @@ int main(void)
 	RUN(test_weighted_ce);
 	RUN(test_weighted_nll);
 	RUN(test_pos_weight);
+	RUN(test_clipped);
 	RUN(test_which_plans);
 	return check_done();
 }

@@ -25,8 +25,6 @@ const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t bat
 		return "it spans several devices";
 	if (accum != 1 || p->parallel.microbatches > 1)
 		return "a step accumulates micro-batches or pipelines them";
-	if (p->train.clip_grad_norm > 0)
-		return "it clips gradients";
 	if (p->nodes[0].dtype != DT_F32)
 		return "its input is token ids";
 	if (p->nnodes - 1 > TINY_MAX_LAYERS)
@@ -125,6 +123,7 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch, const float 
 	P->params = exec_dev_trainables(e, 0);
 	P->grads = exec_dev_grads(e, 0);
 	P->trainable = e->t_n[0];
+	P->clip = p->train.clip_grad_norm;
 	int k = optim_state_floats(P->cfg.kind, &P->cfg);
 	for (int j = 0; j < 3; j++)
 		P->planes[j] = j < k ? exec_dev_optim(e, 0) + j * exec_dev_stride(e, 0) : NULL;

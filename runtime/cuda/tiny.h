@@ -21,8 +21,8 @@
  * The program (struct tiny_prog) is built once on the host (tiny.c); the
  * interpreter below is plain C as well, so tests/test_cuda_tiny.c runs it
  * on the CPU with one "thread" against the CPU backend.
- * Does not: run dropout, residuals, normalisation or convolutions, clip
- * gradients, accumulate micro-batches or reduce across ranks; tiny_plan
+ * Does not: run dropout, residuals, normalisation or convolutions,
+ * accumulate micro-batches or reduce across ranks; tiny_plan
  * says which plans qualify.
  */
 #ifndef TINY_H
@@ -102,7 +102,9 @@ struct tiny_prog {
 	double weight;                  /* the recorded step loss is weight * loss */
 	double *step_loss;
 	int32_t *bad_target;
-	/* the optimizer over the trainable region */
+	/* the optimizer over the trainable region, after clipping its
+	 * gradients to a global norm of clip (0: none) */
+	double clip;
 	struct optim_cfg cfg;
 	const double *lr_table;
 	int64_t *step;                  /* finished steps; this one is *step + 1 */
@@ -302,6 +304,16 @@ TINY_FN void tiny_run(int tid, int nt, const struct tiny_prog *P, double *sh, st
 	TINY_SYNC();
 	for (int l = P->nlayers - 1; l >= 0; l--) {
 		tiny_backward(tid, nt, P, smem, &P->layer[l], n);
+		TINY_SYNC();
+	}
+	if (P->clip > 0) { /* clip_grad_norm_: the norm over every gradient, the sum in double */
+		double ss = 0;
+		for (int64_t i = tid; i < P->trainable; i += nt)
+			ss += (double)P->grads[i] * P->grads[i];
+		float c = optim_elem_clip_coef(sqrt(tiny_sum(tid, nt, ss, sh)), P->clip);
+		if (!(c >= 1.0f)) /* a factor of 1 changes nothing; a NaN goes through */
+			for (int64_t i = tid; i < P->trainable; i += nt)
+				P->grads[i] *= c;
 		TINY_SYNC();
 	}
 	if (tid == 0)

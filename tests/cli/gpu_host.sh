@@ -65,6 +65,12 @@ same toy-pageable toy-layers 0 "toy: streamed from pageable memory = device data
 same toy-tiny toy-cpu 1e-5 "toy: one-kernel GPU step = CPU"
 same toy-layers toy-cpu 1e-5 "toy: layer-by-layer GPU step = CPU"
 same toy-stream toy-layers 0 "toy: streamed data = device data"
+# clipped to a norm the steps exceed, the one-kernel step clips as the CPU does
+run toy-clip-tiny models/toy.net --gpus 1 --set train.steps=30 --set train.clip_grad_norm=0.1
+run toy-clip-cpu models/toy.net --cpus 1 --threads 1 --set train.steps=30 --set train.clip_grad_norm=0.1
+grep -q 'one kernel each' "$tmp/toy-clip-tiny.log" || fail "the clipped ToyModel did not take the one-kernel step: $(grep '^GPU' "$tmp/toy-clip-tiny.log")"
+same toy-clip-tiny toy-clip-cpu 1e-5 "toy, clipped: one-kernel GPU step = CPU"
+$stcmp "$tmp/toy-clip-cpu.safetensors" "$tmp/toy-cpu.safetensors" 1e-3 > /dev/null 2>&1 && fail "clip_grad_norm=0.1 trains the ToyModel as no clipping does"
 
 # drop_last: an epoch whose samples are not whole batches drops the
 # incomplete one and trains every other at full size, as on the CPU (the

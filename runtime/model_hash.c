@@ -16,9 +16,12 @@
  * a node like any other), arguments may be reordered or named, a model
  * renamed, a block renamed or a wrap policy rewritten as long as it makes
  * the same units.  Floats are hashed exactly (%a).
- * Checkpoints made before the hash covered the meaning carry a hash of
+ * The data counts by what it is (kind, split, shapes, normalisation,
+ * keys), not by its files' paths: a checkpoint resumes after its data
+ * moved.  Earlier checkpoints carry form 3 of this hash, which covered the
+ * paths too, and those made before the hash covered the meaning a hash of
  * the canonical text (the section-aware form, or the earlier one in which
- * a bodiless `parallel ddp` differed from none); both are still accepted.
+ * a bodiless `parallel ddp` differed from none); all are still accepted.
  * Does not: cover the world size or anything that follows from it (FSDP
  * shard sizes, DDP buckets); ckpt.c checks the rank count on its own.
  */
@@ -148,12 +151,16 @@ static void model(uint64_t *h, const struct plan *p)
 	}
 }
 
-static void dataset(uint64_t *h, const char *which, const struct plan_dataset *ds)
+/* What the data is, not where it lies: form 3 (earlier checkpoints) also
+ * hashed mnist's root and npy's paths, so moving the files blocked a
+ * resume. */
+static void dataset(uint64_t *h, const char *which, const struct plan_dataset *ds, bool paths)
 {
 	field(h, "data %s %d", which, ds->kind);
 	if (ds->kind == DATA_NONE)
 		return;
-	text(h, "root", ds->root);
+	if (paths)
+		text(h, "root", ds->root);
 	text(h, "split", ds->split);
 	field(h, "norm %a %a high %" PRId64 " target %d classes %" PRId64, ds->mean, ds->std, ds->input_high, ds->target,
 	      ds->classes);
@@ -162,8 +169,10 @@ static void dataset(uint64_t *h, const char *which, const struct plan_dataset *d
 	if (ds->input_rand || ds->target_rand) /* absent for randn, so earlier checkpoints resume */
 		field(h, "rand %d %d", ds->input_rand, ds->target_rand);
 	if (ds->kind == DATA_NPY) {
-		text(h, "npy input", ds->npy_input);
-		text(h, "npy target", ds->npy_target);
+		if (paths) {
+			text(h, "npy input", ds->npy_input);
+			text(h, "npy target", ds->npy_target);
+		}
 		for (int64_t c = 0; c < ds->nnorm; c++) /* absent without normalize, so earlier checkpoints resume */
 			field(h, "npy norm %a %a", (double)ds->norm_mean[c], (double)ds->norm_std[c]);
 		if (ds->npy_input_key) { /* absent for .npy files, so their checkpoints resume */
@@ -237,15 +246,21 @@ static void settings(uint64_t *h, const struct plan *p)
 	field(h, "parallel %d shard %d bucket_mb %a microbatches %" PRId64, pp->mode, pp->shard, pp->bucket_mb, pp->microbatches);
 }
 
-uint64_t model_hash(const struct plan *p)
+/* form 4, or form 3 with the data's paths */
+static uint64_t meaning_hash(const struct plan *p, int form)
 {
 	uint64_t h = UTIL_FNV_BASIS;
-	field(&h, "trainc model hash 3");
+	field(&h, "trainc model hash %d", form);
 	model(&h, p);
-	dataset(&h, "train", &p->train_data);
-	dataset(&h, "test", &p->test_data);
+	dataset(&h, "train", &p->train_data, form == 3);
+	dataset(&h, "test", &p->test_data, form == 3);
 	settings(&h, p);
 	return h;
+}
+
+uint64_t model_hash(const struct plan *p)
+{
+	return meaning_hash(p, 4);
 }
 
 /* ---- the canonical text, as earlier checkpoints hashed it ---- */
@@ -325,5 +340,5 @@ static uint64_t text_hash(const struct plan *p, bool bare_ddp)
 
 bool model_hash_matches(const struct plan *p, uint64_t h)
 {
-	return h == model_hash(p) || h == text_hash(p, true) || h == text_hash(p, false);
+	return h == model_hash(p) || h == meaning_hash(p, 3) || h == text_hash(p, true) || h == text_hash(p, false);
 }

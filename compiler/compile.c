@@ -180,6 +180,11 @@ struct plan *compile_file(struct arena *a, struct diag *d, const struct compile_
 	if (!ok || d->errors > before)
 		return NULL;
 	const struct plan_train *t = &p->train;
+	if (t->sched.kind == LRS_PLATEAU && !t->sched.monitor_train && p->test_data.kind == DATA_NONE) {
+		diag_error(d, t->sched_loc, "reduce_on_plateau watches the test loss, but the data section has no test set; add one "
+			   "(test = ...), or watch the epoch's training loss: reduce_on_plateau(monitor=\"train_loss\")");
+		return NULL;
+	}
 	int64_t per_rank, share = compile_rank_batch(t, p->world, &per_rank);
 	/* train.steps = 0 splits no training batch: only a training run needs
 	 * whole shares and micro-batches */

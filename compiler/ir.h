@@ -228,7 +228,7 @@ enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY, LOSS_L1, LOSS_SMOOTH_L1
 enum reduction { RED_MEAN, RED_SUM };
 enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
 enum lrs_kind { LRS_CONSTANT, LRS_STEP, LRS_MULTISTEP, LRS_EXPONENTIAL, LRS_COSINE, LRS_CONSTANT_LR, LRS_LINEAR, LRS_POLYNOMIAL,
-		LRS_COSINE_RESTARTS };
+		LRS_COSINE_RESTARTS, LRS_PLATEAU };
 enum data_kind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC, DATA_NPY };
 enum tgt_kind { TGT_CLASS, TGT_VECTOR };
 enum parallel_mode { PAR_DDP, PAR_FSDP };
@@ -276,6 +276,12 @@ struct plan_sched {
 	int64_t total_iters;        /* constant_lr, linear_lr, polynomial_lr */
 	int64_t t_0, t_mult;        /* cosine_warm_restarts */
 	bool per_step;              /* else per epoch, as the seed */
+	/* reduce_on_plateau (ReduceLROnPlateau), with factor: the metric, the
+	 * test loss or (monitor_train) the epoch's training loss, improves when
+	 * below (above, mode_max) the best by threshold, relative or absolute */
+	bool mode_max, threshold_abs, monitor_train;
+	double threshold, min_lr, eps;
+	int64_t patience, cooldown;
 };
 
 struct plan_train {
@@ -296,6 +302,7 @@ struct plan_train {
 	struct loc batch_loc;       /* batch = or global_batch = */
 	struct loc loss_loc;        /* loss = 's value */
 	struct loc t_max_loc;       /* cosine's t_max, when given */
+	struct loc sched_loc;       /* scheduler = 's value */
 	uint64_t seed;              /* initialisation, dropout, synthetic data */
 	uint64_t shuffle_seed;      /* DistributedSampler(seed=): the training order */
 	double clip_grad_norm;      /* 0: off */

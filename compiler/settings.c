@@ -510,10 +510,49 @@ static bool read_optim(struct reader *r, const struct val *v, struct plan_optim 
 	return ok;
 }
 
+/* A string argument that must be one of n words; *k its index. */
+static bool word_of(struct reader *r, const struct val *v, const char *what, const char *const *words, int n, int *k)
+{
+	const char *w;
+	if (!v)
+		return true;
+	if (!val_str(r->d, v, what, &w))
+		return false;
+	for (*k = 0; *k < n; (*k)++)
+		if (strcmp(w, words[*k]) == 0)
+			return true;
+	char list[128] = "";
+	for (int i = 0; i < n; i++)
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%s\"", i ? (i == n - 1 ? " or " : ", ") : "", words[i]);
+	diag_error(r->d, v->loc, "%s must be %s", what, list);
+	return false;
+}
+
+/* reduce_on_plateau's own arguments, bound in s: mode, patience,
+ * threshold, threshold_mode, cooldown, min_lr, eps, monitor (factor is
+ * read with the other schedulers') */
+static bool read_plateau(struct reader *r, struct val *const *s, struct plan_sched *sc)
+{
+	static const char *const modes[] = { "min", "max" }, *const tmodes[] = { "rel", "abs" };
+	static const char *const monitors[] = { "test_loss", "train_loss" };
+	sc->patience = 10; /* PyTorch's defaults */
+	sc->threshold = 1e-4;
+	sc->eps = 1e-8;
+	int mode = 0, tmode = 0, monitor = 0;
+	bool ok = word_of(r, s[0], "mode", modes, 2, &mode) && int_at_least(r, s[1], "patience", 0, &sc->patience) &&
+		  num_range(r, s[2], "threshold", 0, HUGE_VAL, &sc->threshold) && word_of(r, s[3], "threshold_mode", tmodes, 2, &tmode) &&
+		  int_at_least(r, s[4], "cooldown", 0, &sc->cooldown) && num_range(r, s[5], "min_lr", 0, HUGE_VAL, &sc->min_lr) &&
+		  num_range(r, s[6], "eps", 0, HUGE_VAL, &sc->eps) && word_of(r, s[7], "monitor", monitors, 2, &monitor);
+	sc->mode_max = mode == 1;
+	sc->threshold_abs = tmode == 1;
+	sc->monitor_train = monitor == 1;
+	return ok;
+}
+
 static bool read_sched(struct reader *r, const struct val *v, struct plan_sched *sc, struct loc *t_max_loc)
 {
 	static const char *const kinds[] = { "constant",    "step_lr",   "multistep_lr",  "exponential_lr",      "cosine",
-					     "constant_lr", "linear_lr", "polynomial_lr", "cosine_warm_restarts" };
+					     "constant_lr", "linear_lr", "polynomial_lr", "cosine_warm_restarts", "reduce_on_plateau" };
 	enum { NK = sizeof kinds / sizeof kinds[0] };
 	int k;
 	if (!choose(r, v, "scheduler", kinds, NK, &k))
@@ -526,8 +565,13 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 	sc->total_iters = 5;
 	sc->t_mult = 1;
 	static const char *const names[] = { "step",	    "gamma",	   "milestones",  "t_max", "eta_min", "warmup", "factor",
-					     "start_factor", "end_factor", "total_iters", "power", "t_0",     "t_mult", "every" };
+					     "start_factor", "end_factor", "total_iters", "power", "t_0",     "t_mult",
+					     "mode", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps", "monitor",
+					     "every" };
 	enum { NA = sizeof names / sizeof names[0] - 1 }; /* every scheduler takes every= */
+	enum { PLATEAU_ARGS = 13 };                        /* names[13..20]: read_plateau's */
+	if (sc->kind == LRS_PLATEAU)
+		sc->factor = 0.1; /* ReduceLROnPlateau's */
 	struct val *s[NA + 1];
 	if (!bind(r, v, names, 0, NA + 1, s))
 		return false;
@@ -541,6 +585,7 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 		[LRS_LINEAR] = { [7] = 1, [8] = 1, [9] = 1 },
 		[LRS_POLYNOMIAL] = { [9] = 1, [10] = 1 },
 		[LRS_COSINE_RESTARTS] = { [4] = 1, [11] = 1, [12] = 1 },
+		[LRS_PLATEAU] = { [6] = 1, [13] = 1, [14] = 1, [15] = 1, [16] = 1, [17] = 1, [18] = 1, [19] = 1, [20] = 1 },
 	};
 	for (int i = 0; i < NA; i++) {
 		if (s[i] && !takes[k][i]) {
@@ -554,9 +599,19 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 		  num_range(r, s[7], "start_factor", 0, 1, &sc->start_factor) && num_range(r, s[8], "end_factor", 0, 1, &sc->end_factor) &&
 		  int_at_least(r, s[9], "total_iters", 1, &sc->total_iters) && num_range(r, s[10], "power", 0, HUGE_VAL, &sc->power) &&
 		  int_at_least(r, s[11], "t_0", 1, &sc->t_0) && int_at_least(r, s[12], "t_mult", 1, &sc->t_mult);
-	if (!ok)
+	if (!ok || (sc->kind == LRS_PLATEAU && !read_plateau(r, s + PLATEAU_ARGS, sc)))
 		return false;
-	if (s[6] && sc->factor == 0) {
+	if (sc->kind == LRS_PLATEAU && sc->factor >= 1) {
+		diag_error(r->d, s[6]->loc, "reduce_on_plateau's factor must be below 1, as ReduceLROnPlateau requires: the rate is "
+			   "multiplied by it on a plateau (0.1 by default)");
+		return false;
+	}
+	if (s[NA] && sc->kind == LRS_PLATEAU) {
+		diag_error(r->d, s[NA]->loc, "reduce_on_plateau steps once per epoch, after the epoch's evaluation, on its metric; "
+			   "it takes no every=");
+		return false;
+	}
+	if (s[6] && sc->factor == 0 && sc->kind == LRS_CONSTANT_LR) {
 		diag_error(r->d, s[6]->loc, "constant_lr's factor must be above 0: ConstantLR divides the rate by it where total_iters ends");
 		return false;
 	}
@@ -992,7 +1047,10 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 		switch (k) {
 		case 0: ok &= read_loss(r, v[0], t); break;
 		case 1: ok &= read_optim(r, v[1], &t->optim); break;
-		case 2: ok &= read_sched(r, v[2], &t->sched, &t->t_max_loc); break;
+		case 2:
+			ok &= read_sched(r, v[2], &t->sched, &t->t_max_loc);
+			t->sched_loc = v[2]->loc;
+			break;
 		case 3: ok &= int_between(r, v[3], "batch", 1, INT32_MAX, &t->batch); break;
 		case 4: ok &= int_between(r, v[4], "global_batch", 1, INT32_MAX, &t->global_batch); break;
 		case 5: ok &= int_between(r, v[5], "test_batch", 1, INT32_MAX, &t->test_batch); break;

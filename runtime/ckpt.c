@@ -33,17 +33,36 @@ enum { NFILES = 3 };
 
 /* state.json's text: the position, the epoch's sums, the shuffle order,
  * the shard count of a sharded checkpoint (shards > 0) and the hashes. */
+/* A double as JSON writes it, Python's way for the infinities. */
+static const char *json_double(double v, char *b, size_t n)
+{
+	if (isinf(v))
+		snprintf(b, n, v > 0 ? "Infinity" : "-Infinity");
+	else
+		snprintf(b, n, "%.17g", v);
+	return b;
+}
+
 static void state_text(char *text, size_t n, const struct plan *p, const struct ckpt_state *st, int shards)
 {
-	char shard_line[32] = "";
+	char extra[256] = ""; /* the lines some checkpoints have */
+	size_t at = 0;
 	if (shards > 0)
-		snprintf(shard_line, sizeof shard_line, "  \"shards\": %d,\n", shards);
+		at += (size_t)snprintf(extra, sizeof extra, "  \"shards\": %d,\n", shards);
+	if (p->train.sched.kind == LRS_PLATEAU) {
+		const struct sched_plateau *pl = &st->plateau;
+		char lr[32], best[32];
+		snprintf(extra + at, sizeof extra - at,
+			 "  \"plateau_lr\": %s,\n  \"plateau_best\": %s,\n  \"plateau_bad\": %" PRId64 ",\n  \"plateau_cooldown\": %" PRId64
+			 ",\n  \"plateau_epochs\": %" PRId64 ",\n",
+			 json_double(pl->lr, lr, sizeof lr), json_double(pl->best, best, sizeof best), pl->bad, pl->cooldown, pl->epochs);
+	}
 	snprintf(text, n,
 		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
 		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n  \"shuffle_order\": \"%s\",\n"
 		 "%s  \"model_hash\": \"%016" PRIx64 "\",\n  \"plan_hash\": \"%016" PRIx64 "\"\n}\n",
 		 st->epoch, st->batch, st->step, st->world, st->micro, st->loss_sum, st->loss_n,
-		 st->philox_order ? "philox" : "randperm", shard_line, model_hash(p), p->hash);
+		 st->philox_order ? "philox" : "randperm", extra, model_hash(p), p->hash);
 }
 
 /* out := a/b; false when it does not fit (paths are checked up front). */
@@ -691,7 +710,8 @@ static bool json_str(const char *text, const char *key, char *out, size_t n)
 static const char *key_twice(const char *text)
 {
 	static const char *const keys[] = { "epoch",	"batch",	 "step",	"world",     "micro", "loss_sum",
-					    "loss_n", "shuffle_order", "model_hash", "plan_hash", "shards" };
+					    "loss_n", "shuffle_order", "model_hash", "plan_hash", "shards", "plateau_lr",
+					    "plateau_best", "plateau_bad", "plateau_cooldown", "plateau_epochs" };
 	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
 		char pat[32];
 		snprintf(pat, sizeof pat, "\"%s\"", keys[k]);
@@ -703,6 +723,31 @@ static const char *key_twice(const char *text)
 }
 
 enum { STATE_LEN = 2048 };
+
+/* A number's value of "key" in text (Infinity as Python writes it). */
+static bool json_number(const char *text, const char *key, double *v)
+{
+	char pat[64];
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	const char *at = strstr(text, pat);
+	if (!at)
+		return false;
+	char *end;
+	*v = strtod(at + strlen(pat), &end);
+	end += strspn(end, " \t\r");
+	return end != at + strlen(pat) && (*end == ',' || *end == '}' || *end == '\n');
+}
+
+/* reduce_on_plateau's state; -1 where absent or no state a run reaches. */
+static int read_plateau(const char *text, struct sched_plateau *pl)
+{
+	bool here = true;
+	pl->bad = json_int(text, "plateau_bad", &here);
+	pl->cooldown = json_int(text, "plateau_cooldown", &here);
+	pl->epochs = json_int(text, "plateau_epochs", &here);
+	here &= json_number(text, "plateau_lr", &pl->lr) && json_number(text, "plateau_best", &pl->best);
+	return here && pl->lr >= 0 && isfinite(pl->lr) && !isnan(pl->best) && pl->bad >= 0 && pl->cooldown >= 0 && pl->epochs >= 0 ? 0 : -1;
+}
 
 /* After a message that dir's newest checkpoint cannot be resumed: the
  * newest step folder before `below` (or of all, when NULL) whose files
@@ -822,6 +867,11 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 		return -1;
 	}
 	st->philox_order = !strcmp(order, "philox");
+	if (p->train.sched.kind == LRS_PLATEAU && read_plateau(text, &st->plateau) != 0) {
+		snprintf(err, errlen, "%s: reduce_on_plateau's state (plateau_lr, plateau_best, plateau_bad, plateau_cooldown, "
+			 "plateau_epochs) is missing or out of range; the checkpoint is damaged", path);
+		return -1;
+	}
 	const char *mh = strstr(text, "\"model_hash\": \"");
 	if (!ok || !mh) {
 		snprintf(err, errlen, "%s: a field is missing or not a whole number in range; the checkpoint is damaged", path);

@@ -1,7 +1,8 @@
 /* ckpt.h: training checkpoints that survive faults.
  * A checkpoint directory holds one folder per save (step-00000123/) with
  * weights.safetensors (PyTorch names), optimizer.safetensors (the state
- * planes), state.json (epoch, position in it, step, model hash, world size)
+ * planes), state.json (epoch, position in it, step, model hash, world size,
+ * reduce_on_plateau's state)
  * and manifest.txt (size and CRC-32 of each file), plus `latest`, naming
  * the newest complete folder.  A save writes a temporary folder, fsyncs
  * every file, renames it into place, fsyncs the directory and only then
@@ -15,6 +16,7 @@
 #include <stdint.h>
 
 #include "compiler/ir.h"
+#include "runtime/sched.h"
 
 struct ckpt_state {
 	int64_t epoch;  /* the epoch in progress, from 1 */
@@ -24,6 +26,7 @@ struct ckpt_state {
 	int64_t micro;  /* samples per micro-batch per rank */
 	double loss_sum, loss_n; /* the epoch in progress so far, over every rank: summed per-sample loss, samples */
 	bool philox_order; /* the run shuffles in earlier trainc's order (sampler.h's SAMPLER_PHILOX), not torch.randperm's */
+	struct sched_plateau plateau; /* reduce_on_plateau's state (its plan's alone: kept and read for it only) */
 };
 
 /* Save params (the unsharded layout) and the optimizer's k planes of

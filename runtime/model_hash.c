@@ -220,6 +220,10 @@ static void sched(uint64_t *h, const struct plan_sched *s)
 	case LRS_LINEAR: field(h, "start %a end %a total %" PRId64, s->start_factor, s->end_factor, s->total_iters); break;
 	case LRS_POLYNOMIAL: field(h, "power %a total %" PRId64, s->power, s->total_iters); break;
 	case LRS_COSINE_RESTARTS: field(h, "t_0 %" PRId64 " t_mult %" PRId64 " eta_min %a", s->t_0, s->t_mult, s->eta_min); break;
+	case LRS_PLATEAU:
+		field(h, "factor %a max %d patience %" PRId64 " threshold %a abs %d cooldown %" PRId64 " min_lr %a eps %a train %d", s->factor,
+		      s->mode_max, s->patience, s->threshold, s->threshold_abs, s->cooldown, s->min_lr, s->eps, s->monitor_train);
+		break;
 	}
 	field(h, "per_step %d", s->per_step);
 }

@@ -2,14 +2,16 @@
  * ExponentialLR, CosineAnnealingLR (with an optional linear warmup),
  * ConstantLR, LinearLR, PolynomialLR and CosineAnnealingWarmRestarts, in
  * double with the operation order of the Python they mirror.
- * Does not: keep state between calls or round to float (optim_step takes
- * the lr in double, as torch's param_groups hold it).
+ * ReduceLROnPlateau's step(metric) on its state (sched_plateau_step).
+ * Does not: round to float (optim_step takes the lr in double, as torch's
+ * param_groups hold it).
  * Invariant: sched_lr_at depends on its arguments only.
  */
 #include "runtime/sched.h"
 
 #include <assert.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* sched_kind_table */
@@ -17,6 +19,7 @@ static const char *const kind_names[SCHED_KIND_COUNT] = {
 	[SCHED_CONSTANT] = "constant", [SCHED_STEP] = "step", [SCHED_MULTISTEP] = "multistep",
 	[SCHED_EXPONENTIAL] = "exponential", [SCHED_COSINE] = "cosine", [SCHED_CONSTANT_LR] = "constant_lr",
 	[SCHED_LINEAR] = "linear", [SCHED_POLYNOMIAL] = "polynomial", [SCHED_COSINE_RESTARTS] = "cosine_restarts",
+	[SCHED_PLATEAU] = "plateau",
 };
 
 const char *sched_kind_name(enum sched_kind kind)
@@ -67,6 +70,11 @@ const char *sched_cfg_check(const struct sched_cfg *c)
 		if (c->t_0 < 1) return "t_0 must be >= 1";
 		if (c->t_mult < 1) return "t_mult must be >= 1";
 		return isnan(c->eta_min) ? "eta_min must be a number" : NULL;
+	case SCHED_PLATEAU:
+		if (!(c->factor >= 0 && c->factor < 1)) return "factor must be at least 0 and below 1";
+		if (c->patience < 0 || c->cooldown < 0) return "patience and cooldown must be >= 0";
+		if (!(c->threshold >= 0) || !(c->min_lr >= 0) || !(c->eps >= 0)) return "threshold, min_lr and eps must be >= 0";
+		return NULL;
 	case SCHED_KIND_COUNT:
 	default: return "unknown schedule";
 	}
@@ -116,6 +124,7 @@ double sched_lr_at(const struct sched_cfg *c, double base, int64_t t)
 		const double pi = 3.141592653589793;
 		return c->eta_min + (base - c->eta_min) * (1 + cos(pi * (double)t_cur / (double)t_i)) / 2;
 	}
+	case SCHED_PLATEAU: return base;
 	case SCHED_KIND_COUNT: break;
 	}
 	assert(0 && "not a schedule");
@@ -125,4 +134,41 @@ double sched_lr_at(const struct sched_cfg *c, double base, int64_t t)
 double sched_lr(const struct sched_cfg *c, double base, int64_t epoch, int64_t step)
 {
 	return sched_lr_at(c, base, c->unit == SCHED_PER_EPOCH ? epoch : step);
+}
+
+struct sched_plateau sched_plateau_start(const struct sched_cfg *c, double base)
+{
+	return (struct sched_plateau){ .lr = base, .best = c->mode_max ? -INFINITY : INFINITY };
+}
+
+/* ReduceLROnPlateau.is_better, in its operation order */
+static bool improves(const struct sched_cfg *c, double a, double best)
+{
+	if (c->mode_max)
+		return c->threshold_abs ? a > best + c->threshold : a > best * (c->threshold + 1.0);
+	return c->threshold_abs ? a < best - c->threshold : a < best * (1.0 - c->threshold);
+}
+
+bool sched_plateau_step(const struct sched_cfg *c, struct sched_plateau *s, double metric)
+{
+	s->epochs++;
+	if (improves(c, metric, s->best)) {
+		s->best = metric;
+		s->bad = 0;
+	} else {
+		s->bad++;
+	}
+	if (s->cooldown > 0) { /* bad epochs in a cooldown are not counted */
+		s->cooldown--;
+		s->bad = 0;
+	}
+	if (s->bad <= c->patience)
+		return false;
+	s->cooldown = c->cooldown;
+	s->bad = 0;
+	double lr = fmax(s->lr * c->factor, c->min_lr); /* max(old * factor, min_lr) */
+	if (!(s->lr - lr > c->eps))
+		return false;
+	s->lr = lr;
+	return true;
 }

@@ -9,16 +9,19 @@
  * agree to a few ulps of a double, far below float.  CosineAnnealingWarmRestarts
  * has no closed form in PyTorch: its restarts are counted here in integers,
  * as its step() counts them.
- * Does not: keep state or read metrics (no ReduceLROnPlateau).
+ * ReduceLROnPlateau is the exception: its rate follows the metric of each
+ * epoch, so it is a state (struct sched_plateau) that sched_plateau_step
+ * moves on, as its step(metric) does; the checkpoint keeps it.
  */
 #ifndef SCHED_H
 #define SCHED_H
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Tables indexed by this enum are tagged sched_kind_table. */
 enum sched_kind {
 	SCHED_CONSTANT, SCHED_STEP, SCHED_MULTISTEP, SCHED_EXPONENTIAL, SCHED_COSINE,
-	SCHED_CONSTANT_LR, SCHED_LINEAR, SCHED_POLYNOMIAL, SCHED_COSINE_RESTARTS, SCHED_KIND_COUNT
+	SCHED_CONSTANT_LR, SCHED_LINEAR, SCHED_POLYNOMIAL, SCHED_COSINE_RESTARTS, SCHED_PLATEAU, SCHED_KIND_COUNT
 };
 
 /* What a tick counts: PyTorch's usual loop calls scheduler.step() once per
@@ -44,6 +47,22 @@ struct sched_cfg {
 	double power;       /* POLYNOMIAL */
 	int64_t total_iters; /* CONSTANT_LR, LINEAR, POLYNOMIAL */
 	int64_t t_0, t_mult; /* COSINE_RESTARTS: the first period, and each next one's multiple of it */
+	/* PLATEAU (with factor, the rate's multiplier on a plateau): a metric
+	 * improves on the best when below best (1 - threshold), or best -
+	 * threshold with threshold_abs (above, with mode_max); after more than
+	 * patience epochs without improvement the rate is multiplied, then
+	 * cooldown epochs pass uncounted; the rate stays at least min_lr and
+	 * changes only by more than eps */
+	bool mode_max, threshold_abs;
+	double threshold, min_lr, eps;
+	int64_t patience, cooldown;
+};
+
+/* ReduceLROnPlateau's state after `epochs` calls of step(metric). */
+struct sched_plateau {
+	double lr, best;          /* the rate now; the best metric (+-inf before the first) */
+	int64_t bad, cooldown;    /* num_bad_epochs, cooldown_counter */
+	int64_t epochs;           /* epochs stepped */
 };
 
 /* kind with torch's defaults (gamma 0.1 for STEP and MULTISTEP, eta_min 0,
@@ -76,8 +95,15 @@ const char *sched_kind_name(enum sched_kind kind);
  *   COSINE_RESTARTS  eta_min + (base - eta_min) * (1 + cos(pi * t_cur / t_i)) / 2
  *                with periods t_i of t_0, t_0 * t_mult, t_0 * t_mult^2, ...
  *                and t_cur the ticks into the current one
- *                (CosineAnnealingWarmRestarts) */
+ *                (CosineAnnealingWarmRestarts)
+ *   PLATEAU      base (the trainer takes struct sched_plateau's rate) */
 double sched_lr_at(const struct sched_cfg *cfg, double base_lr, int64_t t);
+
+/* The state before the first step: lr base_lr, best the worst value. */
+struct sched_plateau sched_plateau_start(const struct sched_cfg *cfg, double base_lr);
+/* ReduceLROnPlateau.step(metric) at the end of an epoch; true if the rate
+ * changed.  A NaN metric is no improvement, as in PyTorch. */
+bool sched_plateau_step(const struct sched_cfg *cfg, struct sched_plateau *s, double metric);
 
 /* lr for the optimizer step taken in epoch `epoch` after `step` earlier
  * optimizer steps (both from 0): sched_lr_at at the tick cfg->unit counts. */

@@ -166,7 +166,7 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 						 [LRS_MULTISTEP] = SCHED_MULTISTEP, [LRS_EXPONENTIAL] = SCHED_EXPONENTIAL,
 						 [LRS_COSINE] = SCHED_COSINE, [LRS_CONSTANT_LR] = SCHED_CONSTANT_LR,
 						 [LRS_LINEAR] = SCHED_LINEAR, [LRS_POLYNOMIAL] = SCHED_POLYNOMIAL,
-						 [LRS_COSINE_RESTARTS] = SCHED_COSINE_RESTARTS };
+						 [LRS_COSINE_RESTARTS] = SCHED_COSINE_RESTARTS, [LRS_PLATEAU] = SCHED_PLATEAU };
 	struct sched_cfg c = sched_cfg_default(kinds[s->kind]);
 	c.unit = s->per_step ? SCHED_PER_STEP : SCHED_PER_EPOCH;
 	c.step_size = s->step_size;
@@ -183,7 +183,38 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 	c.total_iters = s->total_iters;
 	c.t_0 = s->t_0;
 	c.t_mult = s->t_mult;
+	if (s->kind == LRS_PLATEAU) {
+		c.mode_max = s->mode_max;
+		c.threshold_abs = s->threshold_abs;
+		c.threshold = s->threshold;
+		c.min_lr = s->min_lr;
+		c.eps = s->eps;
+		c.patience = s->patience;
+		c.cooldown = s->cooldown;
+	}
 	return c;
+}
+
+double train_lr(const struct plan *p, const struct sched_cfg *sc, const struct ckpt_state *at, int64_t epoch, int64_t step)
+{
+	return sc->kind == SCHED_PLATEAU ? at->plateau.lr : sched_lr(sc, p->train.optim.lr, epoch, step);
+}
+
+bool train_plateau(const struct plan *p, const struct sched_cfg *sc, struct ckpt_state *at, bool epoch_done, double test_loss,
+		   double train_loss, int rank)
+{
+	if (sc->kind != SCHED_PLATEAU || !epoch_done || at->epoch <= at->plateau.epochs)
+		return false;
+	double before = at->plateau.lr;
+	if (!sched_plateau_step(sc, &at->plateau, p->train.sched.monitor_train ? train_loss : test_loss))
+		return false;
+	if (rank == 0) {
+		printf("Epoch %lld: the %s has not improved for %lld epoch%s; learning rate %.4e -> %.4e\n", (long long)at->epoch,
+		       p->train.sched.monitor_train ? "training loss" : "test loss", (long long)sc->patience + 1,
+		       sc->patience == 0 ? "" : "s", before, at->plateau.lr);
+		fflush(stdout);
+	}
+	return true;
 }
 
 /* One terminal line, redrawn: epoch, a bar, samples, loss, speed. */
@@ -260,6 +291,7 @@ struct trainer {
 	int64_t test_n;       /* test samples, known from the headers before the set loads */
 	double eval_busy;     /* seconds the communicator was busy during evaluation */
 	bool eval_warned;     /* a test loss that is not finite was warned of */
+	double test_loss, ep_mean; /* the last evaluation's loss, the last epoch's mean training loss (every rank's) */
 	double ep_loss, ep_n; /* this rank's summed per-sample loss and samples of the epoch so far
 			       * (rank 0's include a resumed checkpoint's, of every rank) */
 	bool tty;
@@ -430,6 +462,7 @@ static int evaluate_all(struct trainer *t)
 		fsdp_release_all(&t->fsdp);
 	if (reduce_sums(t, sums, 3) != 0)
 		return -1;
+	t->test_loss = sums[0] / sums[2];
 	if (t->rank != 0)
 		return 0;
 	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums, &t->eval_warned);
@@ -1137,7 +1170,7 @@ static int setup(struct trainer *t)
 	t->e.rank = (uint32_t)t->rank; /* dropout masks differ per step and per rank */
 	t->oc = train_optim_cfg(&tr->optim);
 	t->sc = train_sched_cfg(&tr->sched);
-	t->at = (struct ckpt_state){ .epoch = 1, .world = t->world, .micro = t->micro };
+	t->at = (struct ckpt_state){ .epoch = 1, .world = t->world, .micro = t->micro, .plateau = sched_plateau_start(&t->sc, tr->optim.lr) };
 	if (t->world > 1) {
 		launch_wait_begin(); /* meeting the other ranks: a rank stopped meanwhile is the hung one */
 		int joined = join_job(t);
@@ -1433,7 +1466,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			return -1;
 		if (tr->clip_grad_norm > 0 && clip(t) != 0)
 			return -1;
-		lr = sched_lr(&t->sc, tr->optim.lr, t->at.epoch - 1, t->at.step);
+		lr = train_lr(p, &t->sc, &t->at, t->at.epoch - 1, t->at.step);
 		t->at.step++;
 		if (t->fsdp_ok)
 			fsdp_optim_step(&t->fsdp, &t->oc, t->at.step, lr);
@@ -1482,6 +1515,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 	double sums[3] = { t->ep_loss, t->ep_n, (double)seen }; /* the rate counts this run's samples alone */
 	if (reduce_sums(t, sums, 3) != 0)
 		return -1;
+	t->ep_mean = sums[0] / sums[1];
 	if (t->rank == 0)
 		train_report_epoch(t->rd_ok ? &t->rd : NULL, t->tty, &t->at, sums, sums[2] / dt);
 	return budget_spent ? 1 : 0;
@@ -1677,6 +1711,7 @@ int train_run(const struct plan *p, const struct train_opts *o)
 			rc = fail(t, "evaluation");
 			break;
 		}
+		train_plateau(p, &t->sc, &t->at, t->at.batch == t->s.num_batches, t->test_loss, t->ep_mean, t->rank);
 		if (t->ckpt_pending) { /* the epoch's last step's checkpoint_every save */
 			t->ckpt_pending = false;
 			int ck = checkpoint(t, o->save);

@@ -75,6 +75,16 @@ void train_report_step(struct rundir *rd, bool tty, bool log, const struct ckpt_
 /* Rank 0's line at an epoch's end (and its metrics line): sums are the
  * epoch's summed loss and samples, rate this run's images/s in it. */
 void train_report_epoch(struct rundir *rd, bool tty, const struct ckpt_state *at, const double sums[2], double rate);
+/* The rate of the optimizer step after `step` earlier ones, in epoch
+ * `epoch` (both from 0): the schedule's, or reduce_on_plateau's now. */
+double train_lr(const struct plan *p, const struct sched_cfg *sc, const struct ckpt_state *at, int64_t epoch, int64_t step);
+/* reduce_on_plateau's step(metric) at the end of epoch at->epoch, whole
+ * (epoch_done), on the test loss or the epoch's mean training loss, each
+ * the same on every rank; once per epoch, so a resumed run that evaluates
+ * an epoch again does not step twice.  Rank 0 says a reduction.  True if
+ * the rate changed. */
+bool train_plateau(const struct plan *p, const struct sched_cfg *sc, struct ckpt_state *at, bool epoch_done, double test_loss,
+		   double train_loss, int rank);
 /* A resumed run already past train.epochs: says so on rank 0, true. */
 bool train_epochs_done(const struct plan *p, const struct ckpt_state *at, int64_t epochs, int rank);
 /* On every rank, between one rank's end-of-run lines and the next's: a

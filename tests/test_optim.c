@@ -548,6 +548,48 @@ static void test_sched_unit(void)
 	CHECK_STR(sched_kind_name(SCHED_MULTISTEP), "multistep");
 }
 
+/* ReduceLROnPlateau against PyTorch 1.13's rates after each step(metric):
+ *
+ * s = ReduceLROnPlateau(SGD(p, lr=1.0), mode='max', threshold=0.1, patience=1,
+ *                       factor=0.5, min_lr=0.1, cooldown=1)
+ * for m in [1, 1.05, 1.2, nan, 1.25, 1.0, 0.5 (x7), 3.0]: s.step(m)
+ * -> 1, 1, 1, 1, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.125, 0.125, 0.125, 0.125
+ * s = ReduceLROnPlateau(SGD(p, lr=1.5e-8), patience=0, factor=0.5, threshold=1,
+ *                       threshold_mode='abs'), metrics 1, 0.5, 0.2, -1, -1:
+ * -> 1.5e-8 throughout (each cut is below eps 1e-8)
+ * and with min_lr the rate stops there. */
+static void test_sched_plateau(void)
+{
+	struct sched_cfg c = sched_cfg_default(SCHED_PLATEAU);
+	c.mode_max = true, c.threshold = 0.1, c.patience = 1, c.factor = 0.5, c.min_lr = 0.1, c.cooldown = 1, c.eps = 1e-8;
+	CHECK(sched_cfg_check(&c) == NULL);
+	struct sched_plateau s = sched_plateau_start(&c, 1.0);
+	CHECK(s.best == -INFINITY && s.lr == 1.0);
+	const double m[] = { 1, 1.05, 1.2, NAN, 1.25, 1.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 3.0 };
+	const double want[] = { 1, 1, 1, 1, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.125, 0.125, 0.125, 0.125 };
+	for (int i = 0; i < 14; i++) {
+		bool changed = sched_plateau_step(&c, &s, m[i]);
+		CHECK(s.lr == want[i]);
+		CHECK(changed == (i > 0 && want[i] != want[i - 1]));
+	}
+	CHECK(s.epochs == 14 && s.best == 3.0);
+	c = sched_cfg_default(SCHED_PLATEAU);
+	c.patience = 0, c.factor = 0.5, c.threshold = 1, c.threshold_abs = true, c.eps = 1e-8;
+	s = sched_plateau_start(&c, 1.5e-8);
+	const double m2[] = { 1, 0.5, 0.2, -1, -1 };
+	for (int i = 0; i < 5; i++)
+		CHECK(!sched_plateau_step(&c, &s, m2[i]) && s.lr == 1.5e-8);
+	/* min_lr holds the rate */
+	c = sched_cfg_default(SCHED_PLATEAU);
+	c.patience = 0, c.factor = 0.1, c.min_lr = 0.05, c.eps = 1e-8;
+	s = sched_plateau_start(&c, 1.0);
+	for (int i = 0; i < 5; i++)
+		sched_plateau_step(&c, &s, 1.0);
+	CHECK(s.lr == 0.05);
+	c.factor = 1;
+	CHECK(sched_cfg_check(&c) != NULL);
+}
+
 /* Clipping reference: two parameters' gradients, then
  * torch.nn.utils.clip_grad_norm_([a, b], max_norm) for max_norm 1, 2.5, 100:
  *
@@ -816,6 +858,7 @@ int main(void)
 	RUN(test_defaults);
 	RUN(test_state_floats);
 	RUN(test_sched_step);
+	RUN(test_sched_plateau);
 	RUN(test_sched_multistep);
 	RUN(test_sched_exponential);
 	RUN(test_sched_cosine);

@@ -340,6 +340,7 @@ static int evaluate(struct gt *t)
 	sums[2] = (double)t->eval_count;
 	if (tg_reduce_host(t, sums, 3) != 0)
 		return -1;
+	t->test_loss = sums[0] / sums[2];
 	if (t->rank != 0)
 		return 0;
 	train_report_eval(p, t->rd_ok ? &t->rd : NULL, &t->at, sums, &t->eval_warned);
@@ -347,6 +348,25 @@ static int evaluate(struct gt *t)
 }
 
 /* ---- setup ---- */
+
+/* The rate of every step from `from` on into the device's table, which
+ * the captured step reads at its step word: the schedule's, or
+ * reduce_on_plateau's as it stands (rewritten when a plateau lowers it;
+ * the host has waited for the steps before, at the evaluation). */
+static int put_lr_table(struct gt *t, int64_t from)
+{
+	int64_t n = t->total_steps - from;
+	if (n <= 0)
+		return 0;
+	double *lr = malloc((size_t)n * sizeof *lr);
+	if (!lr)
+		return util_fail(t->err, sizeof t->err, "out of memory");
+	for (int64_t k = from; k < t->total_steps; k++)
+		lr[k - from] = train_lr(t->p, &t->sc, &t->at, k / t->steps_per_epoch, k);
+	int rc = tg_put(t, t->lr_table + from, lr, (size_t)n * sizeof *lr);
+	free(lr);
+	return rc;
+}
 
 static int join_job(struct gt *t)
 {
@@ -486,7 +506,7 @@ static int setup(struct gt *t)
 	t->e.rank = (uint32_t)t->rank;
 	t->oc = train_optim_cfg(&tr->optim);
 	t->sc = train_sched_cfg(&tr->sched);
-	t->at = (struct ckpt_state){ .epoch = 1, .world = t->world, .micro = t->micro };
+	t->at = (struct ckpt_state){ .epoch = 1, .world = t->world, .micro = t->micro, .plateau = sched_plateau_start(&t->sc, tr->optim.lr) };
 	CK(t, cudaMalloc((void **)&t->w, sizeof *t->w));
 	CK(t, cudaMemsetAsync(t->w, 0, sizeof *t->w, t->s));
 	cuda_use_step(&t->e, &t->w->step);
@@ -496,16 +516,9 @@ static int setup(struct gt *t)
 	if (tr->steps)
 		t->epochs_total = (int)((tr->steps + spe - 1) / spe);
 	t->total_steps = spe * t->epochs_total;
-	double *lr = malloc((size_t)t->total_steps * sizeof *lr);
-	if (!lr)
-		return util_fail(t->err, sizeof t->err, "out of memory");
-	for (int64_t k = 0; k < t->total_steps; k++)
-		lr[k] = sched_lr(&t->sc, tr->optim.lr, k / spe, k);
-	cudaError_t r1 = cudaMalloc((void **)&t->lr_table, (size_t)t->total_steps * sizeof *lr);
-	int rc = r1 == cudaSuccess ? tg_put(t, t->lr_table, lr, (size_t)t->total_steps * sizeof *lr) : 0;
-	free(lr);
-	CK(t, r1);
-	if (rc != 0)
+	t->steps_per_epoch = spe;
+	CK(t, cudaMalloc((void **)&t->lr_table, (size_t)t->total_steps * sizeof *t->lr_table));
+	if (put_lr_table(t, 0) != 0)
 		return -1;
 	CK(t, cudaMalloc((void **)&t->hist, (size_t)t->total_steps * sizeof *t->hist));
 	/* data on the device */
@@ -527,7 +540,7 @@ static int setup(struct gt *t)
 		for (int64_t i = 0; i < t->eval_len; i++)
 			h[i] = i < t->eval_count ? t->rank + i * t->world : t->rank + (t->eval_count - 1) / EB * EB * t->world;
 		cudaError_t r2 = cudaMalloc((void **)&t->eval_order, (size_t)(t->eval_len + 1) * sizeof *h);
-		rc = r2 == cudaSuccess ? tg_put(t, t->eval_order, h, (size_t)(t->eval_len + 1) * sizeof *h) : 0;
+		int rc = r2 == cudaSuccess ? tg_put(t, t->eval_order, h, (size_t)(t->eval_len + 1) * sizeof *h) : 0;
 		free(h);
 		CK(t, r2);
 		if (rc != 0)
@@ -554,6 +567,8 @@ static int setup(struct gt *t)
 	int loaded = tg_load_state(t);
 	if (loaded != 0)
 		return loaded;
+	if (t->sc.kind == SCHED_PLATEAU && put_lr_table(t, t->at.step) != 0) /* the rate the checkpoint's plateau reached */
+		return -1;
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, t->o->run_dir, p, t->o->version, t->o->argc, t->o->argv, 0, t->err, sizeof t->err) != 0)
 			return TRAIN_REFUSED; /* one that cannot be made where it is, or written (a full disk: 1) */
@@ -784,7 +799,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 			t->ep_loss += sum;
 			if (t->rank == 0)
 				train_report_step(t->rd_ok ? &t->rd : NULL, t->tty, true, &t->at, t->at.batch * B, t->smp.num_samples, last,
-						  sched_lr(&t->sc, tr->optim.lr, t->at.epoch - 1, t->at.step - 1),
+						  train_lr(p, &t->sc, &t->at, t->at.epoch - 1, t->at.step - 1),
 						  (double)seen * t->world / (util_now() - te));
 		}
 		if (tr->checkpoint_every && t->o->save && !train_is_weights_file(t->o->save) && t->at.step % tr->checkpoint_every == 0) {
@@ -827,6 +842,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	double sums[3] = { t->ep_loss, t->ep_n, (double)seen }; /* the rate counts this run's samples alone */
 	if (tg_reduce_host(t, sums, 3) != 0)
 		return -1;
+	t->ep_mean = sums[0] / sums[1];
 	if (t->rank == 0)
 		train_report_epoch(t->rd_ok ? &t->rd : NULL, t->tty, &t->at, sums, sums[2] / dt);
 	return budget_spent ? 1 : 0;
@@ -1008,6 +1024,11 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 	while (!spent && rc == 0 && t->at.epoch <= t->epochs_total) {
 		int r = run_epoch(t, &train_time, &images);
 		if (r < 0 || (t->has_test && evaluate(t) != 0)) {
+			rc = -1;
+			break;
+		}
+		if (train_plateau(p, &t->sc, &t->at, t->at.batch == t->smp.num_batches, t->test_loss, t->ep_mean, t->rank) &&
+		    put_lr_table(t, t->at.step) != 0) {
 			rc = -1;
 			break;
 		}

@@ -66,6 +66,7 @@ struct gt {
 	bool ckpt_pending; /* a checkpoint_every save waits for the epoch's evaluation */
 	bool ckpt_speak;   /* the last checkpoint failed: this rank says why for the job */
 	bool eval_warned;  /* a test loss that is not finite was warned of */
+	double test_loss, ep_mean; /* the last evaluation's loss, the last epoch's mean training loss (every rank's) */
 	const char *stop_key; /* what err says ends every rank that says it: the key for launch_worker_stop */
 	struct exec e;
 	bool exec_ok;
@@ -84,6 +85,7 @@ struct gt {
 	void *ybuf, *eval_ybuf;  /* targets of the current batch */
 	struct words *w;
 	double *lr_table, *hist;
+	int64_t steps_per_epoch; /* optimizer steps of an epoch, as lr_table counts them */
 	int64_t total_steps;
 	float *h_params, *h_optim; /* host copies for initialisation, checkpoints, weights */
 	struct store_client *store;

@@ -228,7 +228,7 @@ enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY, LOSS_L1, LOSS_SMOOTH_L1
 enum reduction { RED_MEAN, RED_SUM };
 enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
 enum lrs_kind { LRS_CONSTANT, LRS_STEP, LRS_MULTISTEP, LRS_EXPONENTIAL, LRS_COSINE, LRS_CONSTANT_LR, LRS_LINEAR, LRS_POLYNOMIAL,
-		LRS_COSINE_RESTARTS, LRS_PLATEAU };
+		LRS_COSINE_RESTARTS, LRS_PLATEAU, LRS_ONE_CYCLE };
 enum data_kind { DATA_NONE, DATA_MNIST, DATA_SYNTHETIC, DATA_NPY };
 enum tgt_kind { TGT_CLASS, TGT_VECTOR };
 enum parallel_mode { PAR_DDP, PAR_FSDP };
@@ -282,6 +282,13 @@ struct plan_sched {
 	bool mode_max, threshold_abs, monitor_train;
 	double threshold, min_lr, eps;
 	int64_t patience, cooldown;
+	/* one_cycle (OneCycleLR) over total_steps ticks (0: the run's), the
+	 * momentum (Adam's beta1) cycled between its two bounds unless not
+	 * cycle_momentum; the optimizer's momentum is then max_momentum, as
+	 * OneCycleLR sets it */
+	double max_lr, pct_start, div_factor, final_div_factor, base_momentum, max_momentum;
+	int64_t total_steps;
+	bool anneal_linear, cycle_momentum, three_phase;
 };
 
 struct plan_train {

@@ -549,10 +549,46 @@ static bool read_plateau(struct reader *r, struct val *const *s, struct plan_sch
 	return ok;
 }
 
+/* one_cycle's arguments, bound in s: max_lr, total_steps, pct_start,
+ * anneal_strategy, cycle_momentum, base_momentum, max_momentum,
+ * div_factor, final_div_factor, three_phase; OneCycleLR's defaults */
+static bool read_one_cycle(struct reader *r, const struct val *v, struct val *const *s, struct plan_sched *sc)
+{
+	static const char *const anneal[] = { "cos", "linear" };
+	sc->pct_start = 0.3;
+	sc->cycle_momentum = true;
+	sc->base_momentum = 0.85;
+	sc->max_momentum = 0.95;
+	sc->div_factor = 25;
+	sc->final_div_factor = 1e4;
+	sc->per_step = true; /* OneCycleLR is stepped after every batch */
+	int a = 0;
+	if (!s[0]) {
+		diag_error(r->d, v->loc, "one_cycle needs max_lr, the rate at the top of the cycle: one_cycle(max_lr=0.1)");
+		return false;
+	}
+	bool ok = num_range(r, s[0], "max_lr", 0, HUGE_VAL, &sc->max_lr) && int_at_least(r, s[1], "total_steps", 1, &sc->total_steps) &&
+		  num_range(r, s[2], "pct_start", 0, 1, &sc->pct_start) && word_of(r, s[3], "anneal_strategy", anneal, 2, &a) &&
+		  (!s[4] || val_bool(r->d, s[4], "cycle_momentum", &sc->cycle_momentum)) &&
+		  num_range(r, s[5], "base_momentum", 0, 1, &sc->base_momentum) && num_range(r, s[6], "max_momentum", 0, 1, &sc->max_momentum) &&
+		  num_range(r, s[7], "div_factor", 0, HUGE_VAL, &sc->div_factor) &&
+		  num_range(r, s[8], "final_div_factor", 0, HUGE_VAL, &sc->final_div_factor) &&
+		  (!s[9] || val_bool(r->d, s[9], "three_phase", &sc->three_phase));
+	sc->anneal_linear = a == 1;
+	for (int k = 7; ok && k <= 8; k++)
+		if (s[k] && (k == 7 ? sc->div_factor : sc->final_div_factor) == 0) {
+			diag_error(r->d, s[k]->loc, "%s must be above 0: the cycle's lowest rates are max_lr divided by it",
+				   k == 7 ? "div_factor" : "final_div_factor");
+			ok = false;
+		}
+	return ok;
+}
+
 static bool read_sched(struct reader *r, const struct val *v, struct plan_sched *sc, struct loc *t_max_loc)
 {
 	static const char *const kinds[] = { "constant",    "step_lr",   "multistep_lr",  "exponential_lr",      "cosine",
-					     "constant_lr", "linear_lr", "polynomial_lr", "cosine_warm_restarts", "reduce_on_plateau" };
+					     "constant_lr", "linear_lr", "polynomial_lr", "cosine_warm_restarts", "reduce_on_plateau",
+					     "one_cycle" };
 	enum { NK = sizeof kinds / sizeof kinds[0] };
 	int k;
 	if (!choose(r, v, "scheduler", kinds, NK, &k))
@@ -567,9 +603,10 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 	static const char *const names[] = { "step",	    "gamma",	   "milestones",  "t_max", "eta_min", "warmup", "factor",
 					     "start_factor", "end_factor", "total_iters", "power", "t_0",     "t_mult",
 					     "mode", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps", "monitor",
-					     "every" };
+					     "max_lr", "total_steps", "pct_start", "anneal_strategy", "cycle_momentum", "base_momentum",
+					     "max_momentum", "div_factor", "final_div_factor", "three_phase", "every" };
 	enum { NA = sizeof names / sizeof names[0] - 1 }; /* every scheduler takes every= */
-	enum { PLATEAU_ARGS = 13 };                        /* names[13..20]: read_plateau's */
+	enum { PLATEAU_ARGS = 13, ONE_CYCLE_ARGS = 21 };   /* names[13..20]: read_plateau's, [21..30] read_one_cycle's */
 	if (sc->kind == LRS_PLATEAU)
 		sc->factor = 0.1; /* ReduceLROnPlateau's */
 	struct val *s[NA + 1];
@@ -586,6 +623,7 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 		[LRS_POLYNOMIAL] = { [9] = 1, [10] = 1 },
 		[LRS_COSINE_RESTARTS] = { [4] = 1, [11] = 1, [12] = 1 },
 		[LRS_PLATEAU] = { [6] = 1, [13] = 1, [14] = 1, [15] = 1, [16] = 1, [17] = 1, [18] = 1, [19] = 1, [20] = 1 },
+		[LRS_ONE_CYCLE] = { [21] = 1, [22] = 1, [23] = 1, [24] = 1, [25] = 1, [26] = 1, [27] = 1, [28] = 1, [29] = 1, [30] = 1 },
 	};
 	for (int i = 0; i < NA; i++) {
 		if (s[i] && !takes[k][i]) {
@@ -599,13 +637,16 @@ static bool read_sched(struct reader *r, const struct val *v, struct plan_sched 
 		  num_range(r, s[7], "start_factor", 0, 1, &sc->start_factor) && num_range(r, s[8], "end_factor", 0, 1, &sc->end_factor) &&
 		  int_at_least(r, s[9], "total_iters", 1, &sc->total_iters) && num_range(r, s[10], "power", 0, HUGE_VAL, &sc->power) &&
 		  int_at_least(r, s[11], "t_0", 1, &sc->t_0) && int_at_least(r, s[12], "t_mult", 1, &sc->t_mult);
-	if (!ok || (sc->kind == LRS_PLATEAU && !read_plateau(r, s + PLATEAU_ARGS, sc)))
+	if (!ok || (sc->kind == LRS_PLATEAU && !read_plateau(r, s + PLATEAU_ARGS, sc)) ||
+	    (sc->kind == LRS_ONE_CYCLE && !read_one_cycle(r, v, s + ONE_CYCLE_ARGS, sc)))
 		return false;
 	if (sc->kind == LRS_PLATEAU && sc->factor >= 1) {
 		diag_error(r->d, s[6]->loc, "reduce_on_plateau's factor must be below 1, as ReduceLROnPlateau requires: the rate is "
 			   "multiplied by it on a plateau (0.1 by default)");
 		return false;
 	}
+	if (s[NA] && sc->kind == LRS_ONE_CYCLE)
+		sc->per_step = false; /* every="step" is the default; "epoch" below */
 	if (s[NA] && sc->kind == LRS_PLATEAU) {
 		diag_error(r->d, s[NA]->loc, "reduce_on_plateau steps once per epoch, after the epoch's evaluation, on its metric; "
 			   "it takes no every=");
@@ -998,6 +1039,35 @@ static bool read_data(struct reader *r, const struct ast_section *sec, struct pl
 	return ok;
 }
 
+/* one_cycle's momentum: OneCycleLR sets the optimizer's momentum (Adam's
+ * beta1) to max_momentum and cycles it, so SGD and RMSprop keep a
+ * momentum buffer even where their own momentum was 0; an optimizer
+ * without one is refused, as OneCycleLR refuses it. */
+static bool cycled_momentum(struct reader *r, struct plan_train *t)
+{
+	const struct plan_sched *sc = &t->sched;
+	struct plan_optim *o = &t->optim;
+	if (sc->kind != LRS_ONE_CYCLE || !sc->cycle_momentum)
+		return true;
+	switch (o->kind) {
+	case OPT_SGD:
+		o->momentum = sc->max_momentum;
+		o->state_per_param = o->momentum != 0 ? 1 : 0;
+		return true;
+	case OPT_RMSPROP:
+		o->momentum = sc->max_momentum;
+		o->state_per_param = 1 + (o->momentum > 0) + o->centered;
+		return true;
+	case OPT_ADAM:
+	case OPT_ADAMW: o->beta1 = sc->max_momentum; return true;
+	case OPT_ADADELTA:
+	case OPT_ADAGRAD: break;
+	}
+	diag_error(r->d, t->sched_loc, "one_cycle cycles the optimizer's momentum, but %s has none (OneCycleLR refuses it); give "
+		   "one_cycle(..., cycle_momentum=false)", o->kind == OPT_ADADELTA ? "adadelta" : "adagrad");
+	return false;
+}
+
 static bool read_train(struct reader *r, const struct ast_section *sec, struct plan *p)
 {
 	static const char *const keys[] = { "loss", "optimizer", "scheduler", "batch", "global_batch", "test_batch", "epochs",
@@ -1085,7 +1155,7 @@ static bool read_train(struct reader *r, const struct ast_section *sec, struct p
 	t->shuffle_seed = (uint64_t)shuffle_seed;
 	if (t->global_batch)
 		t->batch = t->global_batch; /* per rank: divided by the world size when the plan is made */
-	return ok;
+	return ok && cycled_momentum(r, t);
 }
 
 /* param_dtype, reduce_dtype: trainc trains in float32 only */

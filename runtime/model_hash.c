@@ -220,6 +220,11 @@ static void sched(uint64_t *h, const struct plan_sched *s)
 	case LRS_LINEAR: field(h, "start %a end %a total %" PRId64, s->start_factor, s->end_factor, s->total_iters); break;
 	case LRS_POLYNOMIAL: field(h, "power %a total %" PRId64, s->power, s->total_iters); break;
 	case LRS_COSINE_RESTARTS: field(h, "t_0 %" PRId64 " t_mult %" PRId64 " eta_min %a", s->t_0, s->t_mult, s->eta_min); break;
+	case LRS_ONE_CYCLE:
+		field(h, "max_lr %a total %" PRId64 " pct %a linear %d cycle %d base %a max %a div %a final %a three %d", s->max_lr,
+		      s->total_steps, s->pct_start, s->anneal_linear, s->cycle_momentum, s->base_momentum, s->max_momentum, s->div_factor,
+		      s->final_div_factor, s->three_phase);
+		break;
 	case LRS_PLATEAU:
 		field(h, "factor %a max %d patience %" PRId64 " threshold %a abs %d cooldown %" PRId64 " min_lr %a eps %a train %d", s->factor,
 		      s->mode_max, s->patience, s->threshold, s->threshold_abs, s->cooldown, s->min_lr, s->eps, s->monitor_train);

@@ -32,6 +32,10 @@ struct optim_cfg {
 	double initial_accumulator_value; /* Adagrad */
 	double alpha;        /* RMSprop */
 	int centered;        /* RMSprop */
+	/* one_cycle's cycled momentum (Adam's beta1) of step s at
+	 * momentum_table[s - 1], in place of momentum (beta1), or NULL; memory
+	 * of whoever runs the update (the GPU's for its kernels) */
+	const double *momentum_table;
 };
 
 /* Optimizer state of one range.  Plane j of element i is at

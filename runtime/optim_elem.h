@@ -75,12 +75,22 @@ static_assert(sizeof(struct optim_coef) <= 256, "struct optim_coef must fit KC_O
  * double as torch computes them in Python. */
 OPTIM_FN struct optim_coef optim_coef_of(const struct optim_cfg *c, int64_t step, double lr)
 {
+	struct optim_cfg cycled;
+	const double held = c->momentum; /* which planes there are: the momentum buffer's stays whatever a step's momentum */
+	if (c->momentum_table) { /* OneCycleLR's momentum of this step: Adam's beta1, its bias correction's too */
+		cycled = *c;
+		if (c->kind == OPTIM_ADAM || c->kind == OPTIM_ADAMW)
+			cycled.beta1 = c->momentum_table[step - 1];
+		else
+			cycled.momentum = c->momentum_table[step - 1];
+		c = &cycled;
+	}
 	struct optim_coef k;
 	memset(&k, 0, sizeof k);
 	k.kind = c->kind;
 	switch (c->kind) {
 	case OPTIM_SGD:
-		k.mom_buf = c->momentum != 0;
+		k.mom_buf = held != 0;
 		k.sgd.wd = (float)c->weight_decay;
 		k.sgd.mom = (float)c->momentum;
 		k.sgd.damp1 = (float)(1.0 - c->dampening);
@@ -122,7 +132,7 @@ OPTIM_FN struct optim_coef optim_coef_of(const struct optim_cfg *c, int64_t step
 		k.adagrad.has_wd = c->weight_decay != 0;
 		break;
 	case OPTIM_RMSPROP:
-		k.mom_buf = c->momentum > 0;
+		k.mom_buf = held > 0;
 		k.centered = c->centered != 0;
 		k.rmsprop.wd = (float)c->weight_decay;
 		k.rmsprop.alpha = (float)c->alpha;

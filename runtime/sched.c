@@ -19,7 +19,7 @@ static const char *const kind_names[SCHED_KIND_COUNT] = {
 	[SCHED_CONSTANT] = "constant", [SCHED_STEP] = "step", [SCHED_MULTISTEP] = "multistep",
 	[SCHED_EXPONENTIAL] = "exponential", [SCHED_COSINE] = "cosine", [SCHED_CONSTANT_LR] = "constant_lr",
 	[SCHED_LINEAR] = "linear", [SCHED_POLYNOMIAL] = "polynomial", [SCHED_COSINE_RESTARTS] = "cosine_restarts",
-	[SCHED_PLATEAU] = "plateau",
+	[SCHED_PLATEAU] = "plateau", [SCHED_ONE_CYCLE] = "one_cycle",
 };
 
 const char *sched_kind_name(enum sched_kind kind)
@@ -75,12 +75,53 @@ const char *sched_cfg_check(const struct sched_cfg *c)
 		if (c->patience < 0 || c->cooldown < 0) return "patience and cooldown must be >= 0";
 		if (!(c->threshold >= 0) || !(c->min_lr >= 0) || !(c->eps >= 0)) return "threshold, min_lr and eps must be >= 0";
 		return NULL;
+	case SCHED_ONE_CYCLE:
+		if (c->total < 1) return "total_steps must be >= 1";
+		if (!(c->pct_start >= 0 && c->pct_start <= 1)) return "pct_start must be between 0 and 1";
+		if (!(c->div_factor > 0 && c->final_div_factor > 0)) return "div_factor and final_div_factor must be above 0";
+		return c->max_lr >= 0 ? NULL : "max_lr must be >= 0";
 	case SCHED_KIND_COUNT:
 	default: return "unknown schedule";
 	}
 	if (isnan(c->gamma)) return "gamma is required";
 	if (!(c->gamma >= 0)) return "gamma must be >= 0";
 	return NULL;
+}
+
+/* OneCycleLR.get_lr's phases: each (end step, start and end rate or
+ * momentum), the first whose end is not before t (or the last) annealed
+ * from the one before's end; ends as floats, as OneCycleLR keeps them. */
+static double one_cycle(const struct sched_cfg *c, int64_t t, bool momentum)
+{
+	double initial = c->max_lr / c->div_factor, min = initial / c->final_div_factor, n = (double)c->total;
+	double lo = c->base_momentum, hi = c->max_momentum;
+	struct phase { double end, from, to, mfrom, mto; } ph[3];
+	int k = 0;
+	ph[k++] = (struct phase){ c->pct_start * n - 1, initial, c->max_lr, hi, lo };
+	if (c->three_phase) {
+		ph[k++] = (struct phase){ 2 * c->pct_start * n - 2, c->max_lr, initial, lo, hi };
+		ph[k++] = (struct phase){ n - 1, initial, min, hi, hi };
+	} else {
+		ph[k++] = (struct phase){ n - 1, c->max_lr, min, lo, hi };
+	}
+	double start = 0, x = (double)t;
+	for (int i = 0; i < k; i++) {
+		if (x <= ph[i].end || i == k - 1) {
+			double span = ph[i].end - start, pct = span != 0 ? (x - start) / span : 0; /* OneCycleLR divides by 0 there */
+			double a = momentum ? ph[i].mfrom : ph[i].from, b = momentum ? ph[i].mto : ph[i].to;
+			if (c->anneal_linear)
+				return (b - a) * pct + a;
+			const double pi = 3.141592653589793;
+			return b + (a - b) / 2.0 * (cos(pi * pct) + 1);
+		}
+		start = ph[i].end;
+	}
+	return 0;
+}
+
+double sched_momentum_at(const struct sched_cfg *c, int64_t t)
+{
+	return one_cycle(c, t, true);
 }
 
 double sched_lr_at(const struct sched_cfg *c, double base, int64_t t)
@@ -125,6 +166,7 @@ double sched_lr_at(const struct sched_cfg *c, double base, int64_t t)
 		return c->eta_min + (base - c->eta_min) * (1 + cos(pi * (double)t_cur / (double)t_i)) / 2;
 	}
 	case SCHED_PLATEAU: return base;
+	case SCHED_ONE_CYCLE: return one_cycle(c, t, false);
 	case SCHED_KIND_COUNT: break;
 	}
 	assert(0 && "not a schedule");

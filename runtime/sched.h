@@ -21,7 +21,7 @@
 /* Tables indexed by this enum are tagged sched_kind_table. */
 enum sched_kind {
 	SCHED_CONSTANT, SCHED_STEP, SCHED_MULTISTEP, SCHED_EXPONENTIAL, SCHED_COSINE,
-	SCHED_CONSTANT_LR, SCHED_LINEAR, SCHED_POLYNOMIAL, SCHED_COSINE_RESTARTS, SCHED_PLATEAU, SCHED_KIND_COUNT
+	SCHED_CONSTANT_LR, SCHED_LINEAR, SCHED_POLYNOMIAL, SCHED_COSINE_RESTARTS, SCHED_PLATEAU, SCHED_ONE_CYCLE, SCHED_KIND_COUNT
 };
 
 /* What a tick counts: PyTorch's usual loop calls scheduler.step() once per
@@ -56,6 +56,15 @@ struct sched_cfg {
 	bool mode_max, threshold_abs;
 	double threshold, min_lr, eps;
 	int64_t patience, cooldown;
+	/* ONE_CYCLE over total ticks (the trainer fills in the run's where the
+	 * file gave none): from max_lr / div_factor up to max_lr in the first
+	 * pct_start of them, then down to max_lr / div_factor /
+	 * final_div_factor (three_phase: back to the start first), cosine or
+	 * linear (anneal_linear); the momentum from max_momentum to
+	 * base_momentum and back where cycle_momentum */
+	double max_lr, pct_start, div_factor, final_div_factor, base_momentum, max_momentum;
+	int64_t total;
+	bool anneal_linear, three_phase, cycle_momentum;
 };
 
 /* ReduceLROnPlateau's state after `epochs` calls of step(metric). */
@@ -96,8 +105,13 @@ const char *sched_kind_name(enum sched_kind kind);
  *                with periods t_i of t_0, t_0 * t_mult, t_0 * t_mult^2, ...
  *                and t_cur the ticks into the current one
  *                (CosineAnnealingWarmRestarts)
- *   PLATEAU      base (the trainer takes struct sched_plateau's rate) */
+ *   PLATEAU      base (the trainer takes struct sched_plateau's rate)
+ *   ONE_CYCLE    OneCycleLR's phases over cfg->total ticks (base unused) */
 double sched_lr_at(const struct sched_cfg *cfg, double base_lr, int64_t t);
+
+/* ONE_CYCLE's momentum (Adam's beta1) after t ticks (OneCycleLR's
+ * computed_momentum); cfg->cycle_momentum is set. */
+double sched_momentum_at(const struct sched_cfg *cfg, int64_t t);
 
 /* The state before the first step: lr base_lr, best the worst value. */
 struct sched_plateau sched_plateau_start(const struct sched_cfg *cfg, double base_lr);

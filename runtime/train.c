@@ -166,7 +166,8 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 						 [LRS_MULTISTEP] = SCHED_MULTISTEP, [LRS_EXPONENTIAL] = SCHED_EXPONENTIAL,
 						 [LRS_COSINE] = SCHED_COSINE, [LRS_CONSTANT_LR] = SCHED_CONSTANT_LR,
 						 [LRS_LINEAR] = SCHED_LINEAR, [LRS_POLYNOMIAL] = SCHED_POLYNOMIAL,
-						 [LRS_COSINE_RESTARTS] = SCHED_COSINE_RESTARTS, [LRS_PLATEAU] = SCHED_PLATEAU };
+						 [LRS_COSINE_RESTARTS] = SCHED_COSINE_RESTARTS, [LRS_PLATEAU] = SCHED_PLATEAU,
+						 [LRS_ONE_CYCLE] = SCHED_ONE_CYCLE };
 	struct sched_cfg c = sched_cfg_default(kinds[s->kind]);
 	c.unit = s->per_step ? SCHED_PER_STEP : SCHED_PER_EPOCH;
 	c.step_size = s->step_size;
@@ -183,6 +184,16 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 	c.total_iters = s->total_iters;
 	c.t_0 = s->t_0;
 	c.t_mult = s->t_mult;
+	c.max_lr = s->max_lr;
+	c.pct_start = s->pct_start;
+	c.div_factor = s->div_factor;
+	c.final_div_factor = s->final_div_factor;
+	c.base_momentum = s->base_momentum;
+	c.max_momentum = s->max_momentum;
+	c.total = s->total_steps; /* 0: the run's, which train_one_cycle fills in */
+	c.anneal_linear = s->anneal_linear;
+	c.three_phase = s->three_phase;
+	c.cycle_momentum = s->cycle_momentum;
 	if (s->kind == LRS_PLATEAU) {
 		c.mode_max = s->mode_max;
 		c.threshold_abs = s->threshold_abs;
@@ -193,6 +204,34 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 		c.cooldown = s->cooldown;
 	}
 	return c;
+}
+
+int train_one_cycle(const struct plan *p, struct sched_cfg *sc, int64_t spe, int64_t table, double **momentum, char *err, size_t n)
+{
+	*momentum = NULL;
+	if (sc->kind != SCHED_ONE_CYCLE)
+		return 0;
+	const struct plan_train *tr = &p->train;
+	/* the run's ticks, and the cycle's where the file gives none: its
+	 * epochs' (OneCycleLR(epochs=, steps_per_epoch=)), or its steps' where
+	 * those are more, so a run stopped early by `steps` and resumed
+	 * follows the cycle it began */
+	int64_t steps = tr->steps ? tr->steps : spe * tr->epochs, span = steps > spe * tr->epochs ? steps : spe * tr->epochs;
+	bool per_step = sc->unit == SCHED_PER_STEP;
+	int64_t ticks = per_step ? steps : (steps + spe - 1) / spe;
+	sc->total = tr->sched.total_steps ? tr->sched.total_steps : per_step ? span : (span + spe - 1) / spe;
+	if (ticks > sc->total)
+		return util_fail(err, n, "one_cycle's total_steps is %lld, but the run takes %lld %s, and OneCycleLR has no rate past "
+				 "its last (\"Tried to step\"); raise total_steps, or leave it out to span the run",
+				 (long long)sc->total, (long long)ticks, per_step ? "optimizer steps" : "epochs");
+	if (!sc->cycle_momentum || table <= 0)
+		return 0;
+	*momentum = malloc((size_t)table * sizeof **momentum);
+	if (!*momentum)
+		return util_fail(err, n, "out of memory");
+	for (int64_t k = 0; k < table; k++)
+		(*momentum)[k] = sched_momentum_at(sc, per_step ? k : k / spe);
+	return 0;
 }
 
 double train_lr(const struct plan *p, const struct sched_cfg *sc, const struct ckpt_state *at, int64_t epoch, int64_t step)
@@ -292,6 +331,7 @@ struct trainer {
 	double eval_busy;     /* seconds the communicator was busy during evaluation */
 	bool eval_warned;     /* a test loss that is not finite was warned of */
 	double test_loss, ep_mean; /* the last evaluation's loss, the last epoch's mean training loss (every rank's) */
+	double *momentum;          /* one_cycle's momentum of every step, where it cycles it (oc.momentum_table) */
 	double ep_loss, ep_n; /* this rank's summed per-sample loss and samples of the epoch so far
 			       * (rank 0's include a resumed checkpoint's, of every rank) */
 	bool tty;
@@ -1221,6 +1261,9 @@ static int setup(struct trainer *t)
 	int64_t steps_per_epoch = (t->s.num_batches + t->accum - 1) / t->accum;
 	if (tr->steps)
 		t->epochs = (tr->steps + steps_per_epoch - 1) / steps_per_epoch;
+	if (train_one_cycle(p, &t->sc, steps_per_epoch, steps_per_epoch * t->epochs, &t->momentum, t->err, sizeof t->err) != 0)
+		return TRAIN_REFUSED;
+	t->oc.momentum_table = t->momentum;
 	struct sampler_pos start = { t->at.epoch - 1, t->at.batch };
 	double wait_ms = p->parallel.timeout_s * 1000 < 2e9 ? p->parallel.timeout_s * 1000 : 2e9;
 	/* train.steps = 0 reads no training batch */
@@ -1544,6 +1587,7 @@ static void teardown(struct trainer *t)
 	}
 	free(t->ex);
 	free(t->ey);
+	free(t->momentum);
 	sampler_free(&t->s);
 	if (t->exec_ok)
 		exec_free(&t->e);

@@ -548,6 +548,39 @@ static void test_sched_unit(void)
 	CHECK_STR(sched_kind_name(SCHED_MULTISTEP), "multistep");
 }
 
+/* OneCycleLR against PyTorch 1.13's param_groups before each step:
+ *
+ * OneCycleLR(SGD(p, lr=0.1, momentum=0.9), max_lr=1.0, total_steps=10, pct_start=0.25)
+ * OneCycleLR(Adam(p, lr=0.1), max_lr=1.0, total_steps=9, three_phase=True,
+ *            anneal_strategy='linear', base_momentum=0.8, max_momentum=0.9,
+ *            div_factor=10, final_div_factor=100)        (betas[0]) */
+static void test_sched_one_cycle(void)
+{
+	static const double lr1[] = { 0.040000000000000036, 0.7599999999999999, 0.9890738440717014, 0.904508879153485, 0.750001,
+				      0.5522660225769003, 0.3454941208465151, 0.16543803508178376, 0.04323109826961479, 4e-06 };
+	static const double m1[] = { 0.95, 0.875, 0.8510926199633096, 0.8595491502812526, 0.875, 0.8947735768366173, 0.9154508497187474,
+				     0.9334565303179428, 0.94567727288213, 0.95 };
+	static const double lr2[] = { 0.1, 0.6294117647058824, 0.8411764705882352, 0.3117647058823527, 0.08708695652173912,
+				      0.06556521739130435, 0.04404347826086956, 0.022521739130434787, 0.0010000000000000009 };
+	static const double m2[] = { 0.9, 0.8411764705882353, 0.8176470588235295, 0.8764705882352941, 0.9, 0.9, 0.9, 0.9, 0.9 };
+	struct sched_cfg c = sched_cfg_default(SCHED_ONE_CYCLE);
+	c.max_lr = 1.0, c.total = 10, c.pct_start = 0.25, c.div_factor = 25, c.final_div_factor = 1e4;
+	c.base_momentum = 0.85, c.max_momentum = 0.95, c.cycle_momentum = true, c.unit = SCHED_PER_STEP;
+	CHECK(sched_cfg_check(&c) == NULL);
+	for (int t = 0; t < 10; t++) {
+		CHECK(fabs(sched_lr(&c, 0.1, 0, t) - lr1[t]) <= 1e-15 * lr1[t] + 1e-18);
+		CHECK(fabs(sched_momentum_at(&c, t) - m1[t]) <= 1e-15);
+	}
+	c.total = 9, c.pct_start = 0.3, c.three_phase = true, c.anneal_linear = true, c.base_momentum = 0.8, c.max_momentum = 0.9;
+	c.div_factor = 10, c.final_div_factor = 100;
+	for (int t = 0; t < 9; t++) {
+		CHECK(fabs(sched_lr_at(&c, 0.1, t) - lr2[t]) <= 1e-14 * lr2[t]);
+		CHECK(fabs(sched_momentum_at(&c, t) - m2[t]) <= 1e-15);
+	}
+	c.total = 0;
+	CHECK(sched_cfg_check(&c) != NULL);
+}
+
 /* ReduceLROnPlateau against PyTorch 1.13's rates after each step(metric):
  *
  * s = ReduceLROnPlateau(SGD(p, lr=1.0), mode='max', threshold=0.1, patience=1,
@@ -859,6 +892,7 @@ int main(void)
 	RUN(test_state_floats);
 	RUN(test_sched_step);
 	RUN(test_sched_plateau);
+	RUN(test_sched_one_cycle);
 	RUN(test_sched_multistep);
 	RUN(test_sched_exponential);
 	RUN(test_sched_cosine);

@@ -517,6 +517,18 @@ static int setup(struct gt *t)
 		t->epochs_total = (int)((tr->steps + spe - 1) / spe);
 	t->total_steps = spe * t->epochs_total;
 	t->steps_per_epoch = spe;
+	double *mom;
+	if (train_one_cycle(p, &t->sc, spe, t->total_steps, &mom, t->err, sizeof t->err) != 0)
+		return TRAIN_REFUSED;
+	if (mom) { /* one_cycle's momentum of every step, read by the optimizer's coefficients */
+		cudaError_t r = cudaMalloc((void **)&t->momentum_table, (size_t)t->total_steps * sizeof *mom);
+		int put = r == cudaSuccess ? tg_put(t, t->momentum_table, mom, (size_t)t->total_steps * sizeof *mom) : 0;
+		free(mom);
+		CK(t, r);
+		if (put != 0)
+			return -1;
+		t->oc.momentum_table = t->momentum_table;
+	}
 	CK(t, cudaMalloc((void **)&t->lr_table, (size_t)t->total_steps * sizeof *t->lr_table));
 	if (put_lr_table(t, 0) != 0)
 		return -1;
@@ -951,7 +963,8 @@ static void teardown(struct gt *t)
 		cudaEventDestroy(t->ev_e1);
 	}
 	free(t->tiny);
-	void *dev[] = { t->dtrain.x, t->dtrain.y, t->dtest.x, t->dtest.y, t->order, t->eval_order, t->ybuf, t->eval_ybuf, t->w, t->lr_table, t->hist };
+	void *dev[] = { t->dtrain.x, t->dtrain.y, t->dtest.x, t->dtest.y, t->order, t->eval_order, t->ybuf, t->eval_ybuf, t->w, t->lr_table, t->hist,
+		       t->momentum_table };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		if (dev[i])
 			cudaFree(dev[i]);

@@ -18,35 +18,6 @@
 mnist_files "$tmp/data" 40 20
 net=tests/cli/nets/plateau.net
 init=tests/golden/plateau_init.safetensors
-col() { # col NAME KEY: KEY of every step (or eval) line of run NAME
-	grep "\"kind\": \"${3:-step}\"" "$tmp/$1/metrics.jsonl" | sed -n "s/.*\"$2\": \([^,}]*\)[,}].*/\1/p" | tr '\n' ' '
-}
-# close WHAT GOT WANT TOL: the lists agree within TOL relative
-close() {
-	echo "$2| $3" | awk -v tol="$4" '{ n = 0; for (i = 1; $i != "|"; i++) n++; if (NF != 2 * n + 1 || n == 0) exit 1
-		for (i = 1; i <= n; i++) { g = $i; w = $(i + n + 1); d = g - w; if (d < 0) d = -d
-			if (d > tol * (w < 0 ? -w : w) + 1e-300) exit 1 } }' || fail "$1: $2, PyTorch's $3"
-}
-# check NAME WHO [ARGS...]: the run against PyTorch's run WHO
-check() {
-	run=$1 who=$2
-	shift 2
-	for where in cpu fakecuda kemu; do
-		lib=$(pwd)/build/tests/trainc-$where.so
-		if [ $where = cpu ]; then
-			torch_run "$run-$where" $net $init "$@" || continue
-		else
-			[ -f "$lib" ] || continue
-			TRAINC_CUDA_LIB=$lib torch_run "$run-$where" $net $init --gpus 1 "$@" || continue
-		fi
-		eval "lrs=\$${who}_lrs losses=\$${who}_losses tests=\$${who}_tests"
-		close "$run-$where: the rates" "$(col $run-$where lr)" "$lrs" 1e-12
-		close "$run-$where: the losses" "$(col $run-$where loss)" "$losses" 1e-5
-		close "$run-$where: the test losses" "$(col $run-$where loss eval)" "$tests" 1e-5
-		weights "$run-$where" tests/golden/${who}_final.safetensors 1e-5
-	done
-}
-
 # plateau_torch.py's output
 plateau_lrs="0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.25 0.25 0.25 0.25 0.25 0.25 0.25 0.25 0.25 0.25 0.25 0.25 0.25 0.25 0.25 0.125 0.125 0.125 0.125 0.125 0.125 0.125 0.125 0.125 0.125"
 plateau_losses="2.2317276000976562 3.722508430480957 5.437074661254883 2.2589755058288574 2.342376470565796 2.1984927654266357 2.4010040760040283 2.242067337036133 2.190768241882324 2.241102457046509 2.121368408203125 2.354670286178589 2.180478811264038 2.180513381958008 2.2168655395507812 2.0976336002349854 2.318101644515991 2.1547088623046875 2.1684787273406982 2.204627513885498 2.0915467739105225 2.3074095249176025 2.1502387523651123 2.1669793128967285 2.2098076343536377 2.0870201587677 2.2985851764678955 2.147127389907837 2.1656432151794434 2.2153353691101074 2.0835089683532715 2.286526679992676 2.140648603439331 2.1599619388580322 2.2113449573516846 2.081831455230713 2.283389091491699 2.139756202697754 2.1595990657806396 2.2138845920562744"
@@ -55,42 +26,19 @@ plateau_train_lrs="0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0.5 0
 plateau_train_losses="2.2317276000976562 3.722508430480957 5.437074661254883 2.2589755058288574 2.342376470565796 2.1984927654266357 2.4010040760040283 2.242067337036133 2.190768241882324 2.241102457046509 2.121368408203125 2.354670286178589 2.180478811264038 2.180513381958008 2.2168655395507812 2.0976336002349854 2.3128066062927246 2.150890588760376 2.1632704734802246 2.194570541381836 2.0947961807250977 2.308173179626465 2.1488540172576904 2.162762403488159 2.1962075233459473 2.092272996902466 2.3013665676116943 2.145155668258667 2.1598124504089355 2.193207263946533 2.091548442840576 2.300128698348999 2.144688129425049 2.1596901416778564 2.1937527656555176 2.0908455848693848 2.298919677734375 2.144239902496338 2.1595699787139893 2.1943092346191406"
 plateau_train_tests="2.3477752685546873 2.414565849304199 2.4711938858032227 2.4785812377929686 2.4849571228027343 2.4867626190185548 2.488516998291016 2.490233612060547"
 
-check test plateau
+sched_check test plateau
 grep -q '^Epoch 3: the test loss has not improved for 2 epochs; learning rate 5.0000e-01 -> 2.5000e-01' "$tmp/test-cpu.out" ||
 	fail "the first reduction is not said: $(grep '^Epoch' "$tmp/test-cpu.out")"
-check train plateau_train --set 'train.scheduler=reduce_on_plateau(monitor="train_loss", mode="min", threshold=0.05, threshold_mode="abs", factor=0.2, patience=0, min_lr=0.03)'
+sched_check train plateau_train --set 'train.scheduler=reduce_on_plateau(monitor="train_loss", mode="min", threshold=0.05, threshold_mode="abs", factor=0.2, patience=0, min_lr=0.03)'
 
 # stopped and resumed: after epoch 4 (one reduction made, a cooldown and a
 # bad epoch counted) and in the middle of epoch 3, on the CPU and on the
 # host GPU library, the rest as the uninterrupted run's, bit for bit
-go() { # go NAME ARGS...: the net on $data, one thread, each step logged, as run NAME
-	gname=$1
-	shift
-	# shellcheck disable=SC2086 # $data is two --set arguments
-	"$TRAINC" $net $data --threads 1 --set train.log_interval=1 --run-dir "$tmp/$gname" "$@" > "$tmp/$gname.out" 2>&1 && return
-	fail "$gname: the run failed:"
-	sed 's/^/    /' "$tmp/$gname.out"
-	return 1
-}
-resumed() { # resumed NAME STOP [ARGS...]: NAME-a trains STOP steps, NAME-b resumes it to the end
-	rname=$1 stop=$2
-	shift 2
-	go "$rname-a" --init $init --set train.steps=$stop --save "$tmp/$rname-ck" "$@" || return
-	go "$rname-b" --resume "$tmp/$rname-ck" --save "$tmp/$rname-b.safetensors" "$@" || return
-	grep -q "Resumed from .* at step $stop" "$tmp/$rname-b.out" || fail "$rname: the resume did not start at step $stop"
-	[ "$(col $rname-a lr)$(col $rname-b lr)" = "$(col "$ref" lr)" ] ||
-		fail "$rname: resumed at step $stop, the rates are $(col $rname-a lr)| $(col $rname-b lr); uninterrupted $(col "$ref" lr)"
-	[ "$(col $rname-a loss)$(col $rname-b loss)" = "$(col "$ref" loss)" ] || fail "$rname: resumed at step $stop, the losses differ"
-	build/tests/stcmp "$tmp/$ref.safetensors" "$tmp/$rname-b.safetensors" 0 > "$tmp/cmp" 2>&1 ||
-		fail "$rname: resumed, the final weights differ: $(cat "$tmp/cmp")"
-}
-ref=test-cpu
-resumed at-epoch 20
+resumed at-epoch test-cpu 20
 grep -q '"plateau_lr": 0.25,' "$tmp/at-epoch-ck/step-00000020/state.json" || fail "the checkpoint does not keep the plateau's rate"
-resumed mid-epoch 12
+resumed mid-epoch test-cpu 12
 if [ -f build/tests/trainc-fakecuda.so ]; then
-	ref=test-fakecuda
-	TRAINC_CUDA_LIB=$(pwd)/build/tests/trainc-fakecuda.so resumed gpu 20 --gpus 1
+	TRAINC_CUDA_LIB=$(pwd)/build/tests/trainc-fakecuda.so resumed gpu test-fakecuda 20 --gpus 1
 fi
 
 # the plateau's settings are part of the run

@@ -17,9 +17,8 @@ plateau_train_final.safetensors.
 import sys
 
 import torch
-import torch.nn as nn
 
-from torch_ref import evaluate, mlp, samples, save
+from torch_ref import epoch, evaluate, fresh, report, samples
 
 
 def run(m, init, out, name, **plateau):
@@ -29,33 +28,17 @@ def run(m, init, out, name, **plateau):
     opt = torch.optim.SGD(m.parameters(), lr=0.5, momentum=0.5)
     sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, **plateau)
     lrs, losses, tests = [], [], []
-    for epoch in range(8):
-        m.train()
-        total = 0.0
-        for step in range(5):
-            lrs.append(opt.param_groups[0]["lr"])
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(m(xtr[step * 8:(step + 1) * 8]), ytr[step * 8:(step + 1) * 8])
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            total += loss.item() * 8
+    for _ in range(8):
+        total = epoch(m, opt, xtr, ytr, lrs, losses)
         test_loss, _ = evaluate(m, xte, yte)
         tests.append(test_loss)
         sched.step(total / 40 if plateau.get("threshold_mode") == "abs" else test_loss)
-    print(f"{name} lrs: {' '.join(repr(v) for v in lrs)}")
-    print(f"{name} losses: {' '.join(repr(v) for v in losses)}")
-    print(f"{name} tests: {' '.join(repr(v) for v in tests)}")
-    save(f"{out}/{name}_final.safetensors", m.state_dict())
+    report(out, name, m, lrs, losses, tests)
 
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
-    torch.set_num_threads(1)
-    torch.manual_seed(23)
-    m = mlp(nn.ReLU())
-    save(f"{out}/plateau_init.safetensors", m.state_dict())
-    init = {k: v.clone() for k, v in m.state_dict().items()}
+    m, init = fresh(out, "plateau", 23)
     run(m, init, out, "plateau", factor=0.5, patience=1, cooldown=1)
     run(m, init, out, "plateau_train", mode="min", threshold=0.05, threshold_mode="abs", factor=0.2, patience=0, min_lr=0.03)
 

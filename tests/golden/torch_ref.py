@@ -114,3 +114,43 @@ def mlp(act, log_softmax=False):
     if log_softmax:
         m.add_module("logsm", nn.LogSoftmax(dim=1))
     return m
+
+
+def epoch(m, opt, x, y, lrs, losses, after_step=None):
+    """One epoch of cross entropy over consecutive batches of 8 of x, y,
+    each step's rate (before it) and loss appended to lrs and losses,
+    after_step() called after each optimizer step; returns the epoch's
+    summed per-sample loss."""
+    m.train()
+    total = 0.0
+    for step in range(len(y) // 8):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x[step * 8:(step + 1) * 8]), y[step * 8:(step + 1) * 8])
+        loss.backward()
+        opt.step()
+        if after_step:
+            after_step()
+        losses.append(loss.item())
+        total += loss.item() * 8
+    return total
+
+
+def report(out, name, m, lrs, losses, tests):
+    """The lines a scheduler's script prints of run NAME (each step's rate
+    and loss, each epoch's test loss), and m's weights as
+    OUT/NAME_final.safetensors."""
+    print(f"{name} lrs: {' '.join(repr(v) for v in lrs)}")
+    print(f"{name} losses: {' '.join(repr(v) for v in losses)}")
+    print(f"{name} tests: {' '.join(repr(v) for v in tests)}")
+    save(f"{out}/{name}_final.safetensors", m.state_dict())
+
+
+def fresh(out, name, seed):
+    """torch_ref's MLP (ReLU) from seed, its weights saved as
+    OUT/NAME_init.safetensors; returns it and a copy of its state."""
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    m = mlp(nn.ReLU())
+    save(f"{out}/{name}_init.safetensors", m.state_dict())
+    return m, {k: v.clone() for k, v in m.state_dict().items()}

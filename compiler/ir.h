@@ -245,6 +245,7 @@ struct plan_dataset {
 	const float *norm_mean, *norm_std; /* npy, npz: normalize=, nnorm values each (one: every value's), or NULL */
 	int64_t nnorm;
 	struct loc norm_loc;
+	bool to_tensor;             /* npy, npz: torchvision's ToTensor on each input sample ((H, W[, C]) to (C, H, W), uint8 / 255) */
 	double mean, std;           /* normalisation; std 1, mean 0 when absent */
 	struct shape sample;        /* per-sample input shape */
 	int64_t input_high;         /* synthetic randint(high, ...): token ids below high; 0: randn or rand;

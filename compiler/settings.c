@@ -791,12 +791,12 @@ static bool read_npy_normalize(struct reader *r, const struct val *v, struct pla
  * headers before a run (compile_check_data) and as it opens them. */
 static bool read_npy(struct reader *r, const struct val *v, struct plan_dataset *ds)
 {
-	static const char *const names[] = { "input", "target", "normalize" };
-	struct val *s[3];
-	if (!bind(r, v, names, 0, 3, s))
+	static const char *const names[] = { "input", "target", "normalize", "to_tensor" };
+	struct val *s[4];
+	if (!bind(r, v, names, 0, 4, s))
 		return false;
 	ds->kind = DATA_NPY;
-	if (s[2] && !read_npy_normalize(r, s[2], ds))
+	if ((s[2] && !read_npy_normalize(r, s[2], ds)) || (s[3] && !val_bool(r->d, s[3], "to_tensor", &ds->to_tensor)))
 		return false;
 	const char **paths[2] = { &ds->npy_input, &ds->npy_target };
 	struct loc *locs[2] = { &ds->input_loc, &ds->target_loc };
@@ -826,12 +826,12 @@ static bool read_npy(struct reader *r, const struct val *v, struct plan_dataset 
  * to the names savez gives arrays passed without one.  Otherwise npy's. */
 static bool read_npz(struct reader *r, const struct val *v, struct plan_dataset *ds)
 {
-	static const char *const names[] = { "path", "input", "target", "normalize" };
-	struct val *s[4];
-	if (!bind(r, v, names, 1, 4, s))
+	static const char *const names[] = { "path", "input", "target", "normalize", "to_tensor" };
+	struct val *s[5];
+	if (!bind(r, v, names, 1, 5, s))
 		return false;
 	ds->kind = DATA_NPY;
-	if (s[3] && !read_npy_normalize(r, s[3], ds))
+	if ((s[3] && !read_npy_normalize(r, s[3], ds)) || (s[4] && !val_bool(r->d, s[4], "to_tensor", &ds->to_tensor)))
 		return false;
 	if (!s[0]) {
 		diag_error(r->d, v->loc, "npz needs the archive's path: npz(\"data.npz\", input=\"x\", target=\"y\")");

@@ -57,6 +57,8 @@ struct dataset {
 	char npy_name[2][4400];                 /* "x.npy", "d.npz: x.npy": for messages */
 	float *npy_norm;                        /* normalize=: npy_nnorm means, then as many stds; owned */
 	int64_t npy_nnorm;
+	int64_t npy_hwc;                        /* to_tensor: the channels of (H, W, C) samples to move first (0 or 1: none) */
+	bool npy_div255;                        /* to_tensor over uint8: each value / 255, as ToTensor scales a ByteTensor */
 	float *ids;                             /* token ids as floats, or NULL */
 	char images_path[4400];                 /* DATASET_IDX: the images file; DATASET_NPY: the input's; for messages */
 };
@@ -115,6 +117,7 @@ struct npy_spec {
 	const char *input_key, *target_key;     /* the arrays' keys where the file is an .npz archive, else NULL */
 	const float *norm_mean, *norm_std;      /* normalize=: nnorm values each, one per channel (or one for all) */
 	int64_t nnorm;                          /* 0: none */
+	bool to_tensor;                         /* ToTensor first: samples (H, W) or (H, W, C) for an input (C, H, W), uint8 / 255 */
 	int ndim;                               /* the model's input per sample */
 	int64_t shape[DATASET_MAX_DIMS];
 	enum dataset_target target_kind;

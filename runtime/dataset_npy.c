@@ -7,10 +7,11 @@
  * than memory is read from the page cache.  Class labels and token ids are
  * read once, checked and kept apart from the mapping: a value changed in
  * the file later cannot index past a table.
+ * With to_tensor, each input sample goes through torchvision's ToTensor
+ * first ((H, W, C) images made (C, H, W), uint8 values divided by 255).
  * The input is normalised as torchvision's Normalize does where the
  * dataset gives normalize=, per channel (the sample's first dimension).
- * Does not: scale, reorder or augment anything, or hold more than 2^31 - 1
- * samples.
+ * Does not: augment anything, or hold more than 2^31 - 1 samples.
  */
 #include "runtime/dataset.h"
 
@@ -103,12 +104,43 @@ static char *dims(int nd, const int64_t *d, char *buf, size_t n)
 	return npy_shape_str(&h, 0, buf, n);
 }
 
-static int check_input(const struct npy_spec *sp, const struct npy_head *h, const char *name, char *err, size_t errlen)
+/* to_tensor's samples: ToTensor takes an image (H, W) or (H, W, C) to (C,
+ * H, W), so the model's input must be (C, H, W) and the array's samples
+ * (H, W) where C is 1 or (H, W, C); *hwc the C to move first (0: the
+ * values stay in place). */
+static int check_to_tensor(const struct npy_spec *sp, const struct npy_head *h, const char *path, int64_t *hwc, char *err,
+			   size_t errlen)
+{
+	char a[160], b[160], c[160];
+	if (sp->ids_below > 0)
+		return util_fail(err, errlen, "%s: to_tensor=true makes images of float values, but the model takes token ids "
+			    "(dtype=\"long\", %s); leave to_tensor out", path, sp->input_at);
+	if (sp->ndim != 3)
+		return util_fail(err, errlen, "%s: to_tensor=true gives (C, H, W) images, as ToTensor does, but the model takes input%s (%s); "
+			    "give the model input(C, H, W), or leave to_tensor out", path, dims(sp->ndim, sp->shape, c, sizeof c), sp->input_at);
+	int64_t ch = sp->shape[0], hh = sp->shape[1], ww = sp->shape[2];
+	*hwc = 0;
+	if (h->ndim == 4 && h->shape[1] == hh && h->shape[2] == ww && h->shape[3] == ch) {
+		*hwc = ch;
+		return 0;
+	}
+	if (h->ndim == 3 && ch == 1 && h->shape[1] == hh && h->shape[2] == ww)
+		return 0;
+	return util_fail(err, errlen, "%s: its samples are %s (the array is %s), but to_tensor=true takes images as ToTensor does, "
+		    "(H, W, C)%s, for the model's input%s (%s): (%" PRId64 ", %" PRId64 ", %" PRId64 ")%s", path,
+		    h->ndim ? npy_shape_str(h, 1, a, sizeof a) : "()", npy_shape_str(h, 0, b, sizeof b), ch == 1 ? " or (H, W)" : "",
+		    dims(sp->ndim, sp->shape, c, sizeof c), sp->input_at, hh, ww, ch,
+		    ch == 1 ? "" : "; an array already (C, H, W) takes no to_tensor");
+}
+
+static int check_input(const struct npy_spec *sp, const struct npy_head *h, const char *name, int64_t *hwc, char *err, size_t errlen)
 {
 	char a[160], b[160], c[160];
 	const char *path = name;
 	if (h->ndim == 0)
 		return util_fail(err, errlen, "%s: the array is one number (shape ()), not samples; the first dimension counts them", path);
+	if (sp->to_tensor)
+		return check_to_tensor(sp, h, path, hwc, err, errlen);
 	if (!same(h, sp->ndim, sp->shape)) {
 		int64_t per = 1, want = 1;
 		for (int k = 1; k < h->ndim; k++)
@@ -224,7 +256,7 @@ int dataset_npy(struct dataset *ds, struct npy_spec *sp, char *err, size_t errle
 	int rc = -1;
 	sp->failed = 0;
 	if (map_file(ds, 0, sp->input, sp->input_key, sp->headers_only, err, errlen) != 0 ||
-	    check_input(sp, &ds->npy[0], ds->npy_name[0], err, errlen) != 0)
+	    check_input(sp, &ds->npy[0], ds->npy_name[0], &ds->npy_hwc, err, errlen) != 0)
 		goto out;
 	snprintf(ds->images_path, sizeof ds->images_path, "%s", ds->npy_name[0]);
 	ds->n = ds->npy[0].shape[0];
@@ -249,6 +281,7 @@ int dataset_npy(struct dataset *ds, struct npy_spec *sp, char *err, size_t errle
 	ds->target_numel = 1;
 	for (int k = 0; sp->target_kind == TARGET_VECTOR && k < sp->target_ndim; k++)
 		ds->target_numel *= sp->target_shape[k];
+	ds->npy_div255 = sp->to_tensor && ds->npy[0].type == NPY_U8;
 	if (sp->headers_only) {
 		rc = 0;
 		goto out;
@@ -280,6 +313,31 @@ static void normalize(const struct dataset *ds, float *x, int64_t m)
 			x[j] = (x[j] - mean[c]) / std[c];
 }
 
+/* ToTensor over one sample of m values at src: (H, W, C) made (C, H, W)
+ * where hwc is C > 1, converted a run of values at a time; a uint8 array's
+ * values divided by 255 in float (img.float().div(255)). */
+static void to_tensor(const struct dataset *ds, const uint8_t *src, int64_t m, float *x)
+{
+	const struct npy_head *h = &ds->npy[0];
+	int64_t c = ds->npy_hwc;
+	if (c > 1) {
+		enum { RUN = 1024 };
+		float run[RUN];
+		int64_t hw = m / c;
+		for (int64_t j0 = 0; j0 < m; j0 += RUN) {
+			int64_t len = m - j0 < RUN ? m - j0 : RUN;
+			npy_to_float(h, src + j0 * h->size, len, run);
+			for (int64_t j = j0; j < j0 + len; j++)
+				x[j % c * hw + j / c] = run[j - j0];
+		}
+	} else {
+		npy_to_float(h, src, m, x);
+	}
+	if (ds->npy_div255)
+		for (int64_t j = 0; j < m; j++)
+			x[j] = x[j] / 255.0f;
+}
+
 void dataset_npy_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, void *y)
 {
 	int64_t m = ds->sample_numel, k = ds->target_numel;
@@ -287,6 +345,8 @@ void dataset_npy_fill(const struct dataset *ds, const int64_t *idx, int b, float
 		int64_t i = idx[s];
 		if (ds->ids)
 			memcpy(x + s * m, ds->ids + i * m, (size_t)m * sizeof(float));
+		else if (ds->npy_div255 || ds->npy_hwc > 1)
+			to_tensor(ds, data(ds, 0) + i * m * ds->npy[0].size, m, x + s * m);
 		else
 			npy_to_float(&ds->npy[0], data(ds, 0) + i * m * ds->npy[0].size, m, x + s * m);
 		if (ds->npy_nnorm)

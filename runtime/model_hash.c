@@ -175,6 +175,8 @@ static void dataset(uint64_t *h, const char *which, const struct plan_dataset *d
 		}
 		for (int64_t c = 0; c < ds->nnorm; c++) /* absent without normalize, so earlier checkpoints resume */
 			field(h, "npy norm %a %a", (double)ds->norm_mean[c], (double)ds->norm_std[c]);
+		if (ds->to_tensor) /* absent without, so earlier checkpoints resume */
+			field(h, "to_tensor");
 		if (ds->npy_input_key) { /* absent for .npy files, so their checkpoints resume */
 			text(h, "npz input", ds->npy_input_key);
 			text(h, "npz target", ds->npy_target_key);

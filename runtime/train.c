@@ -82,7 +82,7 @@ int train_open_npy(const struct plan *p, const struct plan_dataset *pd, struct d
 	loc_str(&out->loc, out_at, sizeof out_at);
 	struct npy_spec sp = { .input = pd->npy_input, .target = pd->npy_target, .input_key = pd->npy_input_key,
 			       .target_key = pd->npy_target_key, .norm_mean = pd->norm_mean, .norm_std = pd->norm_std,
-			       .nnorm = pd->nnorm, .ndim = pd->sample.rank,
+			       .nnorm = pd->nnorm, .to_tensor = pd->to_tensor, .ndim = pd->sample.rank,
 			       .target_kind = pd->target == TGT_CLASS ? TARGET_CLASS : TARGET_VECTOR, .num_classes = (int)pd->classes,
 			       .ignore_index = p->train.ignore_index, .target_ndim = pd->target_shape.rank, .ids_below = pd->input_high, .input_at = in_at,
 			       .output_at = out_at, .headers_only = headers_only };

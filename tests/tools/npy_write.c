@@ -9,7 +9,8 @@
  *                      torchvision's ToTensor + Normalize compute it
  *   --values A,B,...   the values in turn, repeated
  *   --ramp M           i % M
- * then changed by:
+ * where --hwc C takes element i of (N, H, W, C) from where it lies in
+ * (N, C, H, W) (the inverse of ToTensor's transpose), then changed by:
  *   --map FROM:TO      an element of value FROM made TO (before --norm)
  *   --first K:V        the first K elements made V
  * and the file by:
@@ -64,7 +65,7 @@ int main(int argc, char **argv)
 	const char *idx = NULL, *header = NULL, *values = NULL;
 	double mean = 0, std = 1;
 	bool norm = false, fortran = false;
-	long ramp = 0, cut = 0, extra = 0, first = 0;
+	long ramp = 0, cut = 0, extra = 0, first = 0, hwc = 0;
 	double map_from = 0, map_to = 0, first_v = 0;
 	bool map = false;
 	int version = 1, a = 1;
@@ -82,6 +83,8 @@ int main(int argc, char **argv)
 			values = v;
 		else if (!strcmp(o, "ramp"))
 			ramp = atol(v);
+		else if (!strcmp(o, "hwc"))
+			hwc = atol(v);
 		else if (!strcmp(o, "map")) {
 			map = true;
 			if (sscanf(v, "%lf:%lf", &map_from, &map_to) != 2)
@@ -165,8 +168,12 @@ int main(int argc, char **argv)
 	}
 	size_t bytes = (size_t)numel * (size_t)size;
 	unsigned char *d = calloc(bytes + (size_t)extra + 1, 1);
+	long long m = nd ? numel / (dims[0] ? dims[0] : 1) : 1; /* a sample's elements */
 	for (long long i = 0; i < numel; i++) {
-		double v = src ? src[i] : nv ? vals[i % nv] : ramp ? (double)(i % ramp) : 0;
+		long long at = i;
+		if (hwc > 1) /* element j = (hw, c) of its sample, from (c, hw) */
+			at = i / m * m + i % m % hwc * (m / hwc) + i % m / hwc;
+		double v = src ? src[at] : nv ? vals[at % nv] : ramp ? (double)(at % ramp) : 0;
 		if (map && v == map_from)
 			v = map_to;
 		if (i < first)

@@ -194,15 +194,13 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 	c.anneal_linear = s->anneal_linear;
 	c.three_phase = s->three_phase;
 	c.cycle_momentum = s->cycle_momentum;
-	if (s->kind == LRS_PLATEAU) {
-		c.mode_max = s->mode_max;
-		c.threshold_abs = s->threshold_abs;
-		c.threshold = s->threshold;
-		c.min_lr = s->min_lr;
-		c.eps = s->eps;
-		c.patience = s->patience;
-		c.cooldown = s->cooldown;
-	}
+	c.mode_max = s->mode_max;
+	c.threshold_abs = s->threshold_abs;
+	c.threshold = s->threshold;
+	c.min_lr = s->min_lr;
+	c.eps = s->eps;
+	c.patience = s->patience;
+	c.cooldown = s->cooldown;
 	return c;
 }
 

@@ -334,6 +334,18 @@ BODY_FN float body_class_weight(const float *w, int32_t t, bool on) { return on 
 /* 1 if target t is neither ignore_index nor a class of c (an error). */
 BODY_FN int body_target_bad(int32_t t, int c, int ignore_index) { return t != ignore_index && (t < 0 || t >= c); }
 
+/* What target t adds to a class loss's count: its class weight (1
+ * without weights), 0 for ignore_index; *bad set for a class outside
+ * 0..c-1 (which counts nothing). */
+BODY_FN double body_target_count(const float *w, int32_t t, int c, int ignore_index, int *bad)
+{
+	if (body_target_bad(t, c, ignore_index)) {
+		*bad = 1;
+		return 0;
+	}
+	return t != ignore_index ? body_class_weight(w, t, true) : 0;
+}
+
 /* nll's gradient at class k of a row with target t: -g at t if counted. */
 BODY_FN float body_nll_grad(int k, int32_t t, bool on, float g) { return on && k == t ? -g : 0.0f; }
 

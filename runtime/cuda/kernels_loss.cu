@@ -177,10 +177,9 @@ __device__ double count_targets(const int32_t *target, int n, int c, int ignore_
 {
 	double count = 0, bad = 0;
 	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		int b = body_target_bad(target[i], c, ignore_index);
+		int b = 0;
+		count += body_target_count(w, target[i], c, ignore_index, &b);
 		bad += b;
-		if (!b && target[i] != ignore_index)
-			count += body_class_weight(w, target[i], true);
 	}
 	/* integers without weights: exact in any order */
 	count = block_sum(count, sh);

@@ -254,12 +254,8 @@ TINY_FN void tiny_loss_step(int tid, int nt, const struct tiny_prog *P, char *sm
 	const float *w = P->loss_w;
 	double counted = 0;
 	int bad = 0;
-	for (int r = tid; r < n; r += nt) {
-		int b = body_target_bad(t[r], c, P->ignore_index);
-		bad |= b;
-		if (!b && t[r] != P->ignore_index)
-			counted += body_class_weight(w, t[r], true);
-	}
+	for (int r = tid; r < n; r += nt)
+		counted += body_target_count(w, t[r], c, P->ignore_index, &bad);
 	counted = tiny_sum(tid, nt, counted, sh);
 	if (bad)
 		*P->bad_target = 1;

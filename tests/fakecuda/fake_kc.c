@@ -510,13 +510,10 @@ static void store_loss(double *loss, double l, double weight, bool add)
 static double count_targets(const int32_t *target, int n, int c, int ignore_index, const float *w)
 {
 	double count = 0;
-	for (int i = 0; i < n; i++) {
-		if (body_target_bad(target[i], c, ignore_index))
-			return -1;
-		if (target[i] != ignore_index)
-			count += body_class_weight(w, target[i], true);
-	}
-	return count;
+	int bad = 0;
+	for (int i = 0; i < n && !bad; i++)
+		count += body_target_count(w, target[i], c, ignore_index, &bad);
+	return bad ? -1 : count;
 }
 
 /* Set for tests/gpu_ops.c, which checks the kernel files' grid of blocks

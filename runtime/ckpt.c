@@ -57,6 +57,8 @@ static void state_text(char *text, size_t n, const struct plan *p, const struct 
 			 ",\n  \"plateau_epochs\": %" PRId64 ",\n",
 			 json_double(pl->lr, lr, sizeof lr), json_double(pl->best, best, sizeof best), pl->bad, pl->cooldown, pl->epochs);
 	}
+	if (p->train.sched.kind == LRS_ONE_CYCLE && st->cycle > 0)
+		snprintf(extra + at, sizeof extra - at, "  \"one_cycle_total\": %" PRId64 ",\n", st->cycle);
 	snprintf(text, n,
 		 "{\n  \"epoch\": %" PRId64 ",\n  \"batch\": %" PRId64 ",\n  \"step\": %" PRId64 ",\n  \"world\": %d,\n  \"micro\": %" PRId64 ",\n"
 		 "  \"loss_sum\": %.17g,\n  \"loss_n\": %.17g,\n  \"shuffle_order\": \"%s\",\n"
@@ -711,7 +713,7 @@ static const char *key_twice(const char *text)
 {
 	static const char *const keys[] = { "epoch",	"batch",	 "step",	"world",     "micro", "loss_sum",
 					    "loss_n", "shuffle_order", "model_hash", "plan_hash", "shards", "plateau_lr",
-					    "plateau_best", "plateau_bad", "plateau_cooldown", "plateau_epochs" };
+					    "plateau_best", "plateau_bad", "plateau_cooldown", "plateau_epochs", "one_cycle_total" };
 	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
 		char pat[32];
 		snprintf(pat, sizeof pat, "\"%s\"", keys[k]);
@@ -871,6 +873,17 @@ static int read_state(const char *dir, const struct plan *p, char *folder, char 
 		snprintf(err, errlen, "%s: reduce_on_plateau's state (plateau_lr, plateau_best, plateau_bad, plateau_cooldown, "
 			 "plateau_epochs) is missing or out of range; the checkpoint is damaged", path);
 		return -1;
+	}
+	/* absent from checkpoints made before the cycle's length was kept:
+	 * their runs take it from the resumed run's length */
+	st->cycle = 0;
+	if (p->train.sched.kind == LRS_ONE_CYCLE && strstr(text, "\"one_cycle_total\":")) {
+		bool here = true;
+		st->cycle = json_int(text, "one_cycle_total", &here);
+		if (!here || st->cycle < 1) {
+			snprintf(err, errlen, "%s: one_cycle_total is not a whole number of at least 1; the checkpoint is damaged", path);
+			return -1;
+		}
 	}
 	const char *mh = strstr(text, "\"model_hash\": \"");
 	if (!ok || !mh) {

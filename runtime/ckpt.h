@@ -27,6 +27,8 @@ struct ckpt_state {
 	double loss_sum, loss_n; /* the epoch in progress so far, over every rank: summed per-sample loss, samples */
 	bool philox_order; /* the run shuffles in earlier trainc's order (sampler.h's SAMPLER_PHILOX), not torch.randperm's */
 	struct sched_plateau plateau; /* reduce_on_plateau's state (its plan's alone: kept and read for it only) */
+	int64_t cycle;     /* one_cycle's total_steps as the run that began it fixed them; 0 where unknown (a
+			    * checkpoint written before they were kept, or another scheduler) */
 };
 
 /* Save params (the unsharded layout) and the optimizer's k planes of

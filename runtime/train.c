@@ -204,24 +204,35 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 	return c;
 }
 
-int train_one_cycle(const struct plan *p, struct sched_cfg *sc, int64_t spe, int64_t table, double **momentum, char *err, size_t n)
+int train_one_cycle(const struct plan *p, struct sched_cfg *sc, struct ckpt_state *at, const char *resume, int64_t spe, int64_t table,
+		    double **momentum, char *err, size_t n)
 {
 	*momentum = NULL;
 	if (sc->kind != SCHED_ONE_CYCLE)
 		return 0;
 	const struct plan_train *tr = &p->train;
-	/* the run's ticks, and the cycle's where the file gives none: its
-	 * epochs' (OneCycleLR(epochs=, steps_per_epoch=)), or its steps' where
-	 * those are more, so a run stopped early by `steps` and resumed
+	/* the run's ticks, and the cycle's where the file gives none: the
+	 * checkpoint's, as OneCycleLR's state_dict keeps its total_steps, else
+	 * its epochs' (OneCycleLR(epochs=, steps_per_epoch=)), or its steps'
+	 * where those are more, so a run stopped early by `steps` and resumed
 	 * follows the cycle it began */
 	int64_t steps = tr->steps ? tr->steps : spe * tr->epochs, span = steps > spe * tr->epochs ? steps : spe * tr->epochs;
 	bool per_step = sc->unit == SCHED_PER_STEP;
 	int64_t ticks = per_step ? steps : (steps + spe - 1) / spe;
-	sc->total = tr->sched.total_steps ? tr->sched.total_steps : per_step ? span : (span + spe - 1) / spe;
+	const char *unit = per_step ? "optimizer steps" : "epochs";
+	bool kept = !tr->sched.total_steps && at->cycle > 0;
+	sc->total = tr->sched.total_steps ? tr->sched.total_steps : kept ? at->cycle : per_step ? span : (span + spe - 1) / spe;
+	if (ticks > sc->total && kept)
+		return util_fail(err, n, "the one_cycle of the checkpoint in %s spans %lld %s (the run that began it), but this run takes "
+				 "%lld, and OneCycleLR has no rate past its last (\"Tried to step\"); resume with train.%s = %lld or fewer, "
+				 "or start a new cycle from its weights with --init",
+				 resume ? resume : "--resume", (long long)sc->total, unit, (long long)ticks, tr->steps ? "steps" : "epochs",
+				 (long long)(tr->steps ? (per_step ? sc->total : sc->total * spe) : (per_step ? sc->total / spe : sc->total)));
 	if (ticks > sc->total)
 		return util_fail(err, n, "one_cycle's total_steps is %lld, but the run takes %lld %s, and OneCycleLR has no rate past "
 				 "its last (\"Tried to step\"); raise total_steps, or leave it out to span the run",
-				 (long long)sc->total, (long long)ticks, per_step ? "optimizer steps" : "epochs");
+				 (long long)sc->total, (long long)ticks, unit);
+	at->cycle = sc->total;
 	if (!sc->cycle_momentum || table <= 0)
 		return 0;
 	*momentum = malloc((size_t)table * sizeof **momentum);
@@ -1259,7 +1270,8 @@ static int setup(struct trainer *t)
 	int64_t steps_per_epoch = (t->s.num_batches + t->accum - 1) / t->accum;
 	if (tr->steps)
 		t->epochs = (tr->steps + steps_per_epoch - 1) / steps_per_epoch;
-	if (train_one_cycle(p, &t->sc, steps_per_epoch, steps_per_epoch * t->epochs, &t->momentum, t->err, sizeof t->err) != 0)
+	if (train_one_cycle(p, &t->sc, &t->at, o->resume, steps_per_epoch, steps_per_epoch * t->epochs, &t->momentum, t->err,
+			    sizeof t->err) != 0)
 		return TRAIN_REFUSED;
 	t->oc.momentum_table = t->momentum;
 	struct sampler_pos start = { t->at.epoch - 1, t->at.batch };

@@ -86,11 +86,15 @@ double train_lr(const struct plan *p, const struct sched_cfg *sc, const struct c
 bool train_plateau(const struct plan *p, const struct sched_cfg *sc, struct ckpt_state *at, bool epoch_done, double test_loss,
 		   double train_loss, int rank);
 /* one_cycle: its ticks filled into sc where the file gave no total_steps
- * (train.epochs' optimizer steps, or train.steps where more) and checked
- * against the run, whose epochs take spe optimizer steps; where it cycles the momentum, *momentum gets (malloc)
- * the momentum of each of the `table` first steps, else NULL.  0, or -1
- * with the reason in err. */
-int train_one_cycle(const struct plan *p, struct sched_cfg *sc, int64_t spe, int64_t table, double **momentum, char *err, size_t n);
+ * (those of a resumed checkpoint's run, at->cycle; else train.epochs'
+ * optimizer steps, or train.steps where more) and checked against the
+ * run, whose epochs take spe optimizer steps; at->cycle then holds them,
+ * for the run's checkpoints.  resume: the checkpoint's folder, or NULL.
+ * Where it cycles the momentum, *momentum gets (malloc) the momentum of
+ * each of the `table` first steps, else NULL.  0, or -1 with the reason
+ * in err. */
+int train_one_cycle(const struct plan *p, struct sched_cfg *sc, struct ckpt_state *at, const char *resume, int64_t spe, int64_t table,
+		    double **momentum, char *err, size_t n);
 /* A resumed run already past train.epochs: says so on rank 0, true. */
 bool train_epochs_done(const struct plan *p, const struct ckpt_state *at, int64_t epochs, int rank);
 /* On every rank, between one rank's end-of-run lines and the next's: a

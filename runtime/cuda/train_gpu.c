@@ -517,21 +517,6 @@ static int setup(struct gt *t)
 		t->epochs_total = (int)((tr->steps + spe - 1) / spe);
 	t->total_steps = spe * t->epochs_total;
 	t->steps_per_epoch = spe;
-	double *mom;
-	if (train_one_cycle(p, &t->sc, spe, t->total_steps, &mom, t->err, sizeof t->err) != 0)
-		return TRAIN_REFUSED;
-	if (mom) { /* one_cycle's momentum of every step, read by the optimizer's coefficients */
-		cudaError_t r = cudaMalloc((void **)&t->momentum_table, (size_t)t->total_steps * sizeof *mom);
-		int put = r == cudaSuccess ? tg_put(t, t->momentum_table, mom, (size_t)t->total_steps * sizeof *mom) : 0;
-		free(mom);
-		CK(t, r);
-		if (put != 0)
-			return -1;
-		t->oc.momentum_table = t->momentum_table;
-	}
-	CK(t, cudaMalloc((void **)&t->lr_table, (size_t)t->total_steps * sizeof *t->lr_table));
-	if (put_lr_table(t, 0) != 0)
-		return -1;
 	CK(t, cudaMalloc((void **)&t->hist, (size_t)t->total_steps * sizeof *t->hist));
 	/* data on the device */
 	if (tg_upload(t, &t->train, &t->dtrain) != 0 || (t->has_test && tg_upload(t, &t->test, &t->dtest) != 0))
@@ -579,7 +564,23 @@ static int setup(struct gt *t)
 	int loaded = tg_load_state(t);
 	if (loaded != 0)
 		return loaded;
-	if (t->sc.kind == SCHED_PLATEAU && put_lr_table(t, t->at.step) != 0) /* the rate the checkpoint's plateau reached */
+	/* every step's lr and momentum, once a resumed checkpoint has said
+	 * how long its one_cycle is and where its plateau stands */
+	double *mom;
+	if (train_one_cycle(p, &t->sc, &t->at, t->o->resume, t->steps_per_epoch, t->total_steps, &mom, t->err, sizeof t->err) != 0)
+		return TRAIN_REFUSED;
+	if (mom) { /* one_cycle's momentum of every step, read by the optimizer's coefficients */
+		cudaError_t r = cudaMalloc((void **)&t->momentum_table, (size_t)t->total_steps * sizeof *mom);
+		int put = r == cudaSuccess ? tg_put(t, t->momentum_table, mom, (size_t)t->total_steps * sizeof *mom) : 0;
+		free(mom);
+		CK(t, r);
+		if (put != 0)
+			return -1;
+		t->oc.momentum_table = t->momentum_table;
+	}
+	/* the schedule's rates, or the rate the checkpoint's plateau reached */
+	CK(t, cudaMalloc((void **)&t->lr_table, (size_t)t->total_steps * sizeof *t->lr_table));
+	if (put_lr_table(t, 0) != 0)
 		return -1;
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, t->o->run_dir, p, t->o->version, t->o->argc, t->o->argv, 0, t->err, sizeof t->err) != 0)

@@ -19,12 +19,6 @@ refused() { # FOLDER MESSAGE: --resume FOLDER exits 2 saying MESSAGE
 	[ $rc -eq 2 ] && grep -qF -- "$2" "$tmp/out" || { fail "--resume $1: exit $rc, no '$2':"; sed 's/^/    /' "$tmp/out"; }
 }
 copy() { rm -rf "$tmp/$1"; cp -r "$tmp/ck" "$tmp/$1"; }
-restate() { # FOLDER SED-EXPRESSION: edit FOLDER/state.json, and its manifest line to match
-	st=$1/state.json
-	sed "$2" "$st" > "$tmp/state" && mv "$tmp/state" "$st"
-	crc=$(gzip -c "$st" | tail -c 8 | head -c 4 | od -An -tx4 | tr -d ' ')
-	sed -i "s/^state.json .*/state.json $(wc -c < "$st") $crc/" "$1/manifest.txt"
-}
 
 copy file
 : > "$tmp/file/step-00000008"

@@ -40,10 +40,7 @@ big=$tmp/big
 for s in 2:99999996 4:99999998; do
 	from=$(printf 'step-%08d' "${s%:*}") to=step-${s#*:}
 	mv "$big/$from" "$big/$to"
-	st=$big/$to/state.json
-	sed "s/\"step\": ${s%:*},/\"step\": ${s#*:},/" "$st" > "$tmp/state" && mv "$tmp/state" "$st"
-	crc=$(gzip -c "$st" | tail -c 8 | head -c 4 | od -An -tx4 | tr -d ' ')
-	sed -i "s/^state.json .*/state.json $(wc -c < "$st") $crc/" "$big/$to/manifest.txt"
+	restate "$big/$to" "s/\"step\": ${s%:*},/\"step\": ${s#*:},/"
 done
 echo step-99999998 > "$big/latest"
 "$TRAINC" $net --set train.checkpoint_every=1 --set train.steps=100000000 --set train.log_interval=100 --resume "$big" --save "$big" \

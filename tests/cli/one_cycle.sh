@@ -9,7 +9,12 @@
 # device table by the captured step).  The values and files come from
 # tests/golden/one_cycle_torch.py.
 # - A run stopped mid-cycle and resumed goes on bit for bit as the
-#   uninterrupted one (CPU, host GPU library).
+#   uninterrupted one (CPU, host GPU library).  The checkpoint keeps the
+#   cycle's length (state.json's one_cycle_total), as OneCycleLR's
+#   state_dict keeps total_steps: a cycle of 4 epochs stopped at step 7
+#   and resumed with 3 epochs follows the 4-epoch cycle (not a 3-epoch
+#   one), and a resume longer than the cycle is refused, naming the
+#   epochs it may take.
 # - A total_steps shorter than the run is refused before training, as
 #   OneCycleLR stops past its last step; cycle_momentum=false keeps SGD's
 #   own momentum (none: it trains otherwise).
@@ -38,6 +43,31 @@ if [ -f build/tests/trainc-fakecuda.so ]; then
 	TRAINC_CUDA_LIB=$(pwd)/build/tests/trainc-fakecuda.so resumed gpu sgd-fakecuda 7 --gpus 1
 fi
 
+# the cycle's length is the checkpoint's
+grep -q '"one_cycle_total": 15,' "$tmp/cpu-ck/step-00000007/state.json" ||
+	fail "the checkpoint does not keep its cycle of 15 steps: $(cat "$tmp/cpu-ck/step-00000007/state.json")"
+go long --init $init --set train.epochs=4 --set train.steps=15
+go long-a --init $init --set train.epochs=4 --set train.steps=7 --save "$tmp/long-ck"
+go long-b --resume "$tmp/long-ck"
+[ "$(col long-a lr)$(col long-b lr)" = "$(col long lr)" ] ||
+	fail "a 20-step cycle resumed in a 15-step run: rates $(col long-a lr)| $(col long-b lr); uninterrupted $(col long lr)"
+[ "$(col long lr)" != "$(col sgd-cpu lr)" ] || fail "a 20-step cycle gave the rates of a 15-step one"
+if [ -f build/tests/trainc-fakecuda.so ]; then
+	TRAINC_CUDA_LIB=$(pwd)/build/tests/trainc-fakecuda.so go long-gpu --resume "$tmp/long-ck" --gpus 1
+	[ "$(col long-gpu lr)" = "$(col long-b lr)" ] || fail "host GPU library: the resumed cycle's rates $(col long-gpu lr), CPU $(col long-b lr)"
+fi
+"$TRAINC" $net $data --resume "$tmp/cpu-ck" --set train.epochs=4 --run-dir "$tmp/longer" > "$tmp/longer.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -qF "spans 15 optimizer steps (the run that began it), but this run takes 20" "$tmp/longer.out" &&
+	grep -qF "resume with train.epochs = 3 or fewer" "$tmp/longer.out" ||
+	{ fail "a resume past the checkpoint's cycle: exit $rc, expected 2:"; sed 's/^/    /' "$tmp/longer.out"; }
+# a damaged length
+cp -r "$tmp/cpu-ck" "$tmp/bad-ck"
+restate "$tmp/bad-ck/step-00000007" 's/"one_cycle_total": 15/"one_cycle_total": 0/'
+"$TRAINC" $net $data --resume "$tmp/bad-ck" --run-dir "$tmp/bad" > "$tmp/bad.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -qF "one_cycle_total is not a whole number of at least 1; the checkpoint is damaged" "$tmp/bad.out" ||
+	{ fail "a checkpoint's cycle of 0 steps: exit $rc:"; sed 's/^/    /' "$tmp/bad.out"; }
 # a cycle shorter than the run
 "$TRAINC" $net $data --set 'train.scheduler=one_cycle(max_lr=0.1, total_steps=10)' --run-dir "$tmp/short" > "$tmp/short.out" 2>&1
 rc=$?

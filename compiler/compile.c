@@ -112,6 +112,15 @@ bool compile_check_data(struct diag *d, const struct plan *p)
 	return train_ok && test_ok;
 }
 
+/* The layer whose values nd gives: nd, or the one before the views
+ * (flatten, unflatten, identity, transfers) that end the model. */
+static const struct node *past_views(const struct plan *p, const struct node *nd)
+{
+	while (nd->op == OP_FLATTEN || nd->op == OP_TRANSFER)
+		nd = &p->nodes[nd->in];
+	return nd;
+}
+
 /* What compiles but trains otherwise than meant.  Warnings do not stop a
  * run. */
 static void warn_plan(struct diag *d, const struct plan *p)
@@ -136,10 +145,7 @@ static void warn_plan(struct diag *d, const struct plan *p)
 			     "is applied twice and learning slows; drop the softmax");
 		diag_note(d, last->loc, "the model's last layer is here");
 	} else if (t->loss == LOSS_BCE || t->loss == LOSS_BCE_LOGITS) {
-		/* past views (flatten, unflatten, identity), which keep the values */
-		const struct node *v = last;
-		while (v->op == OP_FLATTEN || v->op == OP_TRANSFER)
-			v = &p->nodes[v->in];
+		const struct node *v = past_views(p, last);
 		bool unit = v->op == OP_SIGMOID || v->op == OP_HARDSIGMOID || v->op == OP_SOFTMAX;
 		if (t->loss == LOSS_BCE && !unit) {
 			diag_warning(d, t->loss_loc, "bce takes probabilities, but the model does not end in sigmoid: an output outside "
@@ -151,6 +157,20 @@ static void warn_plan(struct diag *d, const struct plan *p)
 				     "sigmoid is applied twice and learning slows; drop the sigmoid, or use bce");
 			diag_note(d, v->loc, "the model's last layer is here");
 		}
+	}
+	if (t->loss == LOSS_KL_DIV) {
+		const struct node *v = past_views(p, last);
+		if (v->op != OP_LOG_SOFTMAX && v->op != OP_LOGSIGMOID) {
+			diag_warning(d, t->loss_loc, "kl_div takes log-probabilities, but the model %s",
+				     v->op == OP_SOFTMAX ? "ends in softmax, which gives probabilities; end it in log_softmax instead"
+							 : "does not end in log_softmax: on raw scores the loss falls without bound; "
+							   "end the model in log_softmax");
+			diag_note(d, v->loc, "the model's last layer is here");
+		}
+		if (t->reduction == RED_MEAN)
+			diag_warning(d, t->loss_loc, "kl_div's reduction \"mean\" divides by every value of the batch, not by its "
+				     "samples, so the loss is not the KL divergence's mean; reduction=\"batchmean\" gives that (as "
+				     "PyTorch warns)");
 	}
 	const struct plan_sched *sc = &t->sched;
 	if (sc->kind == LRS_COSINE && !sc->per_step && !t->steps && sc->t_max > t->epochs)

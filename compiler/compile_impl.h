@@ -30,7 +30,7 @@ bool lower_model(struct arena *a, struct diag *d, const struct sections *s, stru
 /* settings.c: data, train and parallel sections into their typed structs. */
 bool settings_read(struct arena *a, struct diag *d, const struct sections *s, struct plan *p);
 /* The losses' names in the file, by enum loss_kind. */
-extern const char *const loss_names[LOSS_BCE_LOGITS + 1];
+extern const char *const loss_names[LOSS_KL_DIV + 1];
 /* place.c: device of every node; transfers where placement changes. */
 bool place_nodes(struct arena *a, struct diag *d, struct plan *p);
 /* infer.c: shapes, parameter names and counts; checks data against the model. */

@@ -96,6 +96,12 @@ static bool check_data(struct diag *d, const struct plan *p, const struct plan_d
 				   "target=rand(%s)", loss_names[loss], sizes_str(&ds->target_shape, b1, sizeof b1));
 			return false;
 		}
+		if (loss == LOSS_KL_DIV && !t->loss_param && ds->kind == DATA_SYNTHETIC && !ds->target_rand) {
+			diag_error(d, ds->target_loc, "kl_div needs probabilities as targets, but randn draws them from N(0, 1), and a "
+				   "target below 0 makes the loss NaN; draw them with target=rand(%s), or give log_target=true",
+				   sizes_str(&ds->target_shape, b1, sizeof b1));
+			return false;
+		}
 		return true;
 	}
 	if (ds->target != TGT_CLASS) {

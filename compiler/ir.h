@@ -224,8 +224,9 @@ struct nodemem {
 };
 
 /* from LOSS_L1 on in kern.h's enum kern_regression order (loss - LOSS_L1) */
-enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER, LOSS_BCE, LOSS_BCE_LOGITS };
-enum reduction { RED_MEAN, RED_SUM };
+enum loss_kind { LOSS_MSE, LOSS_NLL, LOSS_CROSS_ENTROPY, LOSS_L1, LOSS_SMOOTH_L1, LOSS_HUBER, LOSS_BCE, LOSS_BCE_LOGITS, LOSS_KL_DIV };
+/* RED_BATCHMEAN: kl_div's, the sum over the batch's rows divided by the rows */
+enum reduction { RED_MEAN, RED_SUM, RED_BATCHMEAN };
 enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADADELTA, OPT_ADAGRAD, OPT_RMSPROP };
 enum lrs_kind { LRS_CONSTANT, LRS_STEP, LRS_MULTISTEP, LRS_EXPONENTIAL, LRS_COSINE, LRS_CONSTANT_LR, LRS_LINEAR, LRS_POLYNOMIAL,
 		LRS_COSINE_RESTARTS, LRS_PLATEAU, LRS_ONE_CYCLE };
@@ -297,7 +298,7 @@ struct plan_train {
 	enum reduction reduction;
 	double label_smoothing;     /* cross_entropy's, in [0, 1]; 0: none */
 	int32_t ignore_index;       /* nll's and cross_entropy's target that counts for nothing; PyTorch's -100 */
-	double loss_param;          /* smooth_l1's beta, huber's delta, bce_with_logits' pos_weight */
+	double loss_param;          /* smooth_l1's beta, huber's delta, bce_with_logits' pos_weight, kl_div's log_target (0, 1) */
 	const float *pos_weights;   /* bce_with_logits' pos_weight per output (the last dimension), or NULL */
 	int64_t npos_weights;
 	struct loc pos_weight_loc;

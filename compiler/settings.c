@@ -221,8 +221,8 @@ static int source_order(struct val *const *v, int n, int *order)
 	return m;
 }
 
-const char *const loss_names[LOSS_BCE_LOGITS + 1] = { "mse", "nll", "cross_entropy", "l1", "smooth_l1", "huber", "bce",
-							   "bce_with_logits" };
+const char *const loss_names[LOSS_KL_DIV + 1] = { "mse", "nll", "cross_entropy", "l1", "smooth_l1", "huber", "bce",
+						       "bce_with_logits", "kl_div" };
 
 /* A loss's number argument, name, in its range: PyTorch's beta >= 0 (0 is
  * the L1 loss), delta > 0; a pos_weight below 0 would reward missing the
@@ -330,17 +330,19 @@ static bool class_weights(struct reader *r, const struct val *v, struct plan_tra
 static bool read_loss(struct reader *r, const struct val *v, struct plan_train *t)
 {
 	int k;
-	if (!choose(r, v, "loss", loss_names, LOSS_BCE_LOGITS + 1, &k))
+	if (!choose(r, v, "loss", loss_names, LOSS_KL_DIV + 1, &k))
 		return false;
 	t->loss = (enum loss_kind)k;
 	t->loss_loc = v->loc;
 	/* as in PyTorch: label smoothing is nn.CrossEntropyLoss's alone,
 	 * ignore_index NLLLoss's and CrossEntropyLoss's; SmoothL1Loss has
-	 * beta, HuberLoss delta, BCEWithLogitsLoss pos_weight */
+	 * beta, HuberLoss delta, BCEWithLogitsLoss pos_weight, KLDivLoss
+	 * log_target */
 	bool logits = t->loss == LOSS_BCE_LOGITS, ce = t->loss == LOSS_CROSS_ENTROPY, classes = ce || t->loss == LOSS_NLL;
+	bool kl = t->loss == LOSS_KL_DIV;
 	const char *names[4] = { "reduction", t->loss == LOSS_SMOOTH_L1 ? "beta"
 					     : t->loss == LOSS_HUBER ? "delta"
-					     : logits ? "pos_weight" : ce ? "label_smoothing" : "ignore_index",
+					     : logits ? "pos_weight" : kl ? "log_target" : ce ? "label_smoothing" : "ignore_index",
 				 ce ? "ignore_index" : "weight", "weight" };
 	struct val *s[4] = { NULL, NULL, NULL, NULL };
 	if (!loss_lacks(r, v, t->loss, "label_smoothing", ce) || !loss_lacks(r, v, t->loss, "ignore_index", classes))
@@ -362,6 +364,13 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 		return false;
 	if (s[2] && !read_ignore(r, s[2], t))
 		return false;
+	if (s[1] && kl) {
+		bool log_target;
+		if (!val_bool(r->d, s[1], "log_target", &log_target))
+			return false;
+		t->loss_param = log_target;
+		s[1] = NULL;
+	}
 	if (s[1] && !ce) {
 		if (logits && (s[1]->kind == V_LIST || s[1]->kind == V_TUPLE)) {
 			if (!pos_weights(r, s[1], t))
@@ -389,8 +398,15 @@ static bool read_loss(struct reader *r, const struct val *v, struct plan_train *
 			return false;
 		if (strcmp(red, "sum") == 0)
 			t->reduction = RED_SUM;
-		else if (strcmp(red, "mean") != 0) {
-			diag_error(r->d, s[0]->loc, "reduction must be \"mean\" or \"sum\"");
+		else if (kl && strcmp(red, "batchmean") == 0)
+			t->reduction = RED_BATCHMEAN;
+		else if (strcmp(red, "batchmean") == 0) { /* PyTorch's other losses refuse it too */
+			diag_error(r->d, s[0]->loc, "reduction \"batchmean\" is kl_div's alone; %s takes \"mean\" or \"sum\"",
+				   loss_names[t->loss]);
+			return false;
+		} else if (strcmp(red, "mean") != 0) {
+			diag_error(r->d, s[0]->loc, kl ? "reduction must be \"mean\", \"batchmean\" or \"sum\""
+						       : "reduction must be \"mean\" or \"sum\"");
 			return false;
 		}
 	}

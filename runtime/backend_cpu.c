@@ -457,10 +457,12 @@ static int cpu_loss(struct exec *e, const void *y, int n, bool train, double *lo
 	*correct = 0;
 	int rc = 0;
 	switch (p->train.loss) {
-	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER: case LOSS_BCE: case LOSS_BCE_LOGITS:
-		*loss = kern_regression_per(exec_regression(p), (float)p->train.loss_param, p->train.pos_weights, p->train.npos_weights, out,
-					    (const float *)y, dout, (size_t)(per * n), red, e->loss_scale);
+	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER: case LOSS_BCE: case LOSS_BCE_LOGITS: case LOSS_KL_DIV: {
+		float rows = exec_batchmean(p, per);
+		*loss = rows * kern_regression_per(exec_regression(p), (float)p->train.loss_param, p->train.pos_weights, p->train.npos_weights,
+						   out, (const float *)y, dout, (size_t)(per * n), red, e->loss_scale * rows);
 		break;
+	}
 	case LOSS_NLL:
 		rc = kern_nll(out, (const int32_t *)y, dout, n, (int)per, p->train.ignore_index, p->train.class_weights, red, e->loss_scale, loss);
 		*correct = kern_argmax_correct(out, (const int32_t *)y, n, (int)per);

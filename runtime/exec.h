@@ -144,11 +144,12 @@ float *exec_dx_home(struct exec *e, int j);
 char *exec_act(struct exec *e, int node);
 char *exec_scratch(struct exec *e, int node);
 /* The plan's loss as one of kern_regression's (mse, l1, smooth_l1, huber,
- * bce, bce_with_logits). */
+ * bce, bce_with_logits, kl_div). */
 static inline enum kern_regression exec_regression(const struct plan *p)
 {
 	_Static_assert(LOSS_SMOOTH_L1 - LOSS_L1 == KERN_SMOOTH_L1 && LOSS_HUBER - LOSS_L1 == KERN_HUBER &&
-		       LOSS_BCE - LOSS_L1 == KERN_BCE && LOSS_BCE_LOGITS - LOSS_L1 == KERN_BCE_LOGITS, "keep in step");
+		       LOSS_BCE - LOSS_L1 == KERN_BCE && LOSS_BCE_LOGITS - LOSS_L1 == KERN_BCE_LOGITS &&
+		       LOSS_KL_DIV - LOSS_L1 == KERN_KL_DIV, "keep in step");
 	return p->train.loss == LOSS_MSE ? KERN_MSE : (enum kern_regression)(p->train.loss - LOSS_L1);
 }
 /* The reduction of the plan's loss in training (train) or evaluation: a
@@ -160,6 +161,14 @@ static inline enum kern_reduction exec_reduction(const struct plan *p, bool trai
 {
 	bool classes = p->train.loss == LOSS_NLL || p->train.loss == LOSS_CROSS_ENTROPY;
 	return p->train.reduction == RED_SUM || (!train && classes) ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
+}
+/* kl_div's reduction="batchmean" divides the sum by the rows, which is
+ * the mean over the values (KERN_REDUCE_MEAN, as exec_reduction gives)
+ * times the values per row, per: the factor by which each backend
+ * multiplies that mean and its gradient's scale.  1 for the others. */
+static inline float exec_batchmean(const struct plan *p, int64_t per)
+{
+	return p->train.reduction == RED_BATCHMEAN ? (float)per : 1.0f;
 }
 /* An activation of OP_ACT_CASES as kern_act's, with its two numbers:
  * selu is elu scaled (ATen's elu with SELU's alpha and scale, their

@@ -252,7 +252,9 @@ double kern_mse(const float *x, const float *target, float *dx, size_t n,
  * clamped at -100, the gradient's denominator x(1 - x) at 1e-12) and
  * BCEWithLogitsLoss (x raw scores: the gradient sigmoid(x) - t); each
  * term in float, summed in double as kern_mse's. */
-enum kern_regression { KERN_L1, KERN_SMOOTH_L1, KERN_HUBER, KERN_BCE, KERN_BCE_LOGITS, KERN_MSE };
+/* KLDivLoss (x log-probabilities: t (log t - x), 0 where t is 0, or with
+ * log_target, param 1, e^t (t - x); the gradient -t or -e^t) likewise. */
+enum kern_regression { KERN_L1, KERN_SMOOTH_L1, KERN_HUBER, KERN_BCE, KERN_BCE_LOGITS, KERN_KL_DIV, KERN_MSE };
 double kern_regression(enum kern_regression kind, float param, const float *x, const float *target, float *dx, size_t n,
 		       enum kern_reduction red, float scale);
 /* The same with a param per element of the last dimension where per is

@@ -12,6 +12,7 @@
 #ifndef LOSS_ELEM_H
 #define LOSS_ELEM_H
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "runtime/kern.h"
@@ -59,8 +60,23 @@ LOSS_FN double loss_bce_logits_term(float p, float x, float t, float g, float *d
 	return (1.0f - t) * x + ((p - 1.0f) * t + 1.0f) * (lse + m);
 }
 
+/* kl_div: ATen's xlogy(t, t) - t x (0 - 0 x where t is 0, NaN where t is
+ * below 0), or with log_target e^t (t - x); the gradient -t or -e^t. */
+LOSS_FN double loss_kl_div_term(bool log_target, float x, float t, float g, float *d)
+{
+	if (log_target) {
+		float et = expf(t);
+		*d = -g * et;
+		return et * (t - x);
+	}
+	float xlogy = t == 0.0f ? 0.0f : t * logf(t); /* NaN t stays NaN */
+	*d = -g * t;
+	return xlogy - t * x;
+}
+
 /* The term of output x against target t, and *d its gradient times g;
- * param is smooth_l1's beta, huber's delta or bce_with_logits' pos_weight.
+ * param is smooth_l1's beta, huber's delta, bce_with_logits' pos_weight or
+ * kl_div's log_target (1: true).
  * The regression losses read the error e = x - t alone. */
 LOSS_FN double loss_regression_term(enum kern_regression kind, float param, float x, float t, float g, float *d)
 {
@@ -80,6 +96,8 @@ LOSS_FN double loss_regression_term(enum kern_regression kind, float param, floa
 		return loss_bce_term(x, t, g, d);
 	case KERN_BCE_LOGITS:
 		return loss_bce_logits_term(param, x, t, g, d);
+	case KERN_KL_DIV:
+		return loss_kl_div_term(param != 0.0f, x, t, g, d);
 	case KERN_MSE:
 		*d = g * e;
 		return (double)e * e;

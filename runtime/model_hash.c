@@ -243,7 +243,8 @@ static void settings(uint64_t *h, const struct plan *p)
 		field(h, "label_smoothing %a", t->label_smoothing);
 	if (t->ignore_index != -100) /* likewise at PyTorch's default */
 		field(h, "ignore_index %d", (int)t->ignore_index);
-	if (t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || (t->loss == LOSS_BCE_LOGITS && t->loss_param != 1))
+	if (t->loss == LOSS_SMOOTH_L1 || t->loss == LOSS_HUBER || (t->loss == LOSS_BCE_LOGITS && t->loss_param != 1) ||
+	    t->loss == LOSS_KL_DIV)
 		field(h, "loss_param %a", t->loss_param);
 	for (int64_t i = 0; i < t->nclass_weights; i++)
 		field(h, "class_weight %a", (double)t->class_weights[i]);

@@ -1313,6 +1313,7 @@ static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b,
 	int param = -1, bad = x && !none ? exec_find_nonfinite(&t->e, x, b, &param) : -1;
 	char note[512], where[256] = "";
 	bool bce = t->p->train.loss == LOSS_BCE;
+	bool kl = t->p->train.loss == LOSS_KL_DIV && !t->p->train.loss_param;
 	if (none) {
 		long ig = (long)t->p->train.ignore_index;
 		snprintf(where, sizeof where, "; every target of the %s is the loss's ignore_index (%ld)%s, and a mean over no target is "
@@ -1325,11 +1326,14 @@ static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b,
 	else if (x && bce) /* its logs are clamped, so only a log of a value outside [0, 1] goes bad */
 		snprintf(where, sizeof where, "; every layer's output is finite, so one of the model's outputs is outside [0, 1], "
 			 "where bce's logarithms are NaN");
+	else if (x && kl) /* finite log-probabilities: only the log of a target below 0 goes bad */
+		snprintf(where, sizeof where, "; every layer's output is finite, so a target is below 0, whose logarithm in kl_div is NaN");
 	else if (x)
 		snprintf(where, sizeof where, "; every layer's output is finite, so the loss itself overflowed");
 	/* a pipeline's stages keep no batch to look into: any norm of eps=0 may be why */
 	const char *why = none ? note : bad >= 0 ? eps0_note(&t->p->nodes[bad], false, note, sizeof note)
 			  : x && bce ? "bce takes probabilities: end the model in sigmoid, or use bce_with_logits on the raw scores"
+			  : x && kl ? "kl_div takes probabilities as targets (each at least 0), or log-probabilities with log_target=true"
 				     : x ? NULL : train_eps0_note(t->p, false, note, sizeof note);
 	/* weights not finite from the start are the file's, not the rate's */
 	const struct train_opts *o = t->o;
@@ -1448,7 +1452,7 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 			fsdp_begin_step(&t->fsdp);
 		else if (in_step == 0)
 			memset(t->e.grads, 0, (size_t)t->e.trainable * 4);
-		if (in_step == 0 && tr->global_batch && tr->reduction == RED_MEAN && t->accum > 1)
+		if (in_step == 0 && tr->global_batch && tr->reduction != RED_SUM && t->accum > 1)
 			step_samples = step_size(t);
 		if (step_samples > 0) /* a mean over the step: each micro-batch weighs its share of it */
 			t->e.loss_scale = (float)b / (float)step_samples;

@@ -193,11 +193,12 @@ static void check_model(const char *path)
 	bool classes = p->train.loss == LOSS_NLL || p->train.loss == LOSS_CROSS_ENTROPY;
 	void *y = malloc((size_t)(per * N) * 4 + 4), *yd = NULL;
 	struct rng r = rng_stream(13, RNG_DATA, 1, 0);
+	bool probs = p->train.loss == LOSS_KL_DIV && !p->train.loss_param; /* kl_div's targets have logarithms */
 	for (int64_t i = 0; i < (classes ? N : per * N); i++) {
 		if (classes)
 			((int32_t *)y)[i] = (int32_t)(rng_u32(&r, (uint64_t)i) % (uint64_t)per);
 		else
-			((float *)y)[i] = rng_normal(&r, (uint64_t)i);
+			((float *)y)[i] = probs ? rng_uniform(&r, (uint64_t)i) : rng_normal(&r, (uint64_t)i);
 	}
 	cudaMalloc(&yd, (size_t)(per * N) * 4 + 4);
 	cudaMemcpy(yd, y, (size_t)(per * N) * 4, cudaMemcpyHostToDevice);
@@ -372,6 +373,8 @@ static void check_loss_blocks(void)
 		{ 3 + KERN_BCE_LOGITS, 30000, 1, KERN_REDUCE_SUM, 1.0f, "bce_with_logits 30000, sum", false },
 		{ 3 + KERN_BCE_LOGITS, 5001, 1, KERN_REDUCE_MEAN, 0.25f, "bce_with_logits 5001, pos_weight 0.25, mean", false },
 		{ 3 + KERN_BCE_LOGITS, 2001, 5, KERN_REDUCE_MEAN, 1.0f, "bce_with_logits 2001 x 5, pos_weight per output", false },
+		{ 3 + KERN_KL_DIV, 50001, 1, KERN_REDUCE_MEAN, 0.0f, "kl_div 50001, mean", false },
+		{ 3 + KERN_KL_DIV, 7001, 1, KERN_REDUCE_SUM, 1.0f, "kl_div 7001, log_target, sum", false },
 	};
 	cudaStream_t s = NULL;
 	cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -400,7 +403,8 @@ static void check_loss_blocks(void)
 		double cwsum = cw ? loss_class_weight_sum(cw, c) : 0;
 		if (kind == 1) /* nll takes log-probabilities */
 			kern_log_softmax_fwd(x, x, n, c, 1);
-		if (kind == 3 + KERN_BCE || kind == 3 + KERN_BCE_LOGITS) /* targets in [0, 1]; bce's inputs too, 0 and 1 among them */
+		/* targets in [0, 1] (kl_div's probabilities); bce's inputs too, 0 and 1 among them */
+		if (kind == 3 + KERN_BCE || kind == 3 + KERN_BCE_LOGITS || (kind == 3 + KERN_KL_DIV && cases[k].eps == 0))
 			for (int64_t i = 0; i < e; i++) {
 				t[i] = rng_uniform(&r, (uint64_t)(e + i));
 				if (kind == 3 + KERN_BCE)

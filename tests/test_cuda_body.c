@@ -346,6 +346,13 @@ static void test_mse(void)
 	check_regression("bce dx", KERN_BCE, 0, prob, soft, want, got, n);
 	check_regression("bce_with_logits dx", KERN_BCE_LOGITS, 1, logit, soft, want, got, n);
 	check_regression("bce_with_logits pos_weight dx", KERN_BCE_LOGITS, 3.5f, logit, soft, want, got, n);
+	/* kl_div on log-probabilities (scores below 0) against probabilities,
+	 * 0 among them, and against log-probabilities (log_target) */
+	for (size_t i = 0; i < n; i += 50)
+		soft[i] = 0;
+	float *logp = rand_floats(n, -12, 0, 15), *logt = rand_floats(n, -30, 1, 16);
+	check_regression("kl_div dx", KERN_KL_DIV, 0, logp, soft, want, got, n);
+	check_regression("kl_div log_target dx", KERN_KL_DIV, 1, logp, logt, want, got, n);
 }
 
 /* The loss kernels as one block: count, then rows; returns -1 on a bad

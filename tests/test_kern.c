@@ -1465,6 +1465,31 @@ static void test_loss_reference(void)
 		for (int i = 0; i < 8; i++)
 			CHECK_NEAR(bd[i], bin[k].grad[i] / 8, 1e-6 * (1 + fabsf(bin[k].grad[i])));
 	}
+	/* kl_div, PyTorch 1.13's: targets of 0 (their terms 0, their
+	 * gradients -0) and of 1e-30, and with log_target a log-probability of
+	 * -100, whose e^t is below float's normal range */
+	float kx[8] = { -1, -2, 0.3f, -4, -0.5f, -0.25f, -3, 0 }, kt[8] = { 0.5f, 1, 0, 0.2f, 1e-30f, 0.25f, 2, 0 },
+	      klt[8] = { -0.5f, 1, 0, -20, -3, 0.25f, 2, -100 }, kd[8];
+	const struct { float log_target; const float *t; double sum; float grad[8]; } kl[] = {
+		{ 0, kt, 9.733759880065918, { -0.5f, -1, 0, -0.2f, -1e-30f, -0.25f, -2, 0 } },
+		{ 1, klt, 45.62093734741211,
+		  { -0.6065306663513184f, -2.7182817459106445f, -1, -2.06115369216775e-09f, -0.049787066876888275f, -1.2840254306793213f,
+		    -7.389056205749512f, -3.783505853677006e-44f } },
+	};
+	for (size_t k = 0; k < sizeof kl / sizeof kl[0]; k++) {
+		CHECK_NEAR(kern_regression(KERN_KL_DIV, kl[k].log_target, kx, kl[k].t, kd, 8, KERN_REDUCE_SUM, 1.0f), kl[k].sum, 1e-6 * kl[k].sum);
+		for (int i = 0; i < 8; i++)
+			CHECK_NEAR(kd[i], kl[k].grad[i], 1e-6 * fabsf(kl[k].grad[i]) + 1e-45);
+		CHECK_NEAR(kern_regression(KERN_KL_DIV, kl[k].log_target, kx, kl[k].t, kd, 8, KERN_REDUCE_MEAN, 1.0f), kl[k].sum / 8,
+			   1e-6 * kl[k].sum);
+		for (int i = 0; i < 8; i++)
+			CHECK_NEAR(kd[i], kl[k].grad[i] / 8, 1e-6 * fabsf(kl[k].grad[i]) + 1e-45);
+	}
+	/* a target below 0 has no logarithm, and a target of 0 against an
+	 * output of -infinity is 0 * -infinity: NaN, as in PyTorch */
+	float kneg[1] = { -0.1f }, kinf[1] = { -INFINITY };
+	CHECK(isnan(kern_regression(KERN_KL_DIV, 0, kx, kneg, kd, 1, KERN_REDUCE_SUM, 1.0f)));
+	CHECK(isnan(kern_regression(KERN_KL_DIV, 0, kinf, kt + 2, kd, 1, KERN_REDUCE_SUM, 1.0f)));
 	/* outside [0, 1] bce's loss is NaN, as PyTorch's logs are (it also
 	 * refuses such an input) */
 	float out1[1] = { 1.5f }, t0[1] = { 0 };

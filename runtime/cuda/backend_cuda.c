@@ -874,10 +874,12 @@ void cuda_loss(struct exec *e, const void *y, int n, bool train, double *loss, d
 	struct gpu *gp = on(c, d); /* the output's GPU */
 	cudaStream_t s = gp->stream;
 	switch (p->train.loss) {
-	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER: case LOSS_BCE: case LOSS_BCE_LOGITS:
+	case LOSS_MSE: case LOSS_L1: case LOSS_SMOOTH_L1: case LOSS_HUBER: case LOSS_BCE: case LOSS_BCE_LOGITS: case LOSS_KL_DIV: {
+		float rows = exec_batchmean(p, per);
 		kc_regression(s, exec_regression(p), (float)p->train.loss_param, gp->loss_weights, p->train.npos_weights, out, y, dout,
-			      per * n, red, e->loss_scale, loss, weight, add, gp->loss_parts);
+			      per * n, red, e->loss_scale * rows, loss, weight * rows, add, gp->loss_parts);
 		break;
+	}
 	case LOSS_NLL:
 		kc_nll(s, out, y, dout, n, (int)per, p->train.ignore_index, gp->loss_weights, red, e->loss_scale, loss, weight, add,
 		       &c->dev->bad_target, gp->loss_parts);

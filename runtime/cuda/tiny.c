@@ -111,7 +111,7 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch, const float 
 	P->regression_param = (float)p->train.loss_param;
 	P->per = (int)shape_numel(&p->nodes[last].out);
 	P->red = p->train.reduction == RED_SUM ? KERN_REDUCE_SUM : KERN_REDUCE_MEAN;
-	P->scale = e->loss_scale;
+	P->scale = e->loss_scale * exec_batchmean(p, P->per);
 	P->smoothing = (float)p->train.label_smoothing;
 	P->ignore_index = p->train.ignore_index;
 	P->loss_w = p->train.npos_weights || p->train.class_weights ? loss_w : NULL;
@@ -119,7 +119,7 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch, const float 
 	P->loss_wsum = p->train.class_weights ? loss_class_weight_sum(p->train.class_weights, (int)p->train.nclass_weights) : 0;
 	P->out = exec_output(e, last, true);
 	P->dout = (float *)(void *)(exec_act(e, last) + p->mem[last].grad_off);
-	P->weight = p->train.reduction == RED_SUM ? 1.0 : (double)batch;
+	P->weight = p->train.reduction == RED_SUM ? 1.0 : (double)batch * exec_batchmean(p, P->per);
 	P->params = exec_dev_trainables(e, 0);
 	P->grads = exec_dev_grads(e, 0);
 	P->trainable = e->t_n[0];

@@ -137,7 +137,7 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 	int64_t total = 0;
 	for (int m = 0; m < count; m++)
 		total += sizes[m];
-	bool share = p->train.global_batch && p->train.reduction == RED_MEAN && count > 1;
+	bool share = p->train.global_batch && p->train.reduction != RED_SUM && count > 1;
 	e->step_first = 0;
 	for (int m = 0; m < count; m++) {
 		int64_t b = sizes[m];

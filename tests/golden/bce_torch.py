@@ -21,29 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_ref import save
-
-M32 = 0xFFFFFFFF
-
-
-def u32(seed, purpose, rank, step, i):
-    """Word i of trainc's stream (seed, purpose, rank, step)."""
-    block = i >> 2
-    c = [block & M32, block >> 32, (purpose << 24) | rank, step]
-    k0, k1 = seed & M32, seed >> 32
-    for _ in range(10):
-        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
-        c = [(p1 >> 32) ^ c[1] ^ k0, p1 & M32, (p0 >> 32) ^ c[3] ^ k1, p0 & M32]
-        k0, k1 = (k0 + 0x9E3779B9) & M32, (k1 + 0xBB67AE85) & M32
-    return c[i & 3]
-
-
-def rand_set(n, split, seed=1):
-    """synthetic(input=rand(6), target=rand(3), samples=n); split 1 is a test set."""
-    x = [(u32(seed, 4, 0, split, i) >> 8) / 16777216.0 for i in range(n * 6)]
-    t = [(u32(seed, 4, 1, split, i) >> 8) / 16777216.0 for i in range(n * 3)]
-    return torch.tensor(x).view(n, 6), torch.tensor(t).view(n, 3)
-
+from torch_ref import rand_set, save
 
 def run(m, loss_fn, x, t, xte, tte):
     opt = torch.optim.SGD(m.parameters(), lr=0.5, momentum=0.9)

@@ -1,6 +1,7 @@
 """What the PyTorch sides of the tests that check trainc against numbers
 computed once share: the MNIST-format samples tests/cli/torch_ref.inc draws
-with awk, and a safetensors writer.  Imported by the *_torch.py scripts
+with awk, synthetic rand() sets drawn as trainc draws them (Philox4x32-10,
+runtime/philox.h), and a safetensors writer.  Imported by the *_torch.py scripts
 beside it; run with PyTorch 1.13 (CPU), never by the tests.
 """
 import json
@@ -26,6 +27,30 @@ def samples(n, x):
             img.append(x % 128 + (127 if (r + label) % 3 == 0 else 0))
     images = torch.tensor(list(img), dtype=torch.uint8).view(n, 1, 28, 28)
     return images.float().div(255), torch.tensor(list(lab), dtype=torch.long)
+
+
+M32 = 0xFFFFFFFF
+
+
+def u32(seed, purpose, rank, step, i):
+    """Word i of trainc's stream (seed, purpose, rank, step)."""
+    block = i >> 2
+    c = [block & M32, block >> 32, (purpose << 24) | rank, step]
+    k0, k1 = seed & M32, seed >> 32
+    for _ in range(10):
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [(p1 >> 32) ^ c[1] ^ k0, p1 & M32, (p0 >> 32) ^ c[3] ^ k1, p0 & M32]
+        k0, k1 = (k0 + 0x9E3779B9) & M32, (k1 + 0xBB67AE85) & M32
+    return c[i & 3]
+
+
+def rand_set(n, split, seed=1, inputs=6, targets=3):
+    """synthetic(input=rand(inputs), target=rand(targets), samples=n) as
+    trainc draws it at train.seed `seed` (rand() is 24 of the 32 bits,
+    exactly a float); split 1 is a test set."""
+    x = [(u32(seed, 4, 0, split, i) >> 8) / 16777216.0 for i in range(n * inputs)]
+    t = [(u32(seed, 4, 1, split, i) >> 8) / 16777216.0 for i in range(n * targets)]
+    return torch.tensor(x).view(n, inputs), torch.tensor(t).view(n, targets)
 
 
 def save(path, sd):

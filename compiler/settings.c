@@ -1065,6 +1065,19 @@ static bool cycled_momentum(struct reader *r, struct plan_train *t)
 	struct plan_optim *o = &t->optim;
 	if (sc->kind != LRS_ONE_CYCLE || !sc->cycle_momentum)
 		return true;
+	/* a momentum the file gave, which the cycle replaces (OneCycleLR
+	 * does so silently): Adam's beta1 other than its default */
+	bool adam = o->kind == OPT_ADAM || o->kind == OPT_ADAMW;
+	double own = adam ? o->beta1 : o->momentum;
+	if ((o->kind == OPT_SGD || o->kind == OPT_RMSPROP) ? own != 0 : adam && own != 0.9) {
+		char b[32], lo[32], hi[32];
+		val_number_text(own, b, sizeof b);
+		val_number_text(sc->base_momentum, lo, sizeof lo);
+		val_number_text(sc->max_momentum, hi, sizeof hi);
+		diag_warning(r->d, t->sched_loc, "one_cycle cycles the optimizer's %s between base_momentum (%s) and max_momentum (%s), "
+			     "as OneCycleLR does, so its %s of %s is not used; give one_cycle(..., cycle_momentum=false) to keep it",
+			     adam ? "beta1" : "momentum", lo, hi, adam ? "beta1" : "momentum", b);
+	}
 	switch (o->kind) {
 	case OPT_SGD:
 		o->momentum = sc->max_momentum;

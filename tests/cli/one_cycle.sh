@@ -78,4 +78,10 @@ go plain --init $init --set 'train.scheduler=one_cycle(max_lr=0.1, cycle_momentu
 [ "$(col plain lr)" = "$(col sgd-cpu lr)" ] || fail "cycle_momentum=false changed the rates"
 build/tests/stcmp "$tmp/sgd-cpu.safetensors" "$tmp/plain.safetensors" 1e-3 > /dev/null 2>&1 &&
 	fail "cycle_momentum=false trains as the cycled momentum does"
+# a momentum of the optimizer's own, which the cycle replaces, is warned of
+warned "one_cycle over sgd's momentum" $net "warning: one_cycle cycles the optimizer's momentum between base_momentum (0.85) and \
+max_momentum (0.95), as OneCycleLR does, so its momentum of 0.9 is not used" --set 'train.optimizer=sgd(lr=0.01, momentum=0.9)'
+warned "one_cycle over adam's beta1" $net "so its beta1 of 0.8 is not used" --set 'train.optimizer=adam(betas=(0.8, 0.999))'
+"$TRAINC" check $net > "$tmp/w0.out" 2>&1 && ! grep -q warning "$tmp/w0.out" ||
+	{ fail "one_cycle over sgd without momentum is warned of:"; sed 's/^/    /' "$tmp/w0.out"; }
 exit $failed

@@ -295,6 +295,7 @@ void print_plan(FILE *out, const struct plan *p)
 	}
 	free(ls.v);
 	memory(out, p);
+	print_training(out, p);
 }
 
 static const char *const colors[] = { "lightblue", "lightsalmon", "palegreen", "plum", "khaki", "lightpink", "lightcyan", "wheat" };

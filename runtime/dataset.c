@@ -516,6 +516,28 @@ int64_t dataset_count_label(const struct dataset *ds, int32_t v)
 	return k;
 }
 
+int64_t dataset_negative_target(const struct dataset *ds)
+{
+	enum { CHUNK = 64 };
+	if (ds->target == TARGET_CLASS || ds->n <= 0)
+		return -1;
+	float *x = malloc((size_t)(CHUNK * ds->sample_numel) * sizeof *x), *y = malloc((size_t)(CHUNK * ds->target_numel) * sizeof *y);
+	int64_t found = -1, idx[CHUNK];
+	for (int64_t at = 0; x && y && found < 0 && at < ds->n; at += CHUNK) {
+		int b = ds->n - at < CHUNK ? (int)(ds->n - at) : CHUNK;
+		for (int i = 0; i < b; i++)
+			idx[i] = at + i;
+		if (dataset_fill(ds, idx, b, x, y) != 0)
+			break;
+		for (int64_t k = 0; k < b * ds->target_numel && found < 0; k++)
+			if (y[k] < 0)
+				found = at + k / ds->target_numel;
+	}
+	free(x);
+	free(y);
+	return found;
+}
+
 void dataset_close(struct dataset *ds)
 {
 	/* labels start the one allocation (or mapping); images point inside it */

@@ -146,9 +146,13 @@ int dataset_fill(const struct dataset *ds, const int64_t *idx, int b, float *x, 
 /* Bytes of y for a batch of b samples. */
 size_t dataset_target_bytes(const struct dataset *ds, int b);
 
-/* Release what the dataset holds; safe on a zeroed or closed dataset. */
 /* How many samples have class v (0 where the targets are not classes). */
 int64_t dataset_count_label(const struct dataset *ds, int32_t v);
+/* The first sample whose real-valued target has a value below 0, or -1
+ * (none, class targets, or no memory to look). */
+int64_t dataset_negative_target(const struct dataset *ds);
+
+/* Release what the dataset holds; safe on a zeroed or closed dataset. */
 
 void dataset_close(struct dataset *ds);
 

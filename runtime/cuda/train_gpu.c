@@ -701,6 +701,11 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 				why = note, snprintf(note, sizeof note, "a batch whose every target is the loss's ignore_index (%ld)%s has a NaN "
 						     "mean, as in PyTorch: shuffle the data, use a larger batch, or give the loss reduction=\"sum\"",
 						     (long)tr->ignore_index, zero ? " or a class of weight 0" : "");
+			int64_t neg = !why && tr->loss == LOSS_KL_DIV && !tr->loss_param ? dataset_negative_target(&t->train) : -1;
+			if (neg >= 0)
+				why = note, snprintf(note, sizeof note, "training sample %lld's target has a value below 0, whose logarithm in "
+						     "kl_div is NaN: kl_div takes probabilities as targets (each at least 0), or "
+						     "log-probabilities with log_target=true", (long long)neg);
 			free(h);
 			t->stop_key = "nonfinite"; /* every rank whose loss went bad says so: the launcher says it once */
 			return util_fail(t->err, sizeof t->err,

@@ -63,16 +63,27 @@ refused log_target 's/reduction="batchmean"/log_target=1/' "16:30: error: log_ta
 # randn targets are log-probabilities enough for log_target
 sed 's/target=rand(4)/target=randn(4)/g; s/reduction="batchmean"/reduction="batchmean", log_target=true/' $net > "$tmp/logt.net"
 "$TRAINC" check "$tmp/logt.net" > "$tmp/logt.out" 2>&1 || { fail "randn targets under log_target are refused:"; sed 's/^/    /' "$tmp/logt.out"; }
-# a negative target (a file's) stops the run at the first step, saying why
+# a negative target (a file's) stops the run at the first step, naming the
+# sample, on the CPU and the GPU library
 build/tests/npy_write --values 0.5,-1,0.25 "$tmp/x.npy" '<f4' 16,6 > /dev/null
-build/tests/npy_write --values 0.5,0.25,-0.25,0.5 "$tmp/t.npy" '<f4' 16,4 > /dev/null
-"$TRAINC" $net --set 'data.train=npy(input="'"$tmp/x.npy"'", target="'"$tmp/t.npy"'")' \
-	--set 'data.test=npy(input="'"$tmp/x.npy"'", target="'"$tmp/t.npy"'")' \
-	--run-dir "$tmp/nan" > "$tmp/nan.out" 2>&1
-rc=$?
-[ $rc -ne 0 ] && grep -qF "the loss is NaN at step 1 (epoch 1); every layer's output is finite, so a target is below 0" "$tmp/nan.out" &&
-	grep -qF "kl_div takes probabilities as targets (each at least 0), or log-probabilities with log_target=true" "$tmp/nan.out" ||
-	{ fail "a negative target: exit $rc, not stopped as expected:"; sed 's/^/    /' "$tmp/nan.out"; }
+build/tests/npy_write --ramp 37 --map 36:-1 "$tmp/t.npy" '<f4' 16,4 > /dev/null # element 36, of sample 9, is -1
+for where in cpu fakecuda; do
+	gpu_lib $where || continue
+	# shellcheck disable=SC2086 # $gpu is one option and its value, or nothing
+	"$TRAINC" $net --set 'data.train=npy(input="'"$tmp/x.npy"'", target="'"$tmp/t.npy"'")' \
+		--set 'data.test=npy(input="'"$tmp/x.npy"'", target="'"$tmp/t.npy"'")' $gpu --run-dir "$tmp/nan-$where" > "$tmp/nan.out" 2>&1
+	rc=$?
+	if [ $where = cpu ]; then
+		grep -qF "the loss is NaN at step 1 (epoch 1); every layer's output is finite, so a target is below 0 (training sample 9's is)" \
+			"$tmp/nan.out" &&
+			grep -qF "kl_div takes probabilities as targets (each at least 0), or log-probabilities with log_target=true" "$tmp/nan.out"
+	else
+		grep -qF "the loss is NaN at step 1 (epoch 1)" "$tmp/nan.out" &&
+			grep -qF "training sample 9's target has a value below 0, whose logarithm in kl_div is NaN" "$tmp/nan.out"
+	fi
+	[ $? -eq 0 ] && [ $rc -ne 0 ] || { fail "$where: a negative target: exit $rc, not stopped as expected:"; sed 's/^/    /' "$tmp/nan.out"; }
+done
+gpu_lib cpu
 # log_target is part of the model hash
 "$TRAINC" $net --set train.epochs=1 --save "$tmp/ck" --run-dir "$tmp/ck-run" > "$tmp/ck.out" 2>&1 ||
 	{ fail "the checkpointed run failed:"; sed 's/^/    /' "$tmp/ck.out"; }

@@ -544,6 +544,22 @@ static bool word_of(struct reader *r, const struct val *v, const char *what, con
 	return false;
 }
 
+/* monitor: a validation loss by a PyTorch script's names is the test
+ * set's here; false (reported) for those. */
+static bool validation_is_test(struct reader *r, const struct val *v)
+{
+	static const char *const names[] = { "val_loss", "valid_loss", "validation_loss", "eval_loss", "loss" };
+	if (!v || v->kind != V_STRING)
+		return true;
+	for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+		if (strcmp(v->s, names[k]) == 0) {
+			diag_error(r->d, v->loc, "monitor must be \"test_loss\" or \"train_loss\"; the set evaluated after each epoch "
+				   "(what a PyTorch script calls its validation set) is data.test, whose loss is \"test_loss\"");
+			return false;
+		}
+	return true;
+}
+
 /* reduce_on_plateau's own arguments, bound in s: mode, patience,
  * threshold, threshold_mode, cooldown, min_lr, eps, monitor (factor is
  * read with the other schedulers') */
@@ -558,7 +574,8 @@ static bool read_plateau(struct reader *r, struct val *const *s, struct plan_sch
 	bool ok = word_of(r, s[0], "mode", modes, 2, &mode) && int_at_least(r, s[1], "patience", 0, &sc->patience) &&
 		  num_range(r, s[2], "threshold", 0, HUGE_VAL, &sc->threshold) && word_of(r, s[3], "threshold_mode", tmodes, 2, &tmode) &&
 		  int_at_least(r, s[4], "cooldown", 0, &sc->cooldown) && num_range(r, s[5], "min_lr", 0, HUGE_VAL, &sc->min_lr) &&
-		  num_range(r, s[6], "eps", 0, HUGE_VAL, &sc->eps) && word_of(r, s[7], "monitor", monitors, 2, &monitor);
+		  num_range(r, s[6], "eps", 0, HUGE_VAL, &sc->eps) && validation_is_test(r, s[7]) &&
+		  word_of(r, s[7], "monitor", monitors, 2, &monitor);
 	sc->mode_max = mode == 1;
 	sc->threshold_abs = tmode == 1;
 	sc->monitor_train = monitor == 1;

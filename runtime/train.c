@@ -1313,7 +1313,9 @@ static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b,
 	int param = -1, bad = x && !none ? exec_find_nonfinite(&t->e, x, b, &param) : -1;
 	char note[512], where[256] = "";
 	bool bce = t->p->train.loss == LOSS_BCE;
-	bool kl = t->p->train.loss == LOSS_KL_DIV && !t->p->train.loss_param && dataset_negative_target(&t->train) >= 0;
+	/* kl_div's first training sample with a target below 0, looked for once */
+	int64_t neg = t->p->train.loss == LOSS_KL_DIV && !t->p->train.loss_param ? dataset_negative_target(&t->train) : -1;
+	bool kl = neg >= 0;
 	if (none) {
 		long ig = (long)t->p->train.ignore_index;
 		snprintf(where, sizeof where, "; every target of the %s is the loss's ignore_index (%ld)%s, and a mean over no target is "
@@ -1328,7 +1330,7 @@ static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b,
 			 "where bce's logarithms are NaN");
 	else if (x && kl) /* finite log-probabilities: only the log of a target below 0 goes bad */
 		snprintf(where, sizeof where, "; every layer's output is finite, so a target is below 0 (training sample %lld's is), "
-			 "whose logarithm in kl_div is NaN", (long long)dataset_negative_target(&t->train));
+			 "whose logarithm in kl_div is NaN", (long long)neg);
 	else if (x)
 		snprintf(where, sizeof where, "; every layer's output is finite, so the loss itself overflowed");
 	/* a pipeline's stages keep no batch to look into: any norm of eps=0 may be why */

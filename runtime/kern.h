@@ -32,6 +32,10 @@ enum kern_act {
  * one because kern_gemm splits products itself.  Results do not change with n. */
 void kern_set_threads(int n);
 
+/* Ends the thread pool OpenBLAS starts as it loads, which trainc never uses
+ * (see kern_set_threads); called first thing in main. */
+void kern_quiet_blas(void);
+
 /* The CPUs this process may run on (its affinity mask; taskset and cgroup
  * cpusets narrow it), at least 1. */
 int kern_cpus(void);

@@ -13,6 +13,7 @@
 #include "runtime/kern.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
@@ -27,6 +28,22 @@ void kern_set_threads(int n)
 		n = 1;
 	omp_set_num_threads(n);
 	openblas_set_num_threads(1);
+}
+
+/* OpenBLAS's pthread build starts one thread per CPU but one as it loads,
+ * and each spins on sched_yield for some 0.1 s before it sleeps: a core
+ * taken from the dataset loaders and the first step while trainc, holding
+ * OpenBLAS at one thread, never gives them work.  blas_thread_shutdown_ ends
+ * the pool as OpenBLAS's own fork handler does; it is looked up rather than
+ * linked, as OpenBLAS's OpenMP and serial builds have no such pool. */
+void kern_quiet_blas(void)
+{
+	openblas_set_num_threads(1);
+	void *sym = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
+	int (*shutdown)(void) = NULL;
+	memcpy(&shutdown, &sym, sizeof shutdown); /* POSIX's dlsym-to-function copy */
+	if (shutdown)
+		shutdown();
 }
 
 int kern_cpus(void)

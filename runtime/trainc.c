@@ -479,6 +479,12 @@ int main(int argc, char **argv)
 	int nnodes = 0, node = -1, master_port = 0;
 	const char *master_addr = NULL;
 	const char *save = NULL, *init = NULL, *run_dir = NULL, *resume = NULL;
+	/* standard error a line at a time, not a byte run at a time: a
+	 * diagnostic's lines reach a terminal, a pipe or the launcher as whole
+	 * writes (the signal handlers' notes use write(2) and end in '\n') */
+	static char errbuf[BUFSIZ];
+	setvbuf(stderr, errbuf, _IOLBF, sizeof errbuf);
+	kern_quiet_blas();
 	int i = 1;
 	if (argc > 1 && (!strcmp(argv[1], "check") || !strcmp(argv[1], "print") || !strcmp(argv[1], "graph"))) {
 		cmd = argv[1];

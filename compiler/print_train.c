@@ -121,9 +121,12 @@ static const char *optim_line(const struct plan_optim *o, struct args *a)
 	static const struct optim_arg rmsprop[] = { OA("lr", lr, 'r'), OA("alpha", alpha, 'r'), OA("eps", eps, 'r'),
 						    OA("weight_decay", weight_decay, 'r'), OA("momentum", momentum, 'r'),
 						    OA("centered", centered, 'b'), { 0 } };
+	static const struct optim_arg adamax[] = { OA("lr", lr, 'r'), OA("betas", beta1, 'p'), OA("eps", eps, 'r'),
+						   OA("weight_decay", weight_decay, 'r'), { 0 } };
 	static const struct { const char *name; const struct optim_arg *args; } kinds[] = {
 		[OPT_SGD] = { "SGD", sgd },		[OPT_ADAM] = { "Adam", adam },	     [OPT_ADAMW] = { "AdamW", adam },
 		[OPT_ADADELTA] = { "Adadelta", adadelta }, [OPT_ADAGRAD] = { "Adagrad", adagrad }, [OPT_RMSPROP] = { "RMSprop", rmsprop },
+		[OPT_ADAMAX] = { "Adamax", adamax }, [OPT_RADAM] = { "RAdam", adamax },
 	};
 	const char *base = (const char *)o;
 	for (const struct optim_arg *g = kinds[o->kind].args; g->name; g++) {

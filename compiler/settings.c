@@ -441,9 +441,19 @@ static bool betas(struct reader *r, const struct val *v, double *b1, double *b2)
 
 static bool read_optim(struct reader *r, const struct val *v, struct plan_optim *o)
 {
-	static const char *const kinds[] = { "sgd", "adam", "adamw", "adadelta", "adagrad", "rmsprop" };
+	static const char *const kinds[] = { "sgd", "adam", "adamw", "adadelta", "adagrad", "rmsprop", "adamax", "radam" };
+	/* torch.optim's others, which the nearest known name would misname */
+	static const char *const absent[][2] = { { "nadam", "NAdam" }, { "asgd", "ASGD" }, { "rprop", "Rprop" },
+						 { "lbfgs", "LBFGS" }, { "sparse_adam", "SparseAdam" } };
+	const char *callee = val_callee(v);
+	for (size_t a = 0; callee && a < sizeof absent / sizeof absent[0]; a++)
+		if (strcmp(callee, absent[a][0]) == 0) {
+			diag_error(r->d, v->name_loc, "trainc has no %s (torch.optim.%s); choose sgd, adam, adamw, adadelta, adagrad, "
+				   "rmsprop, adamax or radam", callee, absent[a][1]);
+			return false;
+		}
 	int k;
-	if (!choose(r, v, "optimizer", kinds, 6, &k))
+	if (!choose(r, v, "optimizer", kinds, 8, &k))
 		return false;
 	memset(o, 0, sizeof *o);
 	o->kind = (enum opt_kind)k;
@@ -520,6 +530,19 @@ static bool read_optim(struct reader *r, const struct val *v, struct plan_optim 
 		     num_range(r, s[2], "eps", 0, inf, &o->eps) && num_range(r, s[3], "weight_decay", 0, inf, &o->weight_decay) &&
 		     num_range(r, s[4], "momentum", 0, inf, &o->momentum) && (!s[5] || val_bool(r->d, s[5], "centered", &o->centered));
 		o->state_per_param = 1 + (o->momentum > 0) + o->centered;
+		break;
+	}
+	case OPT_ADAMAX: case OPT_RADAM: {
+		static const char *const names[] = { "lr", "betas", "eps", "weight_decay" };
+		if (!bind(r, v, names, 1, 4, s))
+			return false;
+		o->lr = o->kind == OPT_ADAMAX ? 2e-3 : 1e-3;
+		o->beta1 = 0.9;
+		o->beta2 = 0.999;
+		o->eps = 1e-8;
+		ok = num_range(r, s[0], "lr", 0, inf, &o->lr) && betas(r, s[1], &o->beta1, &o->beta2) &&
+		     num_range(r, s[2], "eps", 0, inf, &o->eps) && num_range(r, s[3], "weight_decay", 0, inf, &o->weight_decay);
+		o->state_per_param = 2;
 		break;
 	}
 	}
@@ -1084,7 +1107,7 @@ static bool cycled_momentum(struct reader *r, struct plan_train *t)
 		return true;
 	/* a momentum the file gave, which the cycle replaces (OneCycleLR
 	 * does so silently): Adam's beta1 other than its default */
-	bool adam = o->kind == OPT_ADAM || o->kind == OPT_ADAMW;
+	bool adam = o->kind == OPT_ADAM || o->kind == OPT_ADAMW || o->kind == OPT_ADAMAX || o->kind == OPT_RADAM;
 	double own = adam ? o->beta1 : o->momentum;
 	if ((o->kind == OPT_SGD || o->kind == OPT_RMSPROP) ? own != 0 : adam && own != 0.9) {
 		char b[32], lo[32], hi[32];
@@ -1105,7 +1128,9 @@ static bool cycled_momentum(struct reader *r, struct plan_train *t)
 		o->state_per_param = 1 + (o->momentum > 0) + o->centered;
 		return true;
 	case OPT_ADAM:
-	case OPT_ADAMW: o->beta1 = sc->max_momentum; return true;
+	case OPT_ADAMW:
+	case OPT_ADAMAX:
+	case OPT_RADAM: o->beta1 = sc->max_momentum; return true;
 	case OPT_ADADELTA:
 	case OPT_ADAGRAD: break;
 	}

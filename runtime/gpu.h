@@ -32,8 +32,8 @@ int gpu_train(const struct plan *p, const struct train_opts *o, int device);
 static inline uint64_t gpu_abi(void)
 {
 	const uint64_t v[] = { sizeof(struct plan),	  sizeof(struct node),	    sizeof(struct param), sizeof(struct plan_train),
-			       sizeof(struct plan_sched), sizeof(struct train_opts), OP__COUNT,		  LRS_COSINE_RESTARTS,
-			       LOSS_KL_DIV };
+			       sizeof(struct plan_sched), sizeof(struct train_opts), OP__COUNT,		  LRS_ONE_CYCLE,
+			       LOSS_KL_DIV, RED_BATCHMEAN, OPT_RADAM };
 	uint64_t h = 1469598103934665603u; /* FNV-1a over the values */
 	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
 		h = (h ^ v[i]) * 1099511628211u;

@@ -197,6 +197,8 @@ static void optim(uint64_t *h, const struct plan_optim *o)
 	case OPT_SGD: field(h, "momentum %a dampening %a nesterov %d", o->momentum, o->dampening, o->nesterov); break;
 	case OPT_ADAM:
 	case OPT_ADAMW: field(h, "betas %a %a eps %a amsgrad %d", o->beta1, o->beta2, o->eps, o->amsgrad); break;
+	case OPT_ADAMAX:
+	case OPT_RADAM: field(h, "betas %a %a eps %a", o->beta1, o->beta2, o->eps); break;
 	case OPT_ADADELTA: field(h, "rho %a eps %a", o->rho, o->eps); break;
 	case OPT_ADAGRAD: field(h, "lr_decay %a acc %a eps %a", o->lr_decay, o->initial_accumulator, o->eps); break;
 	case OPT_RMSPROP:

@@ -1,4 +1,4 @@
-/* optim.c: the update loops of torch.optim's six optimizers, and global-norm
+/* optim.c: the update loops of torch.optim's eight optimizers, and global-norm
  * gradient clipping, over flat float ranges.
  * Each loop replays the tensor operations of PyTorch 1.13's single-tensor
  * path element by element, in the same order and precision: hyperparameters
@@ -28,6 +28,7 @@
 static const char *const kind_names[OPTIM_KIND_COUNT] = {
 	[OPTIM_SGD] = "sgd", [OPTIM_ADAM] = "adam", [OPTIM_ADAMW] = "adamw",
 	[OPTIM_ADADELTA] = "adadelta", [OPTIM_ADAGRAD] = "adagrad", [OPTIM_RMSPROP] = "rmsprop",
+	[OPTIM_ADAMAX] = "adamax", [OPTIM_RADAM] = "radam",
 };
 
 const char *optim_kind_name(enum optim_kind kind)
@@ -52,6 +53,8 @@ struct optim_cfg optim_cfg_default(enum optim_kind kind)
 	case OPTIM_ADADELTA: c.lr = 1.0; c.eps = 1e-6; break;
 	case OPTIM_ADAGRAD: c.lr = 1e-2; c.eps = 1e-10; break;
 	case OPTIM_RMSPROP: c.lr = 1e-2; c.eps = 1e-8; break;
+	case OPTIM_ADAMAX: c.lr = 2e-3; break;
+	case OPTIM_RADAM: break;
 	case OPTIM_KIND_COUNT: assert(0 && "not an optimizer"); break;
 	}
 	return c;
@@ -71,6 +74,8 @@ const char *optim_cfg_check(const struct optim_cfg *c)
 		break;
 	case OPTIM_ADAM:
 	case OPTIM_ADAMW:
+	case OPTIM_ADAMAX:
+	case OPTIM_RADAM:
 		if (!(c->eps >= 0)) return "eps must be >= 0";
 		if (!(c->beta1 >= 0 && c->beta1 < 1)) return "beta1 must be in [0, 1)";
 		if (!(c->beta2 >= 0 && c->beta2 < 1)) return "beta2 must be in [0, 1)";
@@ -109,6 +114,8 @@ int optim_state_floats(enum optim_kind kind, const struct optim_cfg *cfg)
 	case OPTIM_ADADELTA: return 2;
 	case OPTIM_ADAGRAD: return 1;
 	case OPTIM_RMSPROP: return 1 + (cfg->momentum > 0) + (cfg->centered != 0);
+	case OPTIM_ADAMAX:
+	case OPTIM_RADAM: return 2;
 	case OPTIM_KIND_COUNT: break;
 	}
 	assert(0 && "not an optimizer");
@@ -236,6 +243,33 @@ static void rmsprop_range(const struct job *j, int64_t lo, int64_t hi)
 		     hi - lo);
 }
 
+static void adamax_loop(const struct optim_adamax_k *kp, float *restrict p, const float *restrict g, float *restrict m,
+			float *restrict u, int64_t n)
+{
+	const struct optim_adamax_k k = *kp;
+	for (int64_t i = 0; i < n; i++) optim_adamax_at(&k, p, g, m, u, i);
+}
+
+static void adamax_range(const struct job *j, int64_t lo, int64_t hi)
+{
+	adamax_loop(j->k, j->p + lo, j->g + lo, j->s[0] + lo, j->s[1] + lo, hi - lo);
+}
+
+static void radam_loop(const struct optim_radam_k *kp, float *restrict p, const float *restrict g, float *restrict m,
+		       float *restrict v, int64_t n)
+{
+	const struct optim_radam_k k = *kp;
+	if (k.rectify)
+		for (int64_t i = 0; i < n; i++) optim_radam_at(&k, 1, p, g, m, v, i);
+	else
+		for (int64_t i = 0; i < n; i++) optim_radam_at(&k, 0, p, g, m, v, i);
+}
+
+static void radam_range(const struct job *j, int64_t lo, int64_t hi)
+{
+	radam_loop(j->k, j->p + lo, j->g + lo, j->s[0] + lo, j->s[1] + lo, hi - lo);
+}
+
 void optim_step(const struct optim_cfg *c, struct optim_state_view st, float *param, const float *grad,
 		int64_t n, int64_t step, double lr)
 {
@@ -271,6 +305,14 @@ void optim_step(const struct optim_cfg *c, struct optim_state_view st, float *pa
 		job.s[2] = co.centered ? plane[1 + co.mom_buf] : NULL;
 		job.k = &co.rmsprop;
 		run_ranges(n, rmsprop_range, &job);
+		return;
+	case OPTIM_ADAMAX:
+		job.k = &co.adamax;
+		run_ranges(n, adamax_range, &job);
+		return;
+	case OPTIM_RADAM:
+		job.k = &co.radam;
+		run_ranges(n, radam_range, &job);
 		return;
 	case OPTIM_KIND_COUNT: break;
 	}

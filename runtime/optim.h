@@ -1,6 +1,6 @@
 /* optim.h: optimizer updates and gradient clipping over flat float ranges.
- * optim_step applies one step of SGD, Adam, AdamW, Adadelta, Adagrad or
- * RMSprop to a contiguous range of parameter elements, with PyTorch 1.13's
+ * optim_step applies one step of SGD, Adam, AdamW, Adadelta, Adagrad,
+ * RMSprop, Adamax or RAdam to a contiguous range of parameter elements, with PyTorch 1.13's
  * formulas, defaults and float rounding (the single-tensor, foreach=False
  * path, fused multiply-adds where its CPU kernels use them).  It does not
  * allocate, schedule the lr (sched.h) or reduce gradients across ranks.
@@ -13,7 +13,8 @@
 #include <stdint.h>
 
 /* Tables indexed by this enum are tagged optim_kind_table. */
-enum optim_kind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_ADADELTA, OPTIM_ADAGRAD, OPTIM_RMSPROP, OPTIM_KIND_COUNT };
+enum optim_kind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_ADADELTA, OPTIM_ADAGRAD, OPTIM_RMSPROP, OPTIM_ADAMAX, OPTIM_RADAM,
+		  OPTIM_KIND_COUNT };
 
 /* Hyperparameters; fields a kind does not use are ignored.  Start from
  * optim_cfg_default so unused fields hold PyTorch's defaults. */
@@ -24,9 +25,9 @@ struct optim_cfg {
 	double momentum;     /* SGD, RMSprop */
 	double dampening;    /* SGD */
 	int nesterov;        /* SGD */
-	double beta1, beta2; /* Adam, AdamW */
+	double beta1, beta2; /* Adam, AdamW, Adamax, RAdam */
 	int amsgrad;         /* Adam, AdamW */
-	double eps;          /* Adam, AdamW, Adadelta, Adagrad, RMSprop */
+	double eps;          /* all but SGD */
 	double rho;          /* Adadelta */
 	double lr_decay;     /* Adagrad */
 	double initial_accumulator_value; /* Adagrad */
@@ -46,7 +47,9 @@ struct optim_cfg {
  *   Adam(W)  exp_avg, exp_avg_sq, max_exp_avg_sq (if amsgrad)
  *   Adadelta square_avg, acc_delta
  *   Adagrad  sum
- *   RMSprop  square_avg, momentum_buffer (if momentum > 0), grad_avg (if centered) */
+ *   RMSprop  square_avg, momentum_buffer (if momentum > 0), grad_avg (if centered)
+ *   Adamax   exp_avg, exp_inf
+ *   RAdam    exp_avg, exp_avg_sq */
 struct optim_state_view {
 	float *base;          /* (k, plane_stride) from the range's first element */
 	int64_t plane_stride; /* elements from one plane to the next */

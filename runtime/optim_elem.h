@@ -1,11 +1,11 @@
-/* optim_elem.h: the per-element arithmetic of optim.c's six optimizers, and
+/* optim_elem.h: the per-element arithmetic of optim.c's eight optimizers, and
  * the per-step coefficients it reads, shared by the CPU loops (optim.c) and
  * the CUDA update kernel (cuda/kernels_step.cu), so both run one formula.
  * nvcc compiles every function for host and device; gcc sees plain static
  * inline C.  The float rounding and the fmaf calls are optim.c's (see its
  * header comment); nothing here loops, allocates or reads a thread index.
  * Invariant: an element function reads and writes only element i.
- * Past ~150 lines because it holds all six optimizers' element code.
+ * Past ~150 lines because it holds all eight optimizers' element code.
  */
 #ifndef OPTIM_ELEM_H
 #define OPTIM_ELEM_H
@@ -52,6 +52,12 @@ struct optim_adam_k { float wd, decay, b1, one_b1, b2, one_b2, eps, neg_step_siz
 struct optim_adadelta_k { float wd, rho, one_rho, eps, neg_lr; int has_wd; };
 struct optim_adagrad_k { float wd, eps, neg_clr; int has_wd; };
 struct optim_rmsprop_k { float wd, alpha, one_alpha, mom, eps, neg_lr; int has_wd; };
+/* torch.optim.Adamax: exp_inf is the decayed infinity norm */
+struct optim_adamax_k { float wd, b1, one_b1, b2, eps, neg_clr; int has_wd; };
+/* torch.optim.RAdam: Adam's moments; while the variance's approximated
+ * SMA length (rho_t) is at most 5 a step is SGD with momentum on the
+ * bias-corrected mean (rectify 0) */
+struct optim_radam_k { float wd, b1, one_b1, b2, one_b2, eps, bc1, lr, bc2_sqrt, rect; int has_wd, rectify; };
 
 /* The coefficients of one step of one optimizer, and which optional state
  * planes exist.  Fits in KC_OPTIM_COEF_BYTES (cuda/kc.h) of device memory. */
@@ -66,6 +72,8 @@ struct optim_coef {
 		struct optim_adadelta_k adadelta;
 		struct optim_adagrad_k adagrad;
 		struct optim_rmsprop_k rmsprop;
+		struct optim_adamax_k adamax;
+		struct optim_radam_k radam;
 	};
 };
 static_assert(sizeof(struct optim_coef) <= 256, "struct optim_coef must fit KC_OPTIM_COEF_BYTES");
@@ -79,7 +87,7 @@ OPTIM_FN struct optim_coef optim_coef_of(const struct optim_cfg *c, int64_t step
 	const double held = c->momentum; /* which planes there are: the momentum buffer's stays whatever a step's momentum */
 	if (c->momentum_table) { /* OneCycleLR's momentum of this step: Adam's beta1, its bias correction's too */
 		cycled = *c;
-		if (c->kind == OPTIM_ADAM || c->kind == OPTIM_ADAMW)
+		if (c->kind == OPTIM_ADAM || c->kind == OPTIM_ADAMW || c->kind == OPTIM_ADAMAX || c->kind == OPTIM_RADAM)
 			cycled.beta1 = c->momentum_table[step - 1];
 		else
 			cycled.momentum = c->momentum_table[step - 1];
@@ -142,6 +150,36 @@ OPTIM_FN struct optim_coef optim_coef_of(const struct optim_cfg *c, int64_t step
 		k.rmsprop.neg_lr = (float)-lr;
 		k.rmsprop.has_wd = c->weight_decay != 0;
 		break;
+	case OPTIM_ADAMAX:
+		k.adamax.wd = (float)c->weight_decay;
+		k.adamax.b1 = (float)c->beta1;
+		k.adamax.one_b1 = (float)(1.0 - c->beta1);
+		k.adamax.b2 = (float)c->beta2;
+		k.adamax.eps = (float)c->eps;
+		k.adamax.neg_clr = (float)-(lr / (1.0 - pow(c->beta1, (double)step)));
+		k.adamax.has_wd = c->weight_decay != 0;
+		break;
+	case OPTIM_RADAM: {
+		/* as torch's Python computes them, left to right, in double */
+		const double s = (double)step, bc1 = 1.0 - pow(c->beta1, s), bc2 = 1.0 - pow(c->beta2, s);
+		const double rho_inf = 2.0 / (1.0 - c->beta2) - 1.0;
+		const double rho_t = rho_inf - optim_dmul(2.0 * s, pow(c->beta2, s)) / bc2;
+		k.radam.wd = (float)c->weight_decay;
+		k.radam.b1 = (float)c->beta1;
+		k.radam.one_b1 = (float)(1.0 - c->beta1);
+		k.radam.b2 = (float)c->beta2;
+		k.radam.one_b2 = (float)(1.0 - c->beta2);
+		k.radam.eps = (float)c->eps;
+		k.radam.bc1 = (float)bc1;
+		k.radam.lr = (float)lr;
+		k.radam.bc2_sqrt = (float)sqrt(bc2);
+		k.radam.rectify = rho_t > 5.0;
+		k.radam.rect = k.radam.rectify ? (float)sqrt(optim_dmul(optim_dmul(rho_t - 4.0, rho_t - 2.0), rho_inf) /
+							     optim_dmul(optim_dmul(rho_inf - 4.0, rho_inf - 2.0), rho_t))
+					       : 1.0f;
+		k.radam.has_wd = c->weight_decay != 0;
+		break;
+	}
 	case OPTIM_KIND_COUNT: break;
 	}
 	return k;
@@ -225,6 +263,36 @@ OPTIM_FN void optim_rmsprop_at(const struct optim_rmsprop_k *k, int with_mom, in
 	}
 }
 
+OPTIM_FN void optim_adamax_at(const struct optim_adamax_k *k, float *p, const float *g, float *m, float *u, int64_t i)
+{
+	float pi = p[i], gi = k->has_wd ? fmaf(k->wd, pi, g[i]) : g[i];
+	float mi = fmaf(k->one_b1, gi, m[i] * k->b1);
+	/* torch.amax of the decayed norm and |g| + eps: a NaN on either side wins */
+	float a = u[i] * k->b2, b = fabsf(gi) + k->eps;
+	float ui = (b > a || b != b) ? b : a;
+	m[i] = mi;
+	u[i] = ui;
+	p[i] = pi + (k->neg_clr * mi) / ui;
+}
+
+/* torch's ((m / bc1) * lr * (1 / (sqrt(v) + eps) * sqrt(bc2))) * rect, a
+ * product at a time, then subtracted (add_ with alpha -1) */
+OPTIM_FN void optim_radam_at(const struct optim_radam_k *k, int rectify, float *p, const float *g, float *m, float *v,
+			     int64_t i)
+{
+	float pi = p[i], gi = k->has_wd ? fmaf(k->wd, pi, g[i]) : g[i];
+	float mi = fmaf(k->one_b1, gi, m[i] * k->b1);
+	float vi = fmaf(k->one_b2 * gi, gi, v[i] * k->b2);
+	m[i] = mi;
+	v[i] = vi;
+	float x = optim_mul(mi / k->bc1, k->lr);
+	if (rectify) {
+		float adaptive = optim_mul(1.0f / (sqrtf(vi) + k->eps), k->bc2_sqrt);
+		x = optim_mul(optim_mul(x, adaptive), k->rect);
+	}
+	p[i] = pi - x;
+}
+
 /* One update of element i.  planes: the state planes in optim.h's order
  * (packed: RMSprop's grad_avg is planes[1] when there is no momentum
  * buffer), NULL past the kind's count. */
@@ -240,6 +308,8 @@ OPTIM_FN void optim_elem_apply(const struct optim_coef *k, float *p, const float
 		optim_rmsprop_at(&k->rmsprop, k->mom_buf, k->centered, p, g, planes[0], k->mom_buf ? planes[1] : NULL,
 				 k->centered ? planes[1 + k->mom_buf] : NULL, i);
 		break;
+	case OPTIM_ADAMAX: optim_adamax_at(&k->adamax, p, g, planes[0], planes[1], i); break;
+	case OPTIM_RADAM: optim_radam_at(&k->radam, k->radam.rectify, p, g, planes[0], planes[1], i); break;
 	case OPTIM_KIND_COUNT: break;
 	}
 }

@@ -141,7 +141,8 @@ int train_open_data(const struct plan *p, const struct plan_dataset *pd, struct 
 struct optim_cfg train_optim_cfg(const struct plan_optim *o)
 {
 	static const enum optim_kind kinds[] = { [OPT_SGD] = OPTIM_SGD, [OPT_ADAM] = OPTIM_ADAM, [OPT_ADAMW] = OPTIM_ADAMW,
-						 [OPT_ADADELTA] = OPTIM_ADADELTA, [OPT_ADAGRAD] = OPTIM_ADAGRAD, [OPT_RMSPROP] = OPTIM_RMSPROP };
+						 [OPT_ADADELTA] = OPTIM_ADADELTA, [OPT_ADAGRAD] = OPTIM_ADAGRAD, [OPT_RMSPROP] = OPTIM_RMSPROP,
+						 [OPT_ADAMAX] = OPTIM_ADAMAX, [OPT_RADAM] = OPTIM_RADAM };
 	struct optim_cfg c = optim_cfg_default(kinds[o->kind]);
 	c.lr = o->lr;
 	c.weight_decay = o->weight_decay;

@@ -92,11 +92,13 @@ static void fill_input(const struct plan *p, struct exec *c, struct exec *g, int
 	free(x);
 }
 
-/* Two steps of every optimizer through the fused kernels against optim_step. */
+/* Two steps of every optimizer through the fused kernels against optim_step
+ * (RAdam seven: it rectifies from step 6 on). */
 static void check_optimizers(const char *name, struct exec *c, struct exec *g)
 {
 	char what[160];
-	static const enum optim_kind kinds[] = { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_ADADELTA, OPTIM_ADAGRAD, OPTIM_RMSPROP };
+	static const enum optim_kind kinds[] = { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_ADADELTA, OPTIM_ADAGRAD, OPTIM_RMSPROP,
+						 OPTIM_ADAMAX, OPTIM_RADAM };
 	int64_t n = c->trainable;
 	float *pc = malloc((size_t)n * 4 + 4), *sc = calloc((size_t)n * 3 + 1, 4), *pg = NULL, *sg = NULL, *gg = NULL;
 	double *lr = NULL;
@@ -104,7 +106,7 @@ static void check_optimizers(const char *name, struct exec *c, struct exec *g)
 	void *coef = NULL;
 	cudaMalloc((void **)&pg, (size_t)n * 4 + 4);
 	cudaMalloc((void **)&sg, (size_t)n * 12 + 4);
-	cudaMalloc((void **)&lr, 2 * sizeof *lr);
+	cudaMalloc((void **)&lr, 7 * sizeof *lr);
 	cudaMalloc((void **)&step, sizeof *step);
 	cudaMalloc(&coef, KC_OPTIM_COEF_BYTES);
 	/* the CPU's gradients on both sides: this checks the update, and Adam's
@@ -116,7 +118,8 @@ static void check_optimizers(const char *name, struct exec *c, struct exec *g)
 		cfg.lr = 0.01;
 		cfg.momentum = kinds[k] == OPTIM_SGD || kinds[k] == OPTIM_RMSPROP ? 0.9 : 0;
 		cfg.weight_decay = 1e-2;
-		double lrv[2] = { 0.01, 0.01 };
+		double lrv[7] = { 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01 };
+		int64_t steps = kinds[k] == OPTIM_RADAM ? 7 : 2;
 		memcpy(pc, c->params, (size_t)n * 4);
 		memset(sc, 0, (size_t)n * 12);
 		struct optim_state_view sv = { sc, n };
@@ -126,13 +129,13 @@ static void check_optimizers(const char *name, struct exec *c, struct exec *g)
 		cudaMemcpy(lr, lrv, sizeof lrv, cudaMemcpyHostToDevice);
 		cudaMemset(step, 0, sizeof *step);
 		cudaDeviceSynchronize();
-		for (int64_t s = 1; s <= 2; s++) {
+		for (int64_t s = 1; s <= steps; s++) {
 			optim_step(&cfg, sv, pc, c->grads, n, s, lrv[s - 1]);
 			kc_optim_prepare(cuda_stream(g), cfg, lr, step, coef);
 			kc_optim_apply(cuda_stream(g), cfg, coef, pg, gg, sg, n, n);
 		}
 		cudaStreamSynchronize(cuda_stream(g));
-		snprintf(what, sizeof what, "2 steps of %s", optim_kind_name(kinds[k]));
+		snprintf(what, sizeof what, "%d steps of %s", (int)steps, optim_kind_name(kinds[k]));
 		compare(name, what, pg, pc, n);
 	}
 	free(pc), free(sc);

@@ -619,10 +619,11 @@ static void check_optim(struct optim_cfg c)
 	optim_state_init(&c, (struct optim_state_view){ s1, N }, N);
 	float *plane[3] = { NULL, NULL, NULL };
 	for (int j = 0; j < k; j++) plane[j] = s1 + j * N;
-	for (int step = 1; step <= 3; step++) {
+	/* RAdam rectifies from step 6 on (at beta2 near 1: rho_t is about the step) */
+	for (int step = 1; step <= (c.kind == OPTIM_RADAM ? 7 : 3); step++) {
 		float *g = rand_floats(N, -1, 1, 29 + (uint32_t)step);
 		g[5] = 0.0f;
-		double lr = c.lr * (1.0 - 0.2 * step);
+		double lr = c.lr * (1.0 - 0.1 * step);
 		optim_step(&c, (struct optim_state_view){ s0, N }, p0, g, N, step, lr);
 		struct optim_coef co = optim_coef_of(&c, step, lr);
 		for (int64_t i = 0; i < N; i++) optim_elem_apply(&co, p1, g, plane, i);
@@ -652,6 +653,8 @@ static void test_optim(void)
 				c.initial_accumulator_value = (v & 4) ? 0.1 : 0;
 				break;
 			case OPTIM_RMSPROP: c.momentum = (v & 2) ? 0.9 : 0; c.centered = (v & 4) != 0; break;
+			case OPTIM_ADAMAX: c.beta1 = (v & 2) ? 0.8 : 0.9; c.eps = (v & 4) ? 0 : 1e-8; break;
+			case OPTIM_RADAM: c.beta2 = (v & 2) ? 0.9 : 0.999; c.beta1 = (v & 4) ? 0.8 : 0.9; break;
 			}
 			CHECK(optim_cfg_check(&c) == NULL);
 			check_optim(c);

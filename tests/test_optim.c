@@ -20,8 +20,9 @@
 #include "runtime/sched.h"
 #include "tests/check.h"
 
-/* Optimizer references: 4 steps from P0 with gradient G[k] and lr lrs[k] at
- * step k; want[k] is the parameter after step k.  Produced by:
+/* Optimizer references: 4 steps (RAdam 8, as it rectifies from step 6 on)
+ * from P0 with gradient G[k % 4] and lr lrs[k] at step k; want[k] is the
+ * parameter after step k.  Produced by:
  *
  * import torch
  * P0 = [0.5, -1.25, 2.0, 0.0, -0.3]
@@ -30,9 +31,9 @@
  * def run(cls, lrs, **kw):
  *     p = torch.tensor(P0, requires_grad=True)
  *     opt = cls([p], lr=lrs[0], foreach=False, **kw)
- *     for k, g in enumerate(G):
- *         opt.param_groups[0]['lr'] = lrs[k]
- *         p.grad = torch.tensor(g)
+ *     for k, lr in enumerate(lrs):
+ *         opt.param_groups[0]['lr'] = lr
+ *         p.grad = torch.tensor(G[k % 4])
  *         opt.step()
  *         print(", ".join("%.9gf" % float(x) for x in p.detach()))
  *
@@ -179,7 +180,47 @@ static const float want_rmsprop_all[4][5] = {
 	{ 0.415185213f, -1.18183231f, 1.91517198f, 0.0202984791f, -0.330389678f },
 };
 
-/* Runs the 4 reference steps on the 5-element vector and compares with
+static const double lr_flat_0002[4] = { 0.002, 0.002, 0.002, 0.002 };
+static const double lr_flat_001_8[8] = { 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01 };
+static const double lr_varied_001_8[8] = { 0.01, 0.005, 0.01, 0.002, 0.01, 0.005, 0.01, 0.002 };
+/* adamax: Adamax(lr=[0.002, 0.002, 0.002, 0.002]) */
+static const float want_adamax[4][5] = {
+	{ 0.497999996f, -1.24800003f, 1.99800003f, 0.00200000009f, -0.302000016f },
+	{ 0.497578532f, -1.24784195f, 1.99617362f, 0.00268489565f, -0.301105291f },
+	{ 0.496707678f, -1.24774218f, 1.99526656f, 0.00247044489f, -0.300835639f },
+	{ 0.496060342f, -1.2471323f, 1.99452531f, 0.00260985666f, -0.301273912f },
+};
+/* adamax_all: Adamax(lr=[0.01, 0.005, 0.01, 0.002], betas=(0.8, 0.9), weight_decay=0.1) */
+static const float want_adamax_all[4][5] = {
+	{ 0.49000001f, -1.24000001f, 1.99000001f, 0.0100000007f, -0.310000002f },
+	{ 0.487551451f, -1.23777783f, 1.98475921f, 0.0116898157f, -0.307356507f },
+	{ 0.481884629f, -1.23293638f, 1.97688961f, 0.00963614788f, -0.305117667f },
+	{ 0.48087582f, -1.23198843f, 1.97527277f, 0.0097610401f, -0.305556446f },
+};
+/* radam: RAdam(lr=[0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01]) */
+static const float want_radam[8][5] = {
+	{ 0.499000013f, -1.24800003f, 1.99699998f, 0.00400000019f, -0.300500005f },
+	{ 0.498789489f, -1.24784207f, 1.99426317f, 0.00536842132f, -0.299157888f },
+	{ 0.497918636f, -1.24774241f, 1.99290526f, 0.00494037708f, -0.298753828f },
+	{ 0.497271925f, -1.24621785f, 1.99179685f, 0.00521836476f, -0.299630404f },
+	{ 0.496538937f, -1.24457717f, 1.99022651f, 0.00640524691f, -0.300415009f },
+	{ 0.49642244f, -1.24447691f, 1.9900279f, 0.00646951469f, -0.300412565f },
+	{ 0.496218592f, -1.24436593f, 1.98984051f, 0.00645978888f, -0.300442517f },
+	{ 0.496000141f, -1.24415469f, 1.98962903f, 0.00649714656f, -0.300573915f },
+};
+/* radam_all: RAdam(lr=[0.01, 0.005, 0.01, 0.002, 0.01, 0.005, 0.01, 0.002], betas=(0.8, 0.95), eps=1e-06, weight_decay=0.1) */
+static const float want_radam_all[8][5] = {
+	{ 0.49849999f, -1.24675f, 1.995f, 0.00400000019f, -0.300200015f },
+	{ 0.498167068f, -1.24609816f, 1.99264026f, 0.00461000018f, -0.299327731f },
+	{ 0.496750265f, -1.24481809f, 1.98944819f, 0.0038936846f, -0.298667282f },
+	{ 0.496522456f, -1.24422574f, 1.98885739f, 0.00393419014f, -0.298830718f },
+	{ 0.495277107f, -1.24117982f, 1.98529804f, 0.00526520889f, -0.299464613f },
+	{ 0.494661093f, -1.24057031f, 1.98443568f, 0.00548724271f, -0.299306393f },
+	{ 0.492744952f, -1.23906898f, 1.98248649f, 0.00520107755f, -0.29921037f },
+	{ 0.492322475f, -1.23862159f, 1.98202729f, 0.00524003431f, -0.29938671f },
+};
+
+/* Runs the reference steps on the 5-element vector and compares with
  * want; then on a wide buffer whose element i repeats element i % 5, stepped
  * as two ranges of one state allocation, which must match exactly.  The
  * second range is above optim.c's parallel threshold and runs on 3 threads,
@@ -187,7 +228,7 @@ static const float want_rmsprop_all[4][5] = {
 #define WIDE 100000
 #define SPLIT 12347
 
-static void run_case(const char *name, const struct optim_cfg *cfg, const double lrs[4], const float want[4][5])
+static void run_steps(const char *name, const struct optim_cfg *cfg, int steps, const double *lrs, const float (*want)[5])
 {
 	CHECK(optim_cfg_check(cfg) == NULL);
 	int k = optim_state_floats(cfg->kind, cfg);
@@ -202,15 +243,15 @@ static void run_case(const char *name, const struct optim_cfg *cfg, const double
 	optim_state_init(cfg, lo, SPLIT);
 	optim_state_init(cfg, hi, WIDE - SPLIT);
 	int bad_wide = 0;
-	for (int s = 0; s < 4; s++) {
-		optim_step(cfg, view, p, grads[s], 5, s + 1, lrs[s]);
+	for (int s = 0; s < steps; s++) {
+		optim_step(cfg, view, p, grads[s % 4], 5, s + 1, lrs[s]);
 		for (int i = 0; i < 5; i++) {
 			double tol = 1e-6 * fmax(fabs((double)want[s][i]), 1.0);
 			if (!(fabs((double)p[i] - want[s][i]) <= tol))
 				fprintf(stderr, "%s: step %d element %d\n", name, s + 1, i);
 			CHECK_NEAR(p[i], want[s][i], tol);
 		}
-		for (int i = 0; i < WIDE; i++) wg[i] = grads[s][i % 5];
+		for (int i = 0; i < WIDE; i++) wg[i] = grads[s % 4][i % 5];
 		int threads = omp_get_max_threads();
 		omp_set_num_threads(3);
 		optim_step(cfg, lo, wp, wg, SPLIT, s + 1, lrs[s]);
@@ -223,6 +264,11 @@ static void run_case(const char *name, const struct optim_cfg *cfg, const double
 	free(wp);
 	free(wg);
 	free(wst);
+}
+
+static void run_case(const char *name, const struct optim_cfg *cfg, const double lrs[4], const float want[4][5])
+{
+	run_steps(name, cfg, 4, lrs, want);
 }
 
 static void test_sgd(void)
@@ -301,6 +347,27 @@ static void test_rmsprop(void)
 	run_case("rmsprop_all", &c, lr_varied_001, want_rmsprop_all);
 }
 
+static void test_adamax(void)
+{
+	struct optim_cfg c = optim_cfg_default(OPTIM_ADAMAX);
+	run_case("adamax", &c, lr_flat_0002, want_adamax);
+	c.beta1 = 0.8;
+	c.beta2 = 0.9;
+	c.weight_decay = 0.1;
+	run_case("adamax_all", &c, lr_varied_001, want_adamax_all);
+}
+
+static void test_radam(void)
+{
+	struct optim_cfg c = optim_cfg_default(OPTIM_RADAM);
+	run_steps("radam", &c, 8, lr_flat_001_8, want_radam);
+	c.beta1 = 0.8;
+	c.beta2 = 0.95;
+	c.eps = 1e-6;
+	c.weight_decay = 0.1;
+	run_steps("radam_all", &c, 8, lr_varied_001_8, want_radam_all);
+}
+
 static void test_defaults(void)
 {
 	struct optim_cfg c = optim_cfg_default(OPTIM_ADAM);
@@ -334,6 +401,13 @@ static void test_defaults(void)
 	CHECK(optim_cfg_check(&c) != NULL);
 	CHECK_STR(optim_kind_name(OPTIM_ADAMW), "adamw");
 	CHECK_STR(optim_kind_name(OPTIM_RMSPROP), "rmsprop");
+	c = optim_cfg_default(OPTIM_ADAMAX);
+	CHECK(c.lr == 2e-3 && c.beta1 == 0.9 && c.beta2 == 0.999 && c.eps == 1e-8 && c.weight_decay == 0);
+	c = optim_cfg_default(OPTIM_RADAM);
+	CHECK(c.lr == 1e-3 && c.beta1 == 0.9 && c.beta2 == 0.999 && c.eps == 1e-8 && c.weight_decay == 0);
+	c.beta1 = 1.0;
+	CHECK(optim_cfg_check(&c) != NULL);
+	CHECK_STR(optim_kind_name(OPTIM_RADAM), "radam");
 }
 
 static void test_state_floats(void)
@@ -355,6 +429,8 @@ static void test_state_floats(void)
 	CHECK(optim_state_floats(OPTIM_RMSPROP, &c) == 2);
 	c.centered = 1;
 	CHECK(optim_state_floats(OPTIM_RMSPROP, &c) == 3);
+	CHECK(optim_state_floats(OPTIM_ADAMAX, NULL) == 2);
+	CHECK(optim_state_floats(OPTIM_RADAM, NULL) == 2);
 
 	/* Adagrad's accumulator starts at initial_accumulator_value, the rest at 0 */
 	float st[6] = { 9, 9, 9, 9, 9, 9 };
@@ -888,6 +964,8 @@ int main(void)
 	RUN(test_adadelta);
 	RUN(test_adagrad);
 	RUN(test_rmsprop);
+	RUN(test_adamax);
+	RUN(test_radam);
 	RUN(test_defaults);
 	RUN(test_state_floats);
 	RUN(test_sched_step);

@@ -92,13 +92,26 @@ static void fill_input(const struct plan *p, struct exec *c, struct exec *g, int
 	free(x);
 }
 
-/* Two steps of every optimizer through the fused kernels against optim_step
- * (RAdam seven: it rectifies from step 6 on). */
+/* Two steps of every optimizer and each of its optional state planes
+ * through the fused kernels against optim_step (RAdam seven: it rectifies
+ * from step 6 on). */
 static void check_optimizers(const char *name, struct exec *c, struct exec *g)
 {
 	char what[160];
-	static const enum optim_kind kinds[] = { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_ADADELTA, OPTIM_ADAGRAD, OPTIM_RMSPROP,
-						 OPTIM_ADAMAX, OPTIM_RADAM };
+	static const struct {
+		enum optim_kind kind;
+		double momentum;
+		int amsgrad, centered;
+		const char *what;
+	} kinds[] = {
+		{ OPTIM_SGD, 0.9, 0, 0, "" },	       { OPTIM_SGD, 0, 0, 0, " without momentum" },
+		{ OPTIM_ADAM, 0, 0, 0, "" },	       { OPTIM_ADAM, 0, 1, 0, " (amsgrad)" },
+		{ OPTIM_ADAMW, 0, 0, 0, "" },	       { OPTIM_ADAMW, 0, 1, 0, " (amsgrad)" },
+		{ OPTIM_ADADELTA, 0, 0, 0, "" },       { OPTIM_ADAGRAD, 0, 0, 0, "" },
+		{ OPTIM_RMSPROP, 0.9, 0, 0, "" },      { OPTIM_RMSPROP, 0, 0, 0, " without momentum" },
+		{ OPTIM_RMSPROP, 0.9, 0, 1, " (centered)" }, { OPTIM_RMSPROP, 0, 0, 1, " (centered, without momentum)" },
+		{ OPTIM_ADAMAX, 0, 0, 0, "" },	       { OPTIM_RADAM, 0, 0, 0, "" },
+	};
 	int64_t n = c->trainable;
 	float *pc = malloc((size_t)n * 4 + 4), *sc = calloc((size_t)n * 3 + 1, 4), *pg = NULL, *sg = NULL, *gg = NULL;
 	double *lr = NULL;
@@ -114,12 +127,14 @@ static void check_optimizers(const char *name, struct exec *c, struct exec *g)
 	cudaMalloc((void **)&gg, (size_t)n * 4 + 4);
 	cudaMemcpy(gg, c->grads, (size_t)n * 4, cudaMemcpyHostToDevice);
 	for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-		struct optim_cfg cfg = optim_cfg_default(kinds[k]);
+		struct optim_cfg cfg = optim_cfg_default(kinds[k].kind);
 		cfg.lr = 0.01;
-		cfg.momentum = kinds[k] == OPTIM_SGD || kinds[k] == OPTIM_RMSPROP ? 0.9 : 0;
+		cfg.momentum = kinds[k].momentum;
+		cfg.amsgrad = kinds[k].amsgrad;
+		cfg.centered = kinds[k].centered;
 		cfg.weight_decay = 1e-2;
 		double lrv[7] = { 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01 };
-		int64_t steps = kinds[k] == OPTIM_RADAM ? 7 : 2;
+		int64_t steps = kinds[k].kind == OPTIM_RADAM ? 7 : 2;
 		memcpy(pc, c->params, (size_t)n * 4);
 		memset(sc, 0, (size_t)n * 12);
 		struct optim_state_view sv = { sc, n };
@@ -135,7 +150,7 @@ static void check_optimizers(const char *name, struct exec *c, struct exec *g)
 			kc_optim_apply(cuda_stream(g), cfg, coef, pg, gg, sg, n, n);
 		}
 		cudaStreamSynchronize(cuda_stream(g));
-		snprintf(what, sizeof what, "%d steps of %s", (int)steps, optim_kind_name(kinds[k]));
+		snprintf(what, sizeof what, "%d steps of %s%s", (int)steps, optim_kind_name(kinds[k].kind), kinds[k].what);
 		compare(name, what, pg, pc, n);
 	}
 	free(pc), free(sc);

@@ -23,7 +23,6 @@ struct cuda_dev {
 	double correct;
 	int32_t bad_target; /* a class target outside the output's classes */
 	int32_t bad_id;     /* a token id outside an embedding's rows */
-	int32_t nonfinite;  /* kc_find_nonfinite's flag */
 	int32_t pad;
 };
 

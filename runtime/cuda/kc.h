@@ -159,8 +159,6 @@ void kc_add_i64(cudaStream_t s, int64_t *x, int64_t by); /* *x += by */
 void kc_f64_axpy(cudaStream_t s, double *dst, const double *src, double a, bool add);
 /* hist[(*counter - 1) % cap] = *v, for losses read back at log intervals */
 void kc_record(cudaStream_t s, const double *v, double *hist, const int64_t *counter, int64_t cap);
-/* *flag = 1 if any of x (n) is NaN or infinite */
-void kc_find_nonfinite(cudaStream_t s, const float *x, int64_t n, int32_t *flag);
 
 /* ---- optimizer: one fused update over a flat range, PyTorch 1.13's
  * formulas with optim.c's float rounding (the per-element code is shared,
@@ -180,8 +178,6 @@ void kc_optim_apply(cudaStream_t s, struct optim_cfg cfg, const void *coef, floa
 enum { KC_SUMSQ_PARTS = 256 };
 void kc_sumsq(cudaStream_t s, const float *g, int64_t n, double *partials, double *sumsq);
 void kc_clip(cudaStream_t s, float *g, int64_t n, const double *sumsq, double max_norm);
-/* state (n) := its value before the first step (zeros; Adagrad's sum) */
-void kc_optim_state_init(cudaStream_t s, struct optim_cfg cfg, float *state, int64_t plane_stride, int64_t n);
 
 /* ---- a whole training step of a small model (runtime/cuda/tiny.h) ---- */
 /* One block runs the step of the program at prog (a struct tiny_prog in

@@ -30,14 +30,6 @@ __global__ void record_kernel(const double *v, double *hist, const int64_t *coun
 	hist[(*counter - 1) % cap] = *v;
 }
 
-__global__ void find_nonfinite_kernel(const float *x, int64_t n, int32_t *flag)
-{
-	int32_t any = 0;
-	FOR_EACH(i, n) any |= (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
-	if (any)
-		*flag = 1;
-}
-
 void kc_gather_rows(cudaStream_t s, void *dst, const void *src, int64_t row_words, const int64_t *order, const int64_t *pos,
 		    int64_t n)
 {
@@ -62,11 +54,6 @@ void kc_record(cudaStream_t s, const double *v, double *hist, const int64_t *cou
 	record_kernel<<<1, 1, 0, s>>>(v, hist, counter, cap);
 }
 
-void kc_find_nonfinite(cudaStream_t s, const float *x, int64_t n, int32_t *flag)
-{
-	if (n > 0) find_nonfinite_kernel<<<blocks_for(n), THREADS, 0, s>>>(x, n, flag);
-}
-
 /* ---- optimizer ---- */
 struct planes { float *p[3]; }; /* optim_elem_apply's planes, by value */
 
@@ -84,14 +71,6 @@ __global__ void optim_apply_kernel(const struct optim_coef *coef, float *param, 
 		k = *coef;
 	__syncthreads();
 	FOR_EACH(i, n) optim_elem_apply(&k, param, grad, pl.p, i);
-}
-
-__global__ void optim_state_init_kernel(float *state, int64_t plane_stride, int64_t n, int k, float first)
-{
-	FOR_EACH(e, (int64_t)k * n) {
-		int64_t j = e / n;
-		state[j * plane_stride + e % n] = j == 0 ? first : 0.0f;
-	}
 }
 
 /* part b of KC_SUMSQ_PARTS: the block's fixed chunk */
@@ -138,14 +117,6 @@ void kc_optim_apply(cudaStream_t s, struct optim_cfg cfg, const void *coef, floa
 		pl.p[j] = state + j * plane_stride;
 	if (n > 0)
 		optim_apply_kernel<<<blocks_for(n), THREADS, 0, s>>>((const struct optim_coef *)coef, param, grad, pl, n);
-}
-
-void kc_optim_state_init(cudaStream_t s, struct optim_cfg cfg, float *state, int64_t plane_stride, int64_t n)
-{
-	int k = optim_state_floats(cfg.kind, &cfg);
-	float first = cfg.kind == OPTIM_ADAGRAD ? (float)cfg.initial_accumulator_value : 0.0f;
-	if (n > 0 && k > 0)
-		optim_state_init_kernel<<<blocks_for((int64_t)k * n), THREADS, 0, s>>>(state, plane_stride, n, k, first);
 }
 
 void kc_sumsq(cudaStream_t s, const float *g, int64_t n, double *partials, double *sumsq)

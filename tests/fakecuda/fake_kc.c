@@ -653,15 +653,6 @@ static void host_record(cudaStream_t s, const double *v, double *hist, const int
 	hist[(*counter - 1) % cap] = *v;
 }
 
-static void host_find_nonfinite(cudaStream_t s, const float *x, int64_t n, int32_t *flag)
-{
-	for (int64_t i = 0; i < n; i++)
-		if (!isfinite(x[i])) {
-			*flag = 1;
-			return;
-		}
-}
-
 /* ---- optimizer; coef is copied, as it is raw bytes of the caller's ---- */
 static void host_optim_prepare(cudaStream_t s, struct optim_cfg cfg, const double *lr_table, int64_t *step, void *coef)
 {
@@ -681,15 +672,6 @@ static void host_optim_apply(cudaStream_t s, struct optim_cfg cfg, const void *c
 		planes[j] = state + j * plane_stride;
 	for (int64_t i = 0; i < n; i++)
 		optim_elem_apply(&k, param, grad, planes, i);
-}
-
-static void host_optim_state_init(cudaStream_t s, struct optim_cfg cfg, float *state, int64_t plane_stride, int64_t n)
-{
-	int k = optim_state_floats(cfg.kind, &cfg);
-	float first = cfg.kind == OPTIM_ADAGRAD ? (float)cfg.initial_accumulator_value : 0.0f;
-	for (int j = 0; j < k; j++)
-		for (int64_t i = 0; i < n; i++)
-			state[j * plane_stride + i] = j == 0 ? first : 0.0f;
 }
 
 /* the kernels' KC_SUMSQ_PARTS fixed chunks, each summed in order */
@@ -891,8 +873,6 @@ WRAP(add_i64, L_add_i64)
 WRAP(f64_axpy, L_f64_axpy)
 #define L_record(X) X(const double *, v) X(double *, hist) X(const int64_t *, counter) X(int64_t, cap)
 WRAP(record, L_record)
-#define L_find_nonfinite(X) X(const float *, x) X(int64_t, n) X(int32_t *, flag)
-WRAP(find_nonfinite, L_find_nonfinite)
 #define L_optim_prepare(X) X(struct optim_cfg, cfg) X(const double *, lr_table) X(int64_t *, step) X(void *, coef)
 WRAP(optim_prepare, L_optim_prepare)
 #define L_optim_apply(X) X(struct optim_cfg, cfg) X(const void *, coef) X(float *, param) \
@@ -902,7 +882,5 @@ WRAP(optim_apply, L_optim_apply)
 WRAP(sumsq, L_sumsq)
 #define L_clip(X) X(float *, g) X(int64_t, n) X(const double *, sumsq) X(double, max_norm)
 WRAP(clip, L_clip)
-#define L_optim_state_init(X) X(struct optim_cfg, cfg) X(float *, state) X(int64_t, plane_stride) X(int64_t, n)
-WRAP(optim_state_init, L_optim_state_init)
 #define L_tiny_step(X) X(const void *, prog)
 WRAP(tiny_step, L_tiny_step)

@@ -494,6 +494,10 @@ static int setup(struct gt *t)
 		size_t free_b = 0, total_b = 0;
 		char what[sizeof t->err];
 		memcpy(what, t->err, sizeof what);
+		/* GPUs the placement spans that cannot reach each other fail
+		 * the same way every time: a refusal (2), as too few GPUs is */
+		if (strstr(what, "(no peer access)"))
+			return TRAIN_REFUSED;
 		if (strncmp(what, "out of memory", 13) == 0 && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
 			util_fail(t->err, sizeof t->err,
 				  "rank %d, GPU %d: %s, with %.1f MiB of its %.1f MiB free; lower the batch, shard the model over "

@@ -14,7 +14,10 @@
 #   gradients summed, not averaged);
 # - an FSDP checkpoint of a model with batch-norm buffers, sharded over 2
 #   ranks and resumed;
-# - token ids and a test set of short last chunk, streamed from the host.
+# - token ids and a test set of short last chunk, streamed from the host;
+# - a rank spanning two GPUs that cannot reach each other's memory
+#   (TRAINC_FAKE_NO_PEER=1, the host stand-in): refused (exit 2) before
+#   training, saying so.
 # Skipped where CUDA was not configured.
 . "$(dirname "$0")/preamble.inc"
 if [ ! -f build/tests/trainc-fakecuda.so ]; then
@@ -107,4 +110,11 @@ for lib in fakecuda kemu; do
 	TRAINC_GPU_STREAM=1 run short-$lib $lib $var --set train.test_batch=8
 	test_lines short-$lib short-cpu "$lib: a streamed test set in chunks of 8, 8 and 4"
 done
+
+TRAINC_FAKE_NO_PEER=1 TRAINC_FAKE_GPUS=2 TRAINC_CUDA_LIB=$(pwd)/build/tests/trainc-fakecuda.so "$TRAINC" models/toy_mp.net --gpus 2 \
+	--run-dir "$tmp/run-nopeer" > "$tmp/nopeer.log" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -qF "GPUs 0 and 1 cannot access each other's memory (no peer access), which a rank spanning them needs" "$tmp/nopeer.log" ||
+	{ fail "GPUs without peer access: exit $rc, expected 2:"; sed 's/^/    /' "$tmp/nopeer.log"; }
+[ -e "$tmp/run-nopeer" ] && fail "GPUs without peer access: the refused run left a run directory"
 exit $failed

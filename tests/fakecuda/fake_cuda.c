@@ -11,7 +11,8 @@
  * (default 1); free memory: TRAINC_FAKE_GPU_MIB (default 16384); compute
  * capability: TRAINC_FAKE_CC (default 9.0); TRAINC_FAKE_HOST_LOCK=0 refuses
  * page-locked host memory; the driver's CUDA version: TRAINC_FAKE_DRIVER
- * (default the toolkit's; an older one is insufficient).
+ * (default the toolkit's; an older one is insufficient);
+ * TRAINC_FAKE_NO_PEER=1: GPUs that cannot reach each other's memory.
  * NCCL's collectives run over trainc's own Gloo communicator (rank 0's
  * unique id carries the port of a store it serves), so DDP and FSDP run
  * across worker processes too.
@@ -583,7 +584,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 
 cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
 {
-	*can = device != peer;
+	const char *none = getenv("TRAINC_FAKE_NO_PEER");
+	*can = device != peer && !(none && strcmp(none, "1") == 0);
 	return cudaSuccess;
 }
 

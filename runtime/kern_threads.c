@@ -31,9 +31,12 @@ void kern_set_threads(int n)
 }
 
 /* OpenBLAS's pthread build starts one thread per CPU but one as it loads,
- * and each spins on sched_yield for some 0.1 s before it sleeps: a core
- * taken from the dataset loaders and the first step while trainc, holding
- * OpenBLAS at one thread, never gives them work.  blas_thread_shutdown_ ends
+ * and each spins on sched_yield for some 0.1 s before it sleeps (about
+ * 0.03 s of CPU a process on the seed's 2-core bench machine), though
+ * trainc, holding OpenBLAS at one thread, never gives them work: CPU taken
+ * from whatever shares the cores, every rank of a job at once (on a quiet
+ * machine one rank's launch to its first step measured the same either
+ * way).  blas_thread_shutdown_ ends
  * the pool as OpenBLAS's own fork handler does; it is looked up rather than
  * linked, as OpenBLAS's OpenMP and serial builds have no such pool. */
 void kern_quiet_blas(void)

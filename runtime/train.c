@@ -1286,6 +1286,14 @@ static int setup(struct trainer *t)
 	return 0;
 }
 
+int64_t train_zero_weight(const struct plan_train *tr)
+{
+	for (int64_t c = 0; tr->class_weights && c < tr->nclass_weights; c++)
+		if (tr->class_weights[c] == 0)
+			return c;
+	return -1;
+}
+
 /* Whether one of the k pieces (first[i], size[i]) of a batch of class
  * targets y has every target at the loss's ignore_index (or of a class
  * weighing 0): its mean loss is over no target, NaN, as PyTorch's. */
@@ -1321,7 +1329,7 @@ static int stop_nonfinite(struct trainer *t, double loss, const float *x, int b,
 		long ig = (long)t->p->train.ignore_index;
 		snprintf(where, sizeof where, "; every target of the %s is the loss's ignore_index (%ld)%s, and a mean over no target is "
 			 "NaN, as in PyTorch", t->use_pipe || t->chunked || t->accum > 1 ? "micro-batch" : "batch", ig,
-			 t->p->train.class_weights ? " or a class of weight 0" : "");
+			 train_zero_weight(&t->p->train) >= 0 ? " or a class of weight 0" : "");
 		snprintf(note, sizeof note, "shuffle the data (shuffle = true) or use a larger batch so each %s has a target "
 			 "that counts, or give the loss reduction=\"sum\"", t->use_pipe || t->chunked || t->accum > 1 ? "micro-batch" : "batch");
 	} else if (bad >= 0)

@@ -50,6 +50,9 @@ void train_report_eval(const struct plan *p, struct rundir *rd, const struct ckp
  * row whose values are all equal, or in evaluation (eval) a batch norm's
  * running_var of 0; NULL when no such norm. */
 const char *train_eps0_note(const struct plan *p, bool eval, char *buf, size_t n);
+/* The first class the loss's weight= gives 0, or -1 (no weights, or
+ * none of 0). */
+int64_t train_zero_weight(const struct plan_train *tr);
 /* Rank 0's report of a step: the terminal's progress bar (tty), or at a
  * log point the seed's "Train Epoch: E [done/total (P%)]  Loss: L" line and
  * the metrics record; done samples of total this epoch, loss the step's. */

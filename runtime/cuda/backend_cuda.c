@@ -98,16 +98,23 @@ static void failf(struct cuda_state *c, const char *fmt, ...)
 	c->failed = true;
 }
 
+/* A failed call, said with where it is; one that ran out of GPU memory
+ * says so first, which the trainer's setup reads to say how much the GPU
+ * had and what to change. */
 #define CU(c, call)                                                                                                      \
 	do {                                                                                                             \
 		cudaError_t r_ = (call);                                                                                 \
-		if (r_ != cudaSuccess)                                                                                   \
+		if (r_ == cudaErrorMemoryAllocation)                                                                     \
+			failf((c), "out of memory (%s at %s:%d)", #call, __FILE__, __LINE__);                            \
+		else if (r_ != cudaSuccess)                                                                              \
 			failf((c), "%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cudaGetErrorString(r_));           \
 	} while (0)
 #define BLAS(c, call)                                                                                                    \
 	do {                                                                                                             \
 		cublasStatus_t r_ = (call);                                                                              \
-		if (r_ != CUBLAS_STATUS_SUCCESS)                                                                         \
+		if (r_ == CUBLAS_STATUS_ALLOC_FAILED)                                                                    \
+			failf((c), "out of memory (%s at %s:%d)", #call, __FILE__, __LINE__);                            \
+		else if (r_ != CUBLAS_STATUS_SUCCESS)                                                                    \
 			failf((c), "%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cublasGetStatusString(r_));         \
 	} while (0)
 #define DNN(c, call)                                                                                                     \

@@ -490,15 +490,18 @@ static int setup(struct gt *t)
 	CK(t, cudaSetDevice(t->base));
 	t->sharded = p->parallel.mode == PAR_FSDP && p->parallel.shard != SHARD_NONE && t->world > 1;
 	t->exec_ok = true; /* exec_free releases a partial exec_init_on too */
+	/* what the GPU had before the plan took any: a failed setup's partial
+	 * allocations are still held when it says so */
+	size_t free_b = 0, total_b = 0;
+	CK(t, cudaMemGetInfo(&free_b, &total_b));
 	if (exec_init_on(&t->e, &backend_cuda, p, bt.sizes, TRAIN_NSIZES, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0) {
-		size_t free_b = 0, total_b = 0;
 		char what[sizeof t->err];
 		memcpy(what, t->err, sizeof what);
 		/* GPUs the placement spans that cannot reach each other fail
 		 * the same way every time: a refusal (2), as too few GPUs is */
 		if (strstr(what, "(no peer access)"))
 			return TRAIN_REFUSED;
-		if (strncmp(what, "out of memory", 13) == 0 && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+		if (strncmp(what, "out of memory", 13) == 0)
 			util_fail(t->err, sizeof t->err,
 				  "rank %d, GPU %d: %s, with %.1f MiB of its %.1f MiB free; lower the batch, shard the model over "
 				  "several GPUs (parallel fsdp), or place its layers on several GPUs (@device)",
@@ -697,14 +700,20 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 			char note[512];
 			const char *why = train_eps0_note(t->p, false, note, sizeof note);
 			const struct plan_train *tr = &t->p->train;
-			bool zero = false;
-			for (int64_t c = 0; c < tr->nclass_weights; c++)
-				zero |= tr->class_weights[c] == 0;
-			if (!why && isnan(bad) && tr->reduction == RED_MEAN && (tr->loss == LOSS_NLL || tr->loss == LOSS_CROSS_ENTROPY) &&
-			    (zero || dataset_count_label(&t->train, tr->ignore_index) > 0))
-				why = note, snprintf(note, sizeof note, "a batch whose every target is the loss's ignore_index (%ld)%s has a NaN "
-						     "mean, as in PyTorch: shuffle the data, use a larger batch, or give the loss reduction=\"sum\"",
-						     (long)tr->ignore_index, zero ? " or a class of weight 0" : "");
+			/* a mean over no target is NaN only where the data has
+			 * targets that do not count: ignored, or of a class of weight 0 */
+			bool mean = !why && isnan(bad) && tr->reduction == RED_MEAN && (tr->loss == LOSS_NLL || tr->loss == LOSS_CROSS_ENTROPY);
+			bool ign = mean && dataset_count_label(&t->train, tr->ignore_index) > 0, zero = false;
+			for (int64_t c = train_zero_weight(tr); mean && c >= 0 && c < tr->nclass_weights && !zero; c++)
+				zero = tr->class_weights[c] == 0 && dataset_count_label(&t->train, (int32_t)c) > 0;
+			if (ign || zero) {
+				char what[96] = "of a class of weight 0";
+				if (ign)
+					snprintf(what, sizeof what, "the loss's ignore_index (%ld)%s", (long)tr->ignore_index,
+						 zero ? " or of a class of weight 0" : "");
+				why = note, snprintf(note, sizeof note, "a batch whose every target is %s has a NaN mean, as in PyTorch: "
+						     "shuffle the data, use a larger batch, or give the loss reduction=\"sum\"", what);
+			}
 			int64_t neg = !why && tr->loss == LOSS_KL_DIV && !tr->loss_param ? dataset_negative_target(&t->train) : -1;
 			if (neg >= 0)
 				why = note, snprintf(note, sizeof note, "training sample %lld's target has a value below 0, whose logarithm in "

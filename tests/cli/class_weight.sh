@@ -12,7 +12,9 @@
 # - Weights of 1 train the seed CNN as no weights do, bit for bit, on the
 #   CPU and on the host GPU library.
 # - A batch of classes weighing 0 has a NaN mean (PyTorch's 0/0): the run
-#   stops saying so.  Other weights do not resume a checkpoint.
+#   stops saying so, on the CPU and on the host GPU library; a class
+#   weighing 0 that no target has is not said to be the cause of a loss
+#   that diverged.  Other weights do not resume a checkpoint.
 # The language's refusals are tests/errors/train_loss_weight_*.net;
 # test_cuda_body and gpu_ops check the kernels' weighted sums and
 # gradients against the CPU's.
@@ -66,6 +68,33 @@ fi
 	--run-dir "$tmp/zero" > "$tmp/zero.out" 2>&1 && fail "weights of 0 under a mean: the run succeeded"
 grep -qF "the loss is NaN at step 1 (epoch 1); every target of the batch is the loss's ignore_index (-100) or a class of weight 0" "$tmp/zero.out" ||
 	{ fail "a batch weighing 0 is not explained:"; sed 's/^/    /' "$tmp/zero.out"; }
+# the GPU trainer sees the loss only: it names what the data has, targets
+# of a class weighing 0 (no target here is -100)
+if gpu_lib fakecuda; then
+	# shellcheck disable=SC2086
+	"$TRAINC" models/mnist_cnn.net $data $gpu --set train.steps=2 --set 'train.loss=nll(weight=[0, 0, 0, 0, 0, 0, 0, 0, 0, 0])' \
+		--run-dir "$tmp/zero-gpu" > "$tmp/zero-gpu.out" 2>&1 && fail "weights of 0 under a mean on a GPU: the run succeeded"
+	grep -qF "; or: a batch whose every target is of a class of weight 0 has a NaN mean, as in PyTorch" "$tmp/zero-gpu.out" ||
+		{ fail "a batch weighing 0 on a GPU is not explained:"; sed 's/^/    /' "$tmp/zero-gpu.out"; }
+	unset TRAINC_CUDA_LIB
+fi
+# a class weighing 0 that no target has (class 9: the targets are 0..8)
+# is not offered as the cause of a loss that diverged, nor is the
+# ignore_index that no target has
+build/tests/npy_write --ramp 7 "$tmp/dx.npy" '<f4' 64,4 && build/tests/npy_write --ramp 9 "$tmp/dy.npy" '<i8' 64 ||
+	fail "npy_write failed"
+printf 'model M {\n    input(4)\n    linear(4, 10)\n}\n' > "$tmp/div.net"
+printf 'data { train = npy(input="%s/dx.npy", target="%s/dy.npy") }\n' "$tmp" "$tmp" >> "$tmp/div.net"
+printf 'train {\n    loss = cross_entropy(weight=[1, 1, 1, 1, 1, 1, 1, 1, 1, 0])\n' >> "$tmp/div.net"
+printf '    optimizer = sgd(lr=1e38)\n    batch = 8\n}\n' >> "$tmp/div.net"
+for where in cpu fakecuda; do
+	gpu_lib $where || continue
+	# shellcheck disable=SC2086
+	"$TRAINC" "$tmp/div.net" $gpu --run-dir "$tmp/div-$where" > "$tmp/div-$where.out" 2>&1 && fail "$where: sgd(lr=1e38) did not diverge"
+	grep -q 'the loss is [+NaNinfty-]* at step' "$tmp/div-$where.out" && ! grep -q 'weight 0\|ignore_index' "$tmp/div-$where.out" ||
+		{ fail "$where: a diverged loss is put down to a class weighing 0:"; sed 's/^/    /' "$tmp/div-$where.out"; }
+	unset TRAINC_CUDA_LIB
+done
 
 # a checkpoint made with other weights is another setting's
 # shellcheck disable=SC2086

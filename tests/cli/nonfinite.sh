@@ -5,7 +5,8 @@
 # rank whose loss did, named, when only one rank's did (a layer norm with
 # eps=0 over rank 1's sample, whose pixels are all alike).  Before, each
 # rank said it, and the launcher named one again with its stderr.  The
-# GPU trainer's too, over the host stand-in where CUDA was configured.
+# GPU trainer's too, over the host stand-in where CUDA was configured, and a
+# loss of +infinity (not NaN) is said so.
 . "$(dirname "$0")/preamble.inc"
 sed 's/optimizer = sgd(lr=0.05, momentum=0.9)/optimizer = sgd(lr=1e30)/' tests/cli/nets/mlp_mse.net > "$tmp/nan.net"
 said="the loss is NaN at step 3 (epoch 1); the first non-finite output is fc1's
@@ -77,5 +78,16 @@ if [ -f "$lib" ]; then
 	stops "one GPU" "$gpu" "$tmp/nan.net" --gpus 1 --run-dir "$tmp/g1"
 	stops "two GPUs" "$gpu" "$tmp/nan.net" --gpus 2 --run-dir "$tmp/g2"
 	[ $failed = 0 ] && echo "ok on GPUs: a non-finite loss stops the run, once for a job"
+	# weights overflowed to infinities of one sign (positive inputs, a rate
+	# of 1e38): outputs of -infinity, a squared error of +infinity, not NaN
+	printf 'model Lin {\n    input(4)\n    fc = linear(4, 1)\n}\n' > "$tmp/inf.net"
+	printf 'data { train = synthetic(input=rand(4), target=rand(1), samples=32) }\n' >> "$tmp/inf.net"
+	printf 'train { loss = mse(reduction="sum"); optimizer = sgd(lr=1e38); batch = 8; shuffle = false }\n' >> "$tmp/inf.net"
+	stops "+infinity on a GPU" "trainc: the loss is +infinity at step 2 (epoch 1);${gpu#*(epoch 1);}" "$tmp/inf.net" --gpus 1 --run-dir "$tmp/g3"
+	unset TRAINC_CUDA_LIB
+	stops "+infinity on the CPU" "trainc: the loss is +infinity at step 2 (epoch 1); the first non-finite output is fc's
+trainc: lower the learning rate, clip gradients (clip_grad_norm) or check the data
+trainc: stopped at a non-finite loss" "$tmp/inf.net" --run-dir "$tmp/c3"
+	[ $failed = 0 ] && echo "ok a loss of +infinity is said so, on a GPU and on the CPU"
 fi
 exit $failed

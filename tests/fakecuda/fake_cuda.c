@@ -12,7 +12,9 @@
  * capability: TRAINC_FAKE_CC (default 9.0); TRAINC_FAKE_HOST_LOCK=0 refuses
  * page-locked host memory; the driver's CUDA version: TRAINC_FAKE_DRIVER
  * (default the toolkit's; an older one is insufficient);
- * TRAINC_FAKE_NO_PEER=1: GPUs that cannot reach each other's memory.
+ * TRAINC_FAKE_NO_PEER=1: GPUs that cannot reach each other's memory;
+ * TRAINC_FAKE_NCCL_PENDING=K or stuck: NCCL calls that stay in progress
+ * (the NCCL section).
  * NCCL's collectives run over trainc's own Gloo communicator (rank 0's
  * unique id carries the port of a store it serves), so DDP and FSDP run
  * across worker processes too.
@@ -1565,7 +1567,37 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, co
  * communicator is aborted; its
  * ncclCommGetAsyncError reports the failure once a query has waited. ---- */
 
-struct ncclComm { struct comm *c; struct store_client *st; int device, ncoll; bool lost; };
+struct ncclComm {
+	struct comm *c;
+	struct store_client *st;
+	int device, ncoll;
+	bool lost;
+	bool nonblocking; /* made with config.blocking = 0 */
+	int pending;      /* ncclCommGetAsyncError's ncclInProgress answers still to give; -1: forever */
+};
+
+/* TRAINC_FAKE_NCCL_PENDING=K: a non-blocking communicator's calls return
+ * ncclInProgress, as a real one's may while it enqueues, and its
+ * ncclCommGetAsyncError says ncclInProgress K times before ncclSuccess;
+ * =stuck: its initialisation never finishes (a peer that never joins). */
+static int pending_knob(void)
+{
+	static int k = -2;
+	if (k == -2) {
+		const char *v = getenv("TRAINC_FAKE_NCCL_PENDING");
+		k = !v ? 0 : strcmp(v, "stuck") == 0 ? -1 : atoi(v) > 0 ? atoi(v) : 0;
+	}
+	return k;
+}
+
+/* A call of c that succeeded: still in progress, where the knob says */
+static ncclResult_t in_progress(ncclComm_t c)
+{
+	if (!c->nonblocking || pending_knob() <= 0)
+		return ncclSuccess;
+	c->pending = pending_knob();
+	return ncclInProgress;
+}
 
 /* Whether this collective of c is the one TRAINC_FAKE_NCCL_FAIL loses
  * (or c already lost one: later ones never start either). */
@@ -1601,16 +1633,18 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config)
 {
-	(void)config;
 	char err[512];
 	struct ncclComm *c = calloc(1, sizeof *c);
 	*out = c;
 	if (!c)
 		return ncclSystemError;
 	c->device = current;
+	c->nonblocking = config && !config->blocking;
 	if (nranks == 1) {
 		c->c = comm_open_single();
-		return c->c ? ncclSuccess : ncclSystemError;
+		if (c->c && c->nonblocking && pending_knob() == -1)
+			return c->pending = -1, ncclInProgress;
+		return c->c ? in_progress(c) : ncclSystemError;
 	}
 	int port;
 	memcpy(&port, id.internal, sizeof port);
@@ -1620,15 +1654,22 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
 		fprintf(stderr, "fake NCCL: rank %d of %d: %s\n", rank, nranks, err);
 		return ncclSystemError;
 	}
-	return ncclSuccess;
+	if (c->nonblocking && pending_knob() == -1)
+		return c->pending = -1, ncclInProgress;
+	return in_progress(c);
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *r)
 {
+	if (c->pending != 0) {
+		c->pending -= c->pending > 0;
+		*r = ncclInProgress;
+		return ncclSuccess;
+	}
 	*r = c->lost && stuck == 2 ? ncclSystemError : ncclSuccess;
 	return ncclSuccess;
 }
-ncclResult_t ncclCommFinalize(ncclComm_t c) { (void)c; return ncclSuccess; }
+ncclResult_t ncclCommFinalize(ncclComm_t c) { return in_progress(c); }
 
 ncclResult_t ncclCommDestroy(ncclComm_t c)
 {
@@ -1726,13 +1767,13 @@ static ncclResult_t coll(cudaStream_t s, struct coll_args a)
 	if (stuck || lose(a.c))
 		return ncclSuccess; /* queued behind the lost collective: on a GPU the call would not wait for it */
 	if (tape_record_on(s, coll_replay, &a, sizeof a))
-		return ncclSuccess;
+		return in_progress(a.c);
 	fake_dev_open();
 	say_waiting(true);
 	ncclResult_t r = coll_now(&a);
 	say_waiting(false);
 	fake_dev_close();
-	return r;
+	return r == ncclSuccess ? in_progress(a.c) : r;
 }
 
 ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t s)

@@ -29,7 +29,7 @@ struct shape {
 /* OP_ table: keep in step with ops.c's op_info[] (tag: OP_TABLE). */
 enum op {
 	OP_INPUT, OP_LINEAR, OP_CONV2D, OP_MAXPOOL2D, OP_AVGPOOL2D, OP_ADAPTIVE_AVGPOOL2D, OP_ADAPTIVE_MAXPOOL2D, OP_ZEROPAD2D,
-	OP_BATCHNORM1D, OP_BATCHNORM2D, OP_LAYERNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
+	OP_BATCHNORM1D, OP_BATCHNORM2D, OP_LAYERNORM, OP_GROUPNORM, OP_EMBEDDING, OP_DROPOUT, OP_FLATTEN,
 	OP_RELU, OP_GELU, OP_TANH, OP_SIGMOID,
 	OP_LEAKY_RELU, OP_ELU, OP_SELU, OP_SILU, OP_SOFTPLUS, OP_HARDTANH, OP_RELU6, OP_HARDSIGMOID, OP_HARDSWISH, OP_MISH,
 	OP_CELU, OP_LOGSIGMOID, OP_SOFTSIGN, OP_TANHSHRINK, OP_SOFTSHRINK, OP_HARDSHRINK, OP_THRESHOLD, OP_PRELU,
@@ -116,6 +116,8 @@ struct node {
 		/* *_form: for the repr */
 		struct { int64_t c; double eps, momentum; bool affine, track; struct int_form eps_form, momentum_form; } bn; /* batchnorm1d and batchnorm2d */
 		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine; struct int_form eps_form; } ln;
+		/* groupnorm: groups of c/groups channels, each normalised over its channels' elements */
+		struct { int64_t groups, c; double eps; bool affine; struct int_form eps_form; } gn;
 		struct { int64_t num, dim, padding_idx; } emb; /* padding_idx -1: none */
 		struct { double p; struct int_form p_form; } drop;
 		struct { int dim, written; } softmax; /* per-sample dimension index, 0-based; the dim as written */

@@ -28,6 +28,7 @@ const struct op_info op_info[OP__COUNT] = {
 	[OP_BATCHNORM1D] = { "batchnorm1d", "BatchNorm1d" },
 	[OP_BATCHNORM2D] = { "batchnorm2d", "BatchNorm2d" },
 	[OP_LAYERNORM] = { "layernorm", "LayerNorm" },
+	[OP_GROUPNORM] = { "groupnorm", "GroupNorm" },
 	[OP_EMBEDDING] = { "embedding", "Embedding" },
 	[OP_DROPOUT] = { "dropout", "Dropout" },
 	[OP_FLATTEN] = { "flatten", "Flatten" },
@@ -624,6 +625,22 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 			return false;
 		return !s[2] || val_bool(d, s[2], "affine", &n->a.ln.affine);
 	}
+	case OP_GROUPNORM: {
+		npos = 2;
+		BIND("groups", "channels", "eps", "affine");
+		n->a.gn.eps = 1e-5;
+		n->a.gn.affine = true;
+		if (!s[0])
+			return missing(d, call, callee, "a number of groups: groupnorm(groups) or groupnorm(groups, channels)");
+		if (!get_int(d, s[0], "groups", &n->a.gn.groups, 1))
+			return false;
+		if (s[1] && !get_int(d, s[1], "channels", &n->a.gn.c, 1))
+			return false;
+		n->in_arg = s[1] ? s[1] : s[0];
+		if (s[2] && !get_eps(d, s[2], &n->a.gn.eps, &n->a.gn.eps_form))
+			return false;
+		return !s[3] || val_bool(d, s[3], "affine", &n->a.gn.affine);
+	}
 	case OP_EMBEDDING: {
 		npos = 2;
 		BIND("num", "dim", "padding_idx");
@@ -1130,6 +1147,32 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 			}
 		}
 		return true;
+	case OP_GROUPNORM:
+		/* GroupNorm takes (N, C, *): per sample the channels first */
+		if (in.rank < 1) {
+			diag_error(d, n->loc, "%s expects (channels, ...) input per sample, but the layer before it gives %s", n->what,
+				   shape_str(&in, b1, sizeof b1));
+			return false;
+		}
+		if (n->a.gn.c && n->a.gn.c != in.d[0]) {
+			diag_error(d, n->loc, "%s expects %" PRId64 " channels, but the layer before it gives %" PRId64, n->what, n->a.gn.c,
+				   in.d[0]);
+			n->blame = n->in_arg;
+			return false;
+		}
+		n->a.gn.c = in.d[0];
+		if (n->a.gn.c % n->a.gn.groups != 0) {
+			diag_error(d, n->loc, "%s splits %" PRId64 " channels into %" PRId64 " groups, which does not divide them; give a "
+				   "number of groups that divides the channels", n->what, n->a.gn.c, n->a.gn.groups);
+			n->blame = n->in_arg;
+			return false;
+		}
+		if (shape_numel(&in) / n->a.gn.groups > INT32_MAX) {
+			diag_error(d, n->loc, "%s: a group of %" PRId64 " elements is more than the kernels index (2^31 - 1)", n->what,
+				   shape_numel(&in) / n->a.gn.groups);
+			return false;
+		}
+		return true;
 	case OP_EMBEDDING:
 		if (prev && prev->dtype != DT_I64) {
 			diag_error(d, n->loc, "%s needs integer token ids; declare the model's input as input(..., dtype=\"long\")", n->what);
@@ -1299,6 +1342,12 @@ int op_params(const struct node *n, struct param_spec out[5])
 			out[k++] = (struct param_spec){ "bias", ROLE_BIAS, s, DT_F32, INIT_ZEROS, 0, false };
 		}
 		break;
+	case OP_GROUPNORM:
+		if (n->a.gn.affine) {
+			out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT, sh1(n->a.gn.c), DT_F32, INIT_ONES, 0, false };
+			out[k++] = (struct param_spec){ "bias", ROLE_BIAS, sh1(n->a.gn.c), DT_F32, INIT_ZEROS, 0, false };
+		}
+		break;
 	case OP_EMBEDDING:
 		out[k++] = (struct param_spec){ "weight", ROLE_WEIGHT, { 2, { n->a.emb.num, n->a.emb.dim } }, DT_F32, INIT_NORMAL, 0, false };
 		break;
@@ -1437,6 +1486,10 @@ void op_describe(const struct node *n, char *buf, int len)
 			 pybool(n->a.ln.affine));
 		return;
 	}
+	case OP_GROUPNORM:
+		snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ", eps=%s, affine=%s)", t, n->a.gn.groups, n->a.gn.c,
+			 pynum(n->a.gn.eps, n->a.gn.eps_form, f1, sizeof f1), pybool(n->a.gn.affine));
+		return;
 	case OP_EMBEDDING:
 		if (n->a.emb.padding_idx >= 0)
 			snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ", padding_idx=%" PRId64 ")", t, n->a.emb.num, n->a.emb.dim, n->a.emb.padding_idx);
@@ -1507,6 +1560,7 @@ int64_t op_saved_bytes(const struct node *n, int64_t batch)
 			row *= n->a.ln.d[k];
 		return 2 * (numel / row) * 4;                 /* mean, invstd per row */
 	}
+	case OP_GROUPNORM: return 2 * batch * n->a.gn.groups * 4; /* mean, invstd per sample and group */
 	default: return 0;
 	}
 }
@@ -1514,7 +1568,8 @@ int64_t op_saved_bytes(const struct node *n, int64_t batch)
 bool op_needs_input(const struct node *n)
 {
 	switch (n->op) {
-	case OP_LINEAR: case OP_CONV2D: case OP_BATCHNORM1D: case OP_BATCHNORM2D: case OP_LAYERNORM: case OP_EMBEDDING: case OP_GELU:
+	case OP_LINEAR: case OP_CONV2D: case OP_BATCHNORM1D: case OP_BATCHNORM2D: case OP_LAYERNORM: case OP_GROUPNORM: case OP_EMBEDDING:
+	case OP_GELU:
 	case OP_PRELU:
 	OP_ACT_CASES:
 		return true;

@@ -265,6 +265,14 @@ static void cpu_forward(struct exec *e, int i, int64_t n, bool train)
 				   rows, (int)row, (float)nd->a.ln.eps);
 		break;
 	}
+	case OP_GROUPNORM: {
+		int c = (int)nd->a.gn.c, groups = (int)nd->a.gn.groups, hw = (int)(numel(&nd->out) / c);
+		float *sm = train ? (float *)save : (float *)exec_scratch(e, i);
+		kern_groupnorm_fwd(x, nd->a.gn.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL,
+				   nd->a.gn.affine ? exec_param_ptr(e, nd->param0 + 1) : NULL, y, sm, sm + (int)n * groups, (int)n, groups,
+				   c / groups, hw, (float)nd->a.gn.eps);
+		break;
+	}
 	case OP_DROPOUT:
 		if (train) {
 			struct rng r = rng_stream(exec_dropout_seed(e, i), RNG_DROPOUT, e->rank, (uint32_t)e->step);
@@ -393,6 +401,14 @@ static void cpu_backward(struct exec *e, int i, int64_t n)
 		float *sm = (float *)save;
 		kern_layernorm_bwd(x, nd->a.ln.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL, sm, sm + rows, dy, dx, nd->a.ln.affine ? exec_grad_ptr(e, nd->param0 + 0) : NULL,
 				   nd->a.ln.affine ? exec_grad_ptr(e, nd->param0 + 1) : NULL, rows, (int)row);
+		break;
+	}
+	case OP_GROUPNORM: {
+		int c = (int)nd->a.gn.c, groups = (int)nd->a.gn.groups, hw = (int)(numel(&nd->out) / c);
+		float *sm = (float *)save;
+		kern_groupnorm_bwd(x, nd->a.gn.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL, sm, sm + (int)n * groups, dy, dx,
+				   nd->a.gn.affine ? exec_grad_ptr(e, nd->param0 + 0) : NULL,
+				   nd->a.gn.affine ? exec_grad_ptr(e, nd->param0 + 1) : NULL, (int)n, groups, c / groups, hw);
 		break;
 	}
 	case OP_DROPOUT: if (dx) kern_dropout_bwd(dy, (const uint8_t *)save, dx, (size_t)out_n, (float)nd->a.drop.p); break;

@@ -192,6 +192,18 @@ void kern_layernorm_fwd(const float *x, // (ROWS, D)
 void kern_layernorm_bwd(const float *x, const float *gamma, const float *save_mean,
 			const float *save_invstd, const float *dy,
 			float *dx, float *dgamma, float *dbeta, int rows, int d);
+/* Group normalisation of n samples of c channels of hw elements, the
+ * channels in groups of cpg: each sample's group (row r = sample * groups +
+ * group, cpg * hw contiguous elements) normalised as a layer norm's row,
+ * then channel k scaled by gamma[k] and shifted by beta[k] (NULL: 1 and
+ * 0).  save_mean and save_invstd hold n * groups values.  The backward
+ * adds to dgamma and dbeta (NULL: not wanted), summing each channel over
+ * samples in order and within a sample over its elements, in double; dx
+ * NULL: not wanted. */
+void kern_groupnorm_fwd(const float *x, const float *gamma, const float *beta, float *y, float *save_mean,
+			float *save_invstd, int n, int groups, int cpg, int hw, float eps);
+void kern_groupnorm_bwd(const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
+			const float *dy, float *dx, float *dgamma, float *dbeta, int n, int groups, int cpg, int hw);
 
 /* ---- embedding: KERN_ERR_INDEX if an index is outside [0, vocab); then
  * nothing is written ---- */

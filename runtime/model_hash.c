@@ -102,6 +102,9 @@ static void node_args(uint64_t *h, const struct node *n)
 		field(h, "ln %a %d", n->a.ln.eps, n->a.ln.affine);
 		break;
 	}
+	case OP_GROUPNORM:
+		field(h, "gn %" PRId64 " %" PRId64 " %a %d", n->a.gn.groups, n->a.gn.c, n->a.gn.eps, n->a.gn.affine);
+		break;
 	case OP_EMBEDDING:
 		field(h, "emb %" PRId64 " %" PRId64 " %" PRId64, n->a.emb.num, n->a.emb.dim, n->a.emb.padding_idx);
 		break;

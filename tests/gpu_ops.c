@@ -327,6 +327,12 @@ static void check_in_place(void)
 	cudaMemcpyAsync(w, g, sizeof h, cudaMemcpyDeviceToDevice, s);
 	kc_layernorm_bwd(s, x, gamma, sm, sm + R, w, w, NULL, NULL, R, D);
 	same_bits("layernorm backward, dx over dy", w, apart, sizeof h);
+	/* a row of 9 channels of 5 per sample, one group */
+	kc_groupnorm_fwd(s, x, gamma, NULL, y, sm, sm + R, R, 1, 9, 5, 1e-5f);
+	kc_groupnorm_bwd(s, x, gamma, sm, sm + R, g, apart, NULL, NULL, R, 1, 9, 5);
+	cudaMemcpyAsync(w, g, sizeof h, cudaMemcpyDeviceToDevice, s);
+	kc_groupnorm_bwd(s, x, gamma, sm, sm + R, w, w, NULL, NULL, R, 1, 9, 5);
+	same_bits("groupnorm backward, dx over dy", w, apart, sizeof h);
 	kc_cross_entropy(s, x, td, apart, R, D, -100, NULL, 0, 0.0f, KERN_REDUCE_MEAN, 0.5f, loss, 1.0, false, bad, parts);
 	cudaMemcpyAsync(w, x, sizeof h, cudaMemcpyDeviceToDevice, s);
 	kc_cross_entropy(s, w, td, w, R, D, -100, NULL, 0, 0.0f, KERN_REDUCE_MEAN, 0.5f, loss + 1, 1.0, false, bad, parts);

@@ -484,6 +484,54 @@ static void test_layernorm(void)
 	}
 }
 
+/* Group norm: body.h's rows and channel sums against kern_layernorm.c's,
+ * with and without the affine parameters; groups of 3 channels of 7 x 5. */
+static void test_groupnorm(void)
+{
+	int n = 5, groups = 4, cpg = 3, hw = 35, c = groups * cpg, rows = n * groups, d = cpg * hw;
+	scratch_reset();
+	size_t m = (size_t)rows * d;
+	float *x = rand_floats(m, -3, 5, 24), *gamma = rand_floats(c, 0.5f, 1.5f, 25), *beta = rand_floats(c, -1, 1, 26);
+	float *dy = rand_floats(m, -1, 1, 27), *y = floats(m), *got = floats(m), *dx = floats(m);
+	float *mean = floats(rows), *inv = floats(rows), *gmean = floats(rows), *ginv = floats(rows);
+	float *dg = floats(c), *db = floats(c), *gdg = floats(c), *gdb = floats(c);
+	for (int aff = 0; aff < 2; aff++) {
+		const float *g = aff ? gamma : NULL, *b = aff ? beta : NULL;
+		kern_groupnorm_fwd(x, g, b, y, mean, inv, n, groups, cpg, hw, 1e-5f);
+		for (int r = 0; r < rows; r++)
+			body_groupnorm_row(x + (size_t)r * d, g, b, got + (size_t)r * d, body_gn_c0(r, groups, cpg), cpg, hw, 1e-5f,
+					   &gmean[r], &ginv[r]);
+		CHECK_CLOSE_UNIT("gn y", got, y, m, 1e-5);
+		CHECK_CLOSE("gn mean", gmean, mean, rows, 1e-5);
+		CHECK_CLOSE("gn invstd", ginv, inv, rows, 1e-5);
+		/* channel 4 (group 1's second) of sample 2, by hand: the row's moments, then its own gamma and beta */
+		{
+			const float *in = x + (size_t)(2 * groups + 1) * d;
+			double s = 0, q = 0;
+			for (int j = 0; j < d; j++)
+				s += in[j];
+			s /= d;
+			for (int j = 0; j < d; j++)
+				q += (in[j] - s) * (in[j] - s);
+			double is = 1 / sqrt(q / d + 1e-5), want = (in[hw + 3] - s) * is * (aff ? gamma[4] : 1) + (aff ? beta[4] : 0);
+			CHECK_NEAR(y[(size_t)(2 * groups + 1) * d + hw + 3], want, 1e-5);
+		}
+		memset(dg, 0, c * 4);
+		memset(db, 0, c * 4);
+		memset(gdg, 0, c * 4);
+		memset(gdb, 0, c * 4);
+		kern_groupnorm_bwd(x, g, mean, inv, dy, dx, dg, db, n, groups, cpg, hw);
+		for (int r = 0; r < rows; r++)
+			body_groupnorm_bwd_row(x + (size_t)r * d, g, body_gn_c0(r, groups, cpg), cpg, hw, mean[r], inv[r],
+					       dy + (size_t)r * d, got + (size_t)r * d);
+		CHECK_CLOSE_UNIT("gn dx", got, dx, m, 1e-5);
+		for (int ch = 0; ch < c; ch++)
+			body_gn_param_chan(x, dy, mean, inv, n, groups, cpg, hw, ch, gdg, gdb);
+		CHECK_SAME("gn dgamma", gdg, dg, c);
+		CHECK_SAME("gn dbeta", gdb, db, c);
+	}
+}
+
 /* bn_train_kernel's channel ch, in its order. */
 static void bn_channel(const float *x, const float *gamma, const float *beta, float *y, float *rm, float *rv,
 		       float *sm, float *si, int n, int c, int hw, float eps, float momentum, int ch)
@@ -695,6 +743,7 @@ int main(void)
 	RUN(test_class_losses);
 	RUN(test_argmax);
 	RUN(test_layernorm);
+	RUN(test_groupnorm);
 	RUN(test_batchnorm);
 	RUN(test_embedding);
 	RUN(test_bias_grad);

@@ -625,6 +625,14 @@ static void cu_forward(struct exec *e, int i, int64_t n, bool train)
 				 (float)nd->a.ln.eps);
 		break;
 	}
+	case OP_GROUPNORM: {
+		int ch = (int)nd->a.gn.c, groups = (int)nd->a.gn.groups;
+		float *sm = train ? (float *)(void *)save : (float *)(void *)exec_scratch(e, i);
+		kc_groupnorm_fwd(s, x, nd->a.gn.affine ? exec_param_ptr(e, nd->param0 + 0) : NULL,
+				 nd->a.gn.affine ? exec_param_ptr(e, nd->param0 + 1) : NULL, y, sm, sm + n * groups, (int)n, groups,
+				 ch / groups, (int)(numel(&nd->out) / ch), (float)nd->a.gn.eps);
+		break;
+	}
 	case OP_DROPOUT:
 		if (train) {
 			/* the CPU's stream (layer, micro-batch, rank, step), so masks match */
@@ -768,6 +776,14 @@ static void cu_backward(struct exec *e, int i, int64_t n)
 		kc_layernorm_bwd(s, x, nd->a.ln.affine ? exec_param_ptr(e, nd->param0) : NULL, sm, sm + rows, dy, dx,
 				 nd->a.ln.affine ? exec_grad_ptr(e, nd->param0) : NULL, nd->a.ln.affine ? exec_grad_ptr(e, nd->param0 + 1) : NULL,
 				 rows, (int)row);
+		break;
+	}
+	case OP_GROUPNORM: {
+		int ch = (int)nd->a.gn.c, groups = (int)nd->a.gn.groups;
+		const float *sm = (const float *)(const void *)save;
+		kc_groupnorm_bwd(s, x, nd->a.gn.affine ? exec_param_ptr(e, nd->param0) : NULL, sm, sm + n * groups, dy, dx,
+				 nd->a.gn.affine ? exec_grad_ptr(e, nd->param0) : NULL, nd->a.gn.affine ? exec_grad_ptr(e, nd->param0 + 1) : NULL,
+				 (int)n, groups, ch / groups, (int)(numel(&nd->out) / ch));
 		break;
 	}
 	case OP_DROPOUT: if (dx) kc_dropout_bwd(s, dy, (const uint8_t *)save, dx, out_n, (float)nd->a.drop.p); break;

@@ -425,8 +425,8 @@ BODY_FN float body_ln_out(float x, float mean, float invstd, const float *gamma,
 	return (x - mean) * invstd * g + b;
 }
 
-BODY_FN void body_layernorm_row(const float *in, const float *gamma, const float *beta, float *out, int d, float eps,
-				float *mean_out, float *invstd_out)
+/* a row's mean and invstd, its sums in order */
+BODY_FN void body_ln_moments(const float *in, int d, float eps, float *mean_out, float *invstd_out)
 {
 	double s = 0;
 	float ss = 0;
@@ -435,11 +435,16 @@ BODY_FN void body_layernorm_row(const float *in, const float *gamma, const float
 	float mean = (float)(s / (double)d);
 	for (int j = 0; j < d; j++)
 		ss += (in[j] - mean) * (in[j] - mean);
-	float invstd = body_ln_invstd(ss, d, eps);
-	for (int j = 0; j < d; j++)
-		out[j] = body_ln_out(in[j], mean, invstd, gamma, beta, j);
 	*mean_out = mean;
-	*invstd_out = invstd;
+	*invstd_out = body_ln_invstd(ss, d, eps);
+}
+
+BODY_FN void body_layernorm_row(const float *in, const float *gamma, const float *beta, float *out, int d, float eps,
+				float *mean_out, float *invstd_out)
+{
+	body_ln_moments(in, d, eps, mean_out, invstd_out);
+	for (int j = 0; j < d; j++)
+		out[j] = body_ln_out(in[j], *mean_out, *invstd_out, gamma, beta, j);
 }
 
 /* gamma dy, and its product with xhat: the two sums of the row's dx */
@@ -480,6 +485,59 @@ BODY_FN void body_ln_param_col(const float *x, const float *dy, const float *sav
 		dgamma[j] += (float)sg;
 	if (dbeta)
 		dbeta[j] += (float)sb;
+}
+
+/* ---- group norm (kern_layernorm.c): a sample's group of cpg channels of
+ * hw elements is a layer norm's row of cpg * hw, its affine per channel:
+ * element j of row r scales by gamma[c0 + j / hw], c0 its group's first
+ * channel ---- */
+BODY_FN int body_gn_c0(int64_t r, int groups, int cpg) { return (int)(r % groups) * cpg; }
+
+BODY_FN void body_groupnorm_row(const float *in, const float *gamma, const float *beta, float *out, int c0, int cpg, int hw,
+				float eps, float *mean_out, float *invstd_out)
+{
+	body_ln_moments(in, cpg * hw, eps, mean_out, invstd_out);
+	for (int j = 0; j < cpg * hw; j++)
+		out[j] = body_ln_out(in[j], *mean_out, *invstd_out, gamma, beta, c0 + j / hw);
+}
+
+BODY_FN void body_groupnorm_bwd_row(const float *in, const float *gamma, int c0, int cpg, int hw, float mean, float invstd,
+				    const float *g, float *out)
+{
+	int d = cpg * hw;
+	float a = 0, b = 0;
+	for (int j = 0; j < d; j++) {
+		float gd = body_ln_gd(gamma, g[j], c0 + j / hw);
+		a += gd;
+		b += body_ln_gdx(gd, in[j], mean, invstd);
+	}
+	a /= (float)d;
+	b /= (float)d;
+	for (int j = 0; j < d; j++)
+		out[j] = body_ln_dx(in[j], body_ln_gd(gamma, g[j], c0 + j / hw), mean, invstd, a, b);
+}
+
+/* Channel ch of dgamma and dbeta over n samples of c = groups * cpg
+ * channels: sums over the samples in order, within each over its hw
+ * elements, in double. */
+BODY_FN void body_gn_param_chan(const float *x, const float *dy, const float *save_mean, const float *save_invstd, int n,
+				int groups, int cpg, int hw, int ch, float *dgamma, float *dbeta)
+{
+	int c = groups * cpg;
+	double sg = 0, sb = 0;
+	for (int i = 0; i < n; i++) {
+		int64_t r = (int64_t)i * groups + ch / cpg, at = ((int64_t)i * c + ch) * hw;
+		float mean = save_mean[r], invstd = save_invstd[r];
+		for (int j = 0; j < hw; j++) {
+			float g = dy[at + j];
+			sg += g * (x[at + j] - mean) * invstd;
+			sb += g;
+		}
+	}
+	if (dgamma)
+		dgamma[ch] += (float)sg;
+	if (dbeta)
+		dbeta[ch] += (float)sb;
 }
 
 /* ---- batch norm per channel (kern_batchnorm.c): sums in double over

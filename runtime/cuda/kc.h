@@ -106,6 +106,12 @@ void kc_layernorm_fwd(cudaStream_t s, const float *x, const float *gamma, const 
 		      float *save_invstd, int64_t rows, int d, float eps);
 void kc_layernorm_bwd(cudaStream_t s, const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
 		      const float *dy, float *dx, float *dgamma, float *dbeta, int64_t rows, int d);
+/* group norm of n samples of groups * cpg channels of hw elements
+ * (kern_groupnorm_fwd's); save_mean and save_invstd hold n * groups values */
+void kc_groupnorm_fwd(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y, float *save_mean,
+		      float *save_invstd, int n, int groups, int cpg, int hw, float eps);
+void kc_groupnorm_bwd(cudaStream_t s, const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
+		      const float *dy, float *dx, float *dgamma, float *dbeta, int n, int groups, int cpg, int hw);
 
 /* ---- embedding: an id outside [0, vocab) sets *bad to 1 and writes a zero row ---- */
 void kc_embedding_fwd(cudaStream_t s, const int32_t *idx, const float *w, float *y, int64_t n, int vocab, int dim, int32_t *bad);

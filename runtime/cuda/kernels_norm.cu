@@ -116,6 +116,19 @@ void kc_batchnorm2d_bwd(cudaStream_t s, const float *x, const float *gamma, cons
 }
 
 /* ---- layer norm: a warp per row; parameter gradients a thread per column ---- */
+/* A row's mean and invstd, summed by the warp's lanes */
+__device__ void warp_row_moments(const float *in, int d, int lane, float eps, float *mean_out, float *invstd_out)
+{
+	double sum = 0;
+	for (int j = lane; j < d; j += 32)
+		sum += in[j];
+	float mean = (float)(warp_sum(sum) / (double)d), acc = 0;
+	for (int j = lane; j < d; j += 32)
+		acc += (in[j] - mean) * (in[j] - mean);
+	*mean_out = mean;
+	*invstd_out = body_ln_invstd(warp_sum(acc), d, eps);
+}
+
 __global__ void ln_fwd_kernel(const float *x, const float *gamma, const float *beta, float *y, float *save_mean,
 			      float *save_invstd, int64_t rows, int d, float eps)
 {
@@ -123,13 +136,8 @@ __global__ void ln_fwd_kernel(const float *x, const float *gamma, const float *b
 	FOR_EACH_WARP_ROW(r, rows) {
 		const float *in = x + r * d;
 		float *out = y + r * d;
-		double sum = 0;
-		for (int j = lane; j < d; j += 32)
-			sum += in[j];
-		float mean = (float)(warp_sum(sum) / (double)d), acc = 0;
-		for (int j = lane; j < d; j += 32)
-			acc += (in[j] - mean) * (in[j] - mean);
-		float invstd = body_ln_invstd(warp_sum(acc), d, eps);
+		float mean, invstd;
+		warp_row_moments(in, d, lane, eps, &mean, &invstd);
 		for (int j = lane; j < d; j += 32)
 			out[j] = body_ln_out(in[j], mean, invstd, gamma, beta, j);
 		if (lane == 0) {
@@ -182,6 +190,79 @@ void kc_layernorm_bwd(cudaStream_t s, const float *x, const float *gamma, const 
 		ln_param_kernel<<<blocks_for(d), THREADS, 0, s>>>(x, dy, save_mean, save_invstd, dgamma, dbeta, rows, d);
 	if (dx)
 		ln_bwd_dx_kernel<<<warp_blocks_for(rows), THREADS, 0, s>>>(x, gamma, save_mean, save_invstd, dy, dx, rows, d);
+}
+
+/* ---- group norm: a warp per (sample, group) row, as layer norm's;
+ * parameter gradients a thread per channel ---- */
+__global__ void gn_fwd_kernel(const float *x, const float *gamma, const float *beta, float *y, float *save_mean,
+			      float *save_invstd, int64_t rows, int groups, int cpg, int hw, float eps)
+{
+	int lane = threadIdx.x & 31, d = cpg * hw;
+	FOR_EACH_WARP_ROW(r, rows) {
+		const float *in = x + r * d;
+		float *out = y + r * d;
+		int c0 = body_gn_c0(r, groups, cpg);
+		float mean, invstd;
+		warp_row_moments(in, d, lane, eps, &mean, &invstd);
+		for (int j = lane; j < d; j += 32)
+			out[j] = body_ln_out(in[j], mean, invstd, gamma, beta, c0 + j / hw);
+		if (lane == 0) {
+			save_mean[r] = mean;
+			save_invstd[r] = invstd;
+		}
+	}
+}
+
+__global__ void gn_bwd_dx_kernel(const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
+				 const float *dy, float *dx, int64_t rows, int groups, int cpg, int hw)
+{
+	int lane = threadIdx.x & 31, d = cpg * hw;
+	FOR_EACH_WARP_ROW(r, rows) {
+		const float *in = x + r * d, *g = dy + r * d;
+		float *out = dx + r * d, mean = save_mean[r], invstd = save_invstd[r], a = 0, b = 0;
+		int c0 = body_gn_c0(r, groups, cpg);
+		for (int j = lane; j < d; j += 32) {
+			float gd = body_ln_gd(gamma, g[j], c0 + j / hw);
+			a += gd;
+			b += body_ln_gdx(gd, in[j], mean, invstd);
+		}
+		a = warp_sum(a) / (float)d;
+		b = warp_sum(b) / (float)d;
+		__syncwarp(); /* dx may be dy: every lane has read its g[j] */
+		for (int j = lane; j < d; j += 32)
+			out[j] = body_ln_dx(in[j], body_ln_gd(gamma, g[j], c0 + j / hw), mean, invstd, a, b);
+	}
+}
+
+__global__ void gn_param_kernel(const float *x, const float *dy, const float *save_mean, const float *save_invstd,
+				float *dgamma, float *dbeta, int n, int groups, int cpg, int hw)
+{
+	FOR_EACH(ch, (int64_t)groups * cpg)
+		body_gn_param_chan(x, dy, save_mean, save_invstd, n, groups, cpg, hw, (int)ch, dgamma, dbeta);
+}
+
+void kc_groupnorm_fwd(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y, float *save_mean,
+		      float *save_invstd, int n, int groups, int cpg, int hw, float eps)
+{
+	int64_t rows = (int64_t)n * groups;
+	if (rows > 0 && cpg > 0 && hw > 0)
+		gn_fwd_kernel<<<warp_blocks_for(rows), THREADS, 0, s>>>(x, gamma, beta, y, save_mean, save_invstd, rows, groups, cpg,
+									 hw, eps);
+}
+
+void kc_groupnorm_bwd(cudaStream_t s, const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
+		      const float *dy, float *dx, float *dgamma, float *dbeta, int n, int groups, int cpg, int hw)
+{
+	int64_t rows = (int64_t)n * groups;
+	if (rows <= 0 || cpg <= 0 || hw <= 0)
+		return;
+	/* parameter gradients first: dx may overwrite dy */
+	if (dgamma || dbeta)
+		gn_param_kernel<<<blocks_for((int64_t)groups * cpg), THREADS, 0, s>>>(x, dy, save_mean, save_invstd, dgamma, dbeta, n,
+										      groups, cpg, hw);
+	if (dx)
+		gn_bwd_dx_kernel<<<warp_blocks_for(rows), THREADS, 0, s>>>(x, gamma, save_mean, save_invstd, dy, dx, rows, groups,
+									    cpg, hw);
 }
 
 /* ---- embedding ---- */

@@ -6,7 +6,7 @@
 # losses, test set loss and final weights and buffers within 1e-6, on the
 # CPU and, where CUDA was configured, through the GPU library on the host.
 # The reference values and files come from tests/golden/norm_eps0_torch.py.
-# Where eps=0 gives NaN (a layer norm row whose values are all equal; in
+# Where eps=0 gives NaN (a layer or group norm row whose values are all equal; in
 # evaluation, a running_var of 0) a training step stops the run saying
 # why, and an evaluation prints nan with a warning.  print shows eps (and
 # momentum) as written, as PyTorch's repr does; a negative eps is refused
@@ -41,6 +41,16 @@ rc=$?
 grep -qF "trainc: the loss is NaN at step 1 (epoch 1); the first non-finite output is ln's" "$tmp/out" &&
 	grep -qF "trainc: ln has eps=0, so a row whose values are all equal normalises to NaN, as in PyTorch; give it an eps above 0" "$tmp/out" ||
 	{ fail "a NaN from layernorm(eps=0) is not reported as such:"; sed 's/^/    /' "$tmp/out"; }
+
+# a group norm of one channel of one value per group: NaN alike
+printf 'model M {\n    input(1, 28, 28)\n    avgpool2d(28)\n    flatten\n    gn = groupnorm(1, eps=0)\n    linear(10)\n}\n' > "$tmp/gn.net"
+printf 'train { loss = cross_entropy; optimizer = sgd(lr=0.1); batch = 8; steps = 2 }\n' >> "$tmp/gn.net"
+# shellcheck disable=SC2086 # $data is two --set arguments
+"$TRAINC" "$tmp/gn.net" $data --run-dir "$tmp/gn" > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -qF "trainc: the loss is NaN at step 1 (epoch 1); the first non-finite output is gn's" "$tmp/out" &&
+	grep -qF "trainc: gn has eps=0, so a group of channels whose values are all equal normalises to NaN, as in PyTorch; give it an eps above 0" "$tmp/out" ||
+	{ fail "a NaN from groupnorm(eps=0): exit $rc:"; sed 's/^/    /' "$tmp/out"; }
 
 # dropout(p=1) zeroes a batch norm's channel in training: it gives its bias
 # and, at momentum 1, a running_var of 0, so evaluation gives NaN (PyTorch

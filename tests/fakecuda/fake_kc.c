@@ -417,6 +417,30 @@ static void host_layernorm_bwd(cudaStream_t s, const float *x, const float *gamm
 		body_layernorm_bwd_row(x + r * d, gamma, save_mean[r], save_invstd[r], dy + r * d, dx + r * d, d);
 }
 
+/* ---- group norm: body.h's rows ---- */
+static void host_groupnorm_fwd(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y, float *save_mean,
+			       float *save_invstd, int n, int groups, int cpg, int hw, float eps)
+{
+	int64_t d = (int64_t)cpg * hw;
+	for (int64_t r = 0; d > 0 && r < (int64_t)n * groups; r++)
+		body_groupnorm_row(x + r * d, gamma, beta, y + r * d, body_gn_c0(r, groups, cpg), cpg, hw, eps, &save_mean[r],
+				   &save_invstd[r]);
+}
+
+static void host_groupnorm_bwd(cudaStream_t s, const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
+			       const float *dy, float *dx, float *dgamma, float *dbeta, int n, int groups, int cpg, int hw)
+{
+	int64_t d = (int64_t)cpg * hw;
+	if (n <= 0 || d <= 0)
+		return;
+	/* parameter gradients first: dx may overwrite dy */
+	for (int ch = 0; (dgamma || dbeta) && ch < groups * cpg; ch++)
+		body_gn_param_chan(x, dy, save_mean, save_invstd, n, groups, cpg, hw, ch, dgamma, dbeta);
+	for (int64_t r = 0; dx && r < (int64_t)n * groups; r++)
+		body_groupnorm_bwd_row(x + r * d, gamma, body_gn_c0(r, groups, cpg), cpg, hw, save_mean[r], save_invstd[r], dy + r * d,
+				       dx + r * d);
+}
+
 /* ---- embedding ---- */
 static void host_embedding_fwd(cudaStream_t s, const int32_t *idx, const float *w, float *y, int64_t n, int vocab, int dim, int32_t *bad)
 {
@@ -833,6 +857,13 @@ WRAP(layernorm_fwd, L_layernorm_fwd)
 	X(const float *, save_invstd) X(const float *, dy) X(float *, dx) X(float *, dgamma) X(float *, dbeta) \
 	X(int64_t, rows) X(int, d)
 WRAP(layernorm_bwd, L_layernorm_bwd)
+#define L_groupnorm_fwd(X) X(const float *, x) X(const float *, gamma) X(const float *, beta) X(float *, y) \
+	X(float *, save_mean) X(float *, save_invstd) X(int, n) X(int, groups) X(int, cpg) X(int, hw) X(float, eps)
+WRAP(groupnorm_fwd, L_groupnorm_fwd)
+#define L_groupnorm_bwd(X) X(const float *, x) X(const float *, gamma) X(const float *, save_mean) \
+	X(const float *, save_invstd) X(const float *, dy) X(float *, dx) X(float *, dgamma) X(float *, dbeta) \
+	X(int, n) X(int, groups) X(int, cpg) X(int, hw)
+WRAP(groupnorm_bwd, L_groupnorm_bwd)
 #define L_embedding_fwd(X) X(const int32_t *, idx) X(const float *, w) X(float *, y) X(int64_t, n) \
 	X(int, vocab) X(int, dim) X(int32_t *, bad)
 WRAP(embedding_fwd, L_embedding_fwd)

@@ -52,7 +52,9 @@ enum dtype { DT_F32, DT_I64, DT_BF16, DT_F16 };
  * over (channels, length) at a height of 1 (as ATen computes them); unflatten is flatten's view the other way, identity
  * its view of nothing (dimensions 1..1 merged);
  * dropout1d (VAR_1D) and dropout2d (VAR_2D) are dropout drawing once per
- * channel of a (C, L) or (C, H, W) sample. */
+ * channel of a (C, L) or (C, H, W) sample; instancenorm1d and
+ * instancenorm2d (VAR_1D, VAR_2D) are groupnorm of a group per channel of
+ * a (C, L) or (C, H, W) sample. */
 enum variant { VAR_NONE, VAR_1D, VAR_2D, VAR_UNFLATTEN, VAR_IDENTITY };
 
 /* (channels, height, width) of a per-sample shape a 2-D layer reads or
@@ -117,7 +119,7 @@ struct node {
 		struct { int64_t c; double eps, momentum; bool affine, track; struct int_form eps_form, momentum_form; } bn; /* batchnorm1d and batchnorm2d */
 		struct { int nd; int64_t d[SHAPE_MAX]; double eps; bool affine; struct int_form eps_form; } ln;
 		/* groupnorm: groups of c/groups channels, each normalised over its channels' elements */
-		struct { int64_t groups, c; double eps; bool affine; struct int_form eps_form; } gn;
+		struct { int64_t groups, c; double eps, momentum; bool affine; struct int_form eps_form, momentum_form; } gn;
 		struct { int64_t num, dim, padding_idx; } emb; /* padding_idx -1: none */
 		struct { double p; struct int_form p_form; } drop;
 		struct { int dim, written; } softmax; /* per-sample dimension index, 0-based; the dim as written */

@@ -75,6 +75,8 @@ static const struct {
 	{ OP_FLATTEN, VAR_IDENTITY, { "identity", "Identity" } },
 	{ OP_DROPOUT, VAR_1D, { "dropout1d", "Dropout1d" } },
 	{ OP_DROPOUT, VAR_2D, { "dropout2d", "Dropout2d" } },
+	{ OP_GROUPNORM, VAR_1D, { "instancenorm1d", "InstanceNorm1d" } },
+	{ OP_GROUPNORM, VAR_2D, { "instancenorm2d", "InstanceNorm2d" } },
 };
 enum { N_VARIANTS = sizeof op_variants / sizeof op_variants[0] };
 
@@ -626,9 +628,37 @@ bool op_configure(struct diag *d, struct node *n, const struct val *call)
 		return !s[2] || val_bool(d, s[2], "affine", &n->a.ln.affine);
 	}
 	case OP_GROUPNORM: {
+		n->a.gn.eps = 1e-5;
+		n->a.gn.momentum = 0.1;
+		if (n->variant != VAR_NONE) {
+			/* InstanceNorm1d/2d: a group per channel (the channels known
+			 * once the input's shape is), no affine parameters unless asked */
+			npos = 1;
+			BIND("channels", "eps", "momentum", "affine", "track_running_stats");
+			if (s[0] && !get_int(d, s[0], "channels", &n->a.gn.c, 1))
+				return false;
+			n->in_arg = s[0];
+			if (s[1] && !get_eps(d, s[1], &n->a.gn.eps, &n->a.gn.eps_form))
+				return false;
+			if (s[2] && !val_num(d, s[2], "momentum", &n->a.gn.momentum))
+				return false;
+			n->a.gn.momentum_form = int_form(s[2]);
+			if (s[3] && !val_bool(d, s[3], "affine", &n->a.gn.affine))
+				return false;
+			bool track = false;
+			if (s[4] && !val_bool(d, s[4], "track_running_stats", &track))
+				return false;
+			if (track) {
+				diag_error(d, s[4]->loc, "trainc's %s keeps no running statistics: it normalises each sample by its own, "
+					   "in training and in evaluation (PyTorch's default, track_running_stats=False); leave "
+					   "track_running_stats out, or use batchnorm%s for statistics kept across batches",
+					   callee, n->variant == VAR_1D ? "1d" : "2d");
+				return false;
+			}
+			return true;
+		}
 		npos = 2;
 		BIND("groups", "channels", "eps", "affine");
-		n->a.gn.eps = 1e-5;
 		n->a.gn.affine = true;
 		if (!s[0])
 			return missing(d, call, callee, "a number of groups: groupnorm(groups) or groupnorm(groups, channels)");
@@ -1148,10 +1178,13 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 		}
 		return true;
 	case OP_GROUPNORM:
-		/* GroupNorm takes (N, C, *): per sample the channels first */
-		if (in.rank < 1) {
-			diag_error(d, n->loc, "%s expects (channels, ...) input per sample, but the layer before it gives %s", n->what,
-				   shape_str(&in, b1, sizeof b1));
+		/* GroupNorm takes (N, C, *): per sample the channels first;
+		 * InstanceNorm1d (N, C, L) and InstanceNorm2d (N, C, H, W) */
+		if (n->variant != VAR_NONE && in.rank != (n->variant == VAR_1D ? 2 : 3)) {
+			diag_error(d, n->loc, "%s expects %s input per sample, but the layer before it gives %s%s", n->what,
+				   n->variant == VAR_1D ? "(channels, length)" : "(channels, height, width)", shape_str(&in, b1, sizeof b1),
+				   n->variant == VAR_1D && in.rank == 3 ? "; instancenorm2d takes (channels, height, width)"
+				   : n->variant == VAR_2D && in.rank == 2 ? "; instancenorm1d takes (channels, length)" : "");
 			return false;
 		}
 		if (n->a.gn.c && n->a.gn.c != in.d[0]) {
@@ -1161,6 +1194,8 @@ bool op_infer(struct diag *d, struct node *n, const struct node *prev, const str
 			return false;
 		}
 		n->a.gn.c = in.d[0];
+		if (n->variant != VAR_NONE)
+			n->a.gn.groups = n->a.gn.c;
 		if (n->a.gn.c % n->a.gn.groups != 0) {
 			diag_error(d, n->loc, "%s splits %" PRId64 " channels into %" PRId64 " groups, which does not divide them; give a "
 				   "number of groups that divides the channels", n->what, n->a.gn.c, n->a.gn.groups);
@@ -1487,8 +1522,13 @@ void op_describe(const struct node *n, char *buf, int len)
 		return;
 	}
 	case OP_GROUPNORM:
-		snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ", eps=%s, affine=%s)", t, n->a.gn.groups, n->a.gn.c,
-			 pynum(n->a.gn.eps, n->a.gn.eps_form, f1, sizeof f1), pybool(n->a.gn.affine));
+		if (n->variant != VAR_NONE)
+			snprintf(buf, l, "%s(%" PRId64 ", eps=%s, momentum=%s, affine=%s, track_running_stats=False)", t, n->a.gn.c,
+				 pynum(n->a.gn.eps, n->a.gn.eps_form, f1, sizeof f1),
+				 pynum(n->a.gn.momentum, n->a.gn.momentum_form, f2, sizeof f2), pybool(n->a.gn.affine));
+		else
+			snprintf(buf, l, "%s(%" PRId64 ", %" PRId64 ", eps=%s, affine=%s)", t, n->a.gn.groups, n->a.gn.c,
+				 pynum(n->a.gn.eps, n->a.gn.eps_form, f1, sizeof f1), pybool(n->a.gn.affine));
 		return;
 	case OP_EMBEDDING:
 		if (n->a.emb.padding_idx >= 0)

@@ -526,8 +526,8 @@ static const char *eps0_note(const struct node *nd, bool eval, char *buf, size_t
 		snprintf(buf, n, "%s has eps=0, so a row whose values are all equal normalises to NaN, as in PyTorch; "
 			 "give it an eps above 0", nd->what);
 	else if (nd->op == OP_GROUPNORM && nd->a.gn.eps == 0)
-		snprintf(buf, n, "%s has eps=0, so a group of channels whose values are all equal normalises to NaN, as in PyTorch; "
-			 "give it an eps above 0", nd->what);
+		snprintf(buf, n, "%s has eps=0, so a %s whose values are all equal normalises to NaN, as in PyTorch; give it an eps "
+			 "above 0", nd->what, nd->variant != VAR_NONE ? "sample's channel" : "group of channels");
 	else if (eval && (nd->op == OP_BATCHNORM1D || nd->op == OP_BATCHNORM2D) && nd->a.bn.eps == 0 && nd->a.bn.track)
 		snprintf(buf, n, "%s has eps=0, so in evaluation a channel whose running_var is 0 normalises to NaN, as in "
 			 "PyTorch; give it an eps above 0", nd->what);

@@ -10,7 +10,10 @@ hang_net=${FAULT_HANG_NET:-models/fashion_mnist_ddp.net}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 net=tests/cli/nets/mlp_mse.net
-long="--set train.steps=100000000 --set train.log_interval=100000"
+# runs that last until stopped: 10^7 steps (the GPU trainer's per-step rate
+# and loss tables are 160 MB a rank at that, set up in well under the
+# hung job's 3 s timeout even on a loaded machine; 10^8 took 2 s a rank)
+long="--set train.steps=10000000 --set train.log_interval=100000"
 
 rank_pid() { # rank_pid LAUNCHER RANK
 	for c in $(pgrep -P "$1"); do

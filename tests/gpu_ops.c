@@ -146,7 +146,7 @@ static void check_optimizers(const char *name, struct exec *c, struct exec *g)
 		cudaDeviceSynchronize();
 		for (int64_t s = 1; s <= steps; s++) {
 			optim_step(&cfg, sv, pc, c->grads, n, s, lrv[s - 1]);
-			kc_optim_prepare(cuda_stream(g), cfg, lr, step, coef);
+			kc_optim_prepare(cuda_stream(g), cfg, lr, steps, step, coef);
 			kc_optim_apply(cuda_stream(g), cfg, coef, pg, gg, sg, n, n);
 		}
 		cudaStreamSynchronize(cuda_stream(g));

@@ -172,8 +172,9 @@ void kc_record(cudaStream_t s, const double *v, double *hist, const int64_t *cou
  * where the compilers agree on fma contraction. ---- */
 /* Room for the coefficients of one step (struct optim_coef of optim_elem.h). */
 enum { KC_OPTIM_COEF_BYTES = 256 };
-/* *step += 1; coef := the coefficients of step *step with lr lr_table[*step - 1]. */
-void kc_optim_prepare(cudaStream_t s, struct optim_cfg cfg, const double *lr_table, int64_t *step, void *coef);
+/* *step += 1; coef := the coefficients of step *step with lr
+ * lr_table[(*step - 1) % period] (a table of period steps, an epoch's). */
+void kc_optim_prepare(cudaStream_t s, struct optim_cfg cfg, const double *lr_table, int64_t period, int64_t *step, void *coef);
 /* One update of n elements with the coefficients kc_optim_prepare wrote;
  * state planes as optim.h's optim_state_view (plane_stride elements apart). */
 void kc_optim_apply(cudaStream_t s, struct optim_cfg cfg, const void *coef, float *param, const float *grad, float *state,

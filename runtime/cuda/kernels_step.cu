@@ -57,11 +57,12 @@ void kc_record(cudaStream_t s, const double *v, double *hist, const int64_t *cou
 /* ---- optimizer ---- */
 struct planes { float *p[3]; }; /* optim_elem_apply's planes, by value */
 
-__global__ void optim_prepare_kernel(struct optim_cfg cfg, const double *lr_table, int64_t *step, struct optim_coef *coef)
+__global__ void optim_prepare_kernel(struct optim_cfg cfg, const double *lr_table, int64_t period, int64_t *step,
+				     struct optim_coef *coef)
 {
 	int64_t t = *step + 1;
 	*step = t;
-	*coef = optim_coef_of(&cfg, t, lr_table[t - 1]);
+	*coef = optim_coef_of(&cfg, t, lr_table[(t - 1) % period]);
 }
 
 __global__ void optim_apply_kernel(const struct optim_coef *coef, float *param, const float *grad, struct planes pl, int64_t n)
@@ -103,9 +104,10 @@ __global__ void clip_kernel(float *g, int64_t n, const double *sumsq, double max
 	FOR_EACH(i, n) g[i] *= coef;
 }
 
-void kc_optim_prepare(cudaStream_t s, struct optim_cfg cfg, const double *lr_table, int64_t *step, void *coef)
+void kc_optim_prepare(cudaStream_t s, struct optim_cfg cfg, const double *lr_table, int64_t period, int64_t *step, void *coef)
 {
-	optim_prepare_kernel<<<1, 1, 0, s>>>(cfg, lr_table, step, (struct optim_coef *)coef);
+	assert(period > 0);
+	optim_prepare_kernel<<<1, 1, 0, s>>>(cfg, lr_table, period, step, (struct optim_coef *)coef);
 }
 
 void kc_optim_apply(cudaStream_t s, struct optim_cfg cfg, const void *coef, float *param, const float *grad, float *state,

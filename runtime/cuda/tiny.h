@@ -313,7 +313,7 @@ TINY_FN void tiny_run(int tid, int nt, const struct tiny_prog *P, double *sh, st
 		TINY_SYNC();
 	}
 	if (tid == 0)
-		*coef = optim_coef_of(&P->cfg, *P->step + 1, P->lr_table[*P->step]);
+		*coef = optim_coef_of(&P->cfg, *P->step + 1, P->lr_table[*P->step % P->cap]);
 	TINY_SYNC();
 	for (int64_t i = tid; i < P->trainable; i += nt)
 		optim_elem_apply(coef, P->params, P->grads, P->planes, i);

@@ -211,7 +211,7 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 		}
 	}
 	cuda_join(e);
-	kc_optim_prepare(s, t->oc, t->lr_table, &w->step, w->coef);
+	kc_optim_prepare(s, t->oc, t->lr_table, t->steps_per_epoch, &w->step, w->coef);
 	cuda_fork(e);
 	for (int i = 0; t->sharded && i < t->fsdp.nseg; i++) {
 		const struct fsdp_segment *sg = &t->fsdp.seg[i];
@@ -229,7 +229,7 @@ static int issue_step(struct gt *t, const int64_t *sizes, int count)
 	}
 	CK(t, cudaSetDevice(t->base));
 	cuda_join(e);
-	kc_record(s, &w->step_loss, t->hist, &w->step, t->total_steps);
+	kc_record(s, &w->step_loss, t->hist, &w->step, t->steps_per_epoch);
 	const char *ce = cuda_error(e);
 	if (ce)
 		return util_fail(t->err, sizeof t->err, "%s", ce);
@@ -349,21 +349,26 @@ static int evaluate(struct gt *t)
 
 /* ---- setup ---- */
 
-/* The rate of every step from `from` on into the device's table, which
- * the captured step reads at its step word: the schedule's, or
- * reduce_on_plateau's as it stands (rewritten when a plateau lowers it;
- * the host has waited for the steps before, at the evaluation). */
+/* The rate of each step from `from` to its epoch's end into the device's
+ * table of an epoch's steps (step k at k % steps_per_epoch), which the
+ * captured step reads at its step word: the schedule's, or
+ * reduce_on_plateau's as it stands.  Written at each epoch's start (and
+ * when a plateau lowers the rate), in the compute stream's order, so the
+ * last epoch's steps have read theirs first. */
 static int put_lr_table(struct gt *t, int64_t from)
 {
-	int64_t n = t->total_steps - from;
+	int64_t spe = t->steps_per_epoch, end = (from / spe + 1) * spe;
+	if (end > t->total_steps)
+		end = t->total_steps;
+	int64_t n = end - from;
 	if (n <= 0)
 		return 0;
 	double *lr = malloc((size_t)n * sizeof *lr);
 	if (!lr)
 		return util_fail(t->err, sizeof t->err, "out of memory");
-	for (int64_t k = from; k < t->total_steps; k++)
-		lr[k - from] = train_lr(t->p, &t->sc, &t->at, k / t->steps_per_epoch, k);
-	int rc = tg_put(t, t->lr_table + from, lr, (size_t)n * sizeof *lr);
+	for (int64_t k = from; k < end; k++)
+		lr[k - from] = train_lr(t->p, &t->sc, &t->at, k / spe, k);
+	int rc = tg_put(t, t->lr_table + from % spe, lr, (size_t)n * sizeof *lr);
 	free(lr);
 	return rc;
 }
@@ -524,7 +529,10 @@ static int setup(struct gt *t)
 		t->epochs_total = (int)((tr->steps + spe - 1) / spe);
 	t->total_steps = spe * t->epochs_total;
 	t->steps_per_epoch = spe;
-	CK(t, cudaMalloc((void **)&t->hist, (size_t)t->total_steps * sizeof *t->hist));
+	/* each step's loss, and below its rate, in tables of an epoch's steps
+	 * (step k at k % spe): the host reads the losses back by the epoch's
+	 * end at the latest, and writes the next epoch's rates in stream order */
+	CK(t, cudaMalloc((void **)&t->hist, (size_t)spe * sizeof *t->hist));
 	/* data on the device */
 	if (tg_upload(t, &t->train, &t->dtrain) != 0 || (t->has_test && tg_upload(t, &t->test, &t->dtest) != 0))
 		return -1;
@@ -586,8 +594,8 @@ static int setup(struct gt *t)
 		t->oc.momentum_table = t->momentum_table;
 	}
 	/* the schedule's rates, or the rate the checkpoint's plateau reached */
-	CK(t, cudaMalloc((void **)&t->lr_table, (size_t)t->total_steps * sizeof *t->lr_table));
-	if (put_lr_table(t, 0) != 0)
+	CK(t, cudaMalloc((void **)&t->lr_table, (size_t)spe * sizeof *t->lr_table));
+	if (put_lr_table(t, t->at.step) != 0)
 		return -1;
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, t->o->run_dir, p, t->o->version, t->o->argc, t->o->argv, 0, t->err, sizeof t->err) != 0)
@@ -642,7 +650,7 @@ static int setup(struct gt *t)
 		h->data_x = t->dtrain.x, h->data_y = t->dtrain.y, h->xw = t->dtrain.xw, h->yw = t->dtrain.yw;
 		h->order = t->order, h->pos = &t->w->pos, h->ybuf = t->ybuf;
 		h->step_loss = &t->w->step_loss, h->bad_target = &cuda_dev_words(&t->e)->bad_target;
-		h->cfg = t->oc, h->lr_table = t->lr_table, h->step = &t->w->step, h->hist = t->hist, h->cap = t->total_steps;
+		h->cfg = t->oc, h->lr_table = t->lr_table, h->step = &t->w->step, h->hist = t->hist, h->cap = t->steps_per_epoch;
 		tiny_build(h, &t->e, t->micro, cuda_loss_weights(&t->e));
 		t->tiny = h; /* each launch copies it into the kernel's parameters */
 	}
@@ -690,7 +698,8 @@ static int read_losses(struct gt *t, int64_t last_samples, double *last, double 
 	double *h = malloc((size_t)n * sizeof *h);
 	if (!h)
 		return util_fail(t->err, sizeof t->err, "out of memory");
-	if (tg_get(t, h, t->hist + t->read_step, (size_t)n * sizeof *h) != 0) {
+	/* steps of one epoch, read by its end: a run of the table */
+	if (tg_get(t, h, t->hist + t->read_step % t->steps_per_epoch, (size_t)n * sizeof *h) != 0) {
 		free(h);
 		return -1;
 	}
@@ -775,7 +784,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	const struct plan *p = t->p;
 	const struct plan_train *tr = &p->train;
 	int64_t nb = t->smp.num_batches, B = t->micro;
-	if (tg_set_epoch(t, t->at.epoch) != 0)
+	if (tg_set_epoch(t, t->at.epoch) != 0 || put_lr_table(t, t->at.step) != 0)
 		return -1;
 	double te = util_now();
 	int64_t seen = 0, graph_steps = 0;

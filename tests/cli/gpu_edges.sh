@@ -12,6 +12,9 @@
 # - an NCCL that answers ncclInProgress before each call settles
 #   (TRAINC_FAKE_NCCL_PENDING=3), as a non-blocking communicator may:
 #   two ranks train as without it, bit for bit;
+# - the rate and loss tables of an epoch's steps: a per-step schedule
+#   over three epochs, in each of the GPU trainer's step forms, and
+#   resumed inside an epoch, trains and logs as the CPU does;
 # - communicators whose initialisation never finishes
 #   (TRAINC_FAKE_NCCL_PENDING=stuck): every rank waits for the others
 #   there, and the launcher stops the job at parallel.timeout as hung
@@ -26,7 +29,8 @@ export TRAINC_PLAIN=1
 stcmp=build/tests/stcmp
 
 # run TAG LIB ARGS...: trainc over LIB (cpu: the CPU trainer, one thread),
-# weights in $tmp/TAG.safetensors, output in $tmp/TAG.log; its exit status
+# weights in $tmp/TAG.safetensors (checkpoints in SAVE, where set), output
+# in $tmp/TAG.log; its exit status
 run() {
 	run_tag=$1 run_lib=$2
 	shift 2
@@ -36,7 +40,7 @@ run() {
 		set -- --gpus "${GPUS:-1}" "$@"
 	fi
 	TRAINC_CUDA_LIB=$(pwd)/build/tests/trainc-$run_lib.so "$TRAINC" "$@" --run-dir "$tmp/run-$run_tag" \
-		--save "$tmp/$run_tag.safetensors" > "$tmp/$run_tag.log" 2>&1
+		--save "${SAVE:-$tmp/$run_tag.safetensors}" > "$tmp/$run_tag.log" 2>&1
 }
 # ok TAG ARGS...: run TAG ARGS, which must succeed
 ok() {
@@ -62,6 +66,41 @@ for lib in fakecuda kemu; do
 	same big-$lib big-cpu 1e-6 "$lib: a training set copied in per batch = CPU"
 done
 [ $failed = 0 ] && echo "ok batch norm on the input and a training set too large for the GPU train as on the CPU"
+
+# the rate and loss tables hold an epoch's steps (step k at k % 4 here):
+# 12 steps of a per-step cosine schedule with restarts, in the one-kernel
+# step, layer by layer and without the graph, and resumed inside the
+# second epoch, train as the CPU does, each step's logged loss the CPU's
+lr='train.scheduler=cosine_warm_restarts(t_0=3, t_mult=2, eta_min=1e-4, every="step")'
+sched="--set train.batch=5 --set train.steps=12 --set train.log_interval=1 --set train.optimizer=sgd(lr=0.05)"
+# shellcheck disable=SC2086
+ok sch-cpu cpu models/toy.net $sched --set "$lr"
+losses() { sed -n 's/.*"kind": "step".*"loss": \([^,]*\),.*/\1/p' "$tmp/run-$1/metrics.jsonl" | tr '\n' ' '; }
+# near A B: the step losses of runs A and B agree within 1e-6 relative, 12 each
+near() {
+	echo "$(losses "$1")|$(losses "$2")" | awk -F'|' '{ n = split($1, a, " "); m = split($2, b, " "); if (n != 12 || m != 12) exit 1
+		for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-6 * b[i]) exit 1 } }'
+}
+for lib in fakecuda kemu; do
+	[ -f build/tests/trainc-$lib.so ] || continue
+	# shellcheck disable=SC2086
+	ok sch-$lib-tiny $lib models/toy.net $sched --set "$lr"
+	# shellcheck disable=SC2086
+	TRAINC_CUDA_TINY=0 ok sch-$lib-layers $lib models/toy.net $sched --set "$lr"
+	# shellcheck disable=SC2086
+	TRAINC_CUDA_GRAPH=0 ok sch-$lib-eager $lib models/toy.net $sched --set "$lr"
+	for how in tiny layers eager; do
+		same sch-$lib-$how sch-cpu 1e-6 "$lib ($how): 12 steps of a per-step schedule over 3 epochs = CPU"
+		near sch-$lib-$how sch-cpu || fail "$lib ($how): step losses $(losses sch-$lib-$how), CPU $(losses sch-cpu)"
+	done
+	# shellcheck disable=SC2086
+	SAVE=$tmp/sch-ck-$lib ok sch-a-$lib $lib models/toy.net $sched --set "$lr" --set train.steps=6
+	# shellcheck disable=SC2086
+	ok sch-b-$lib $lib models/toy.net $sched --set "$lr" --resume "$tmp/sch-ck-$lib"
+	grep -q 'Resumed from .* at step 6' "$tmp/sch-b-$lib.log" || fail "$lib: the schedule's run did not resume at step 6"
+	same sch-b-$lib sch-cpu 1e-6 "$lib: resumed inside an epoch = CPU's uninterrupted run"
+done
+[ $failed = 0 ] && echo "ok a per-step schedule over several epochs, from tables of an epoch's steps, trains as on the CPU"
 
 TRAINC_FAKE_GPU_MIB=20 run small fakecuda models/toy.net
 rc=$?

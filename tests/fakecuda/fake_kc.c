@@ -678,11 +678,13 @@ static void host_record(cudaStream_t s, const double *v, double *hist, const int
 }
 
 /* ---- optimizer; coef is copied, as it is raw bytes of the caller's ---- */
-static void host_optim_prepare(cudaStream_t s, struct optim_cfg cfg, const double *lr_table, int64_t *step, void *coef)
+static void host_optim_prepare(cudaStream_t s, struct optim_cfg cfg, const double *lr_table, int64_t period, int64_t *step,
+			       void *coef)
 {
+	assert(period > 0);
 	int64_t t = *step + 1;
 	*step = t;
-	struct optim_coef k = optim_coef_of(&cfg, t, lr_table[t - 1]);
+	struct optim_coef k = optim_coef_of(&cfg, t, lr_table[(t - 1) % period]);
 	memcpy(coef, &k, sizeof k);
 }
 
@@ -904,7 +906,7 @@ WRAP(add_i64, L_add_i64)
 WRAP(f64_axpy, L_f64_axpy)
 #define L_record(X) X(const double *, v) X(double *, hist) X(const int64_t *, counter) X(int64_t, cap)
 WRAP(record, L_record)
-#define L_optim_prepare(X) X(struct optim_cfg, cfg) X(const double *, lr_table) X(int64_t *, step) X(void *, coef)
+#define L_optim_prepare(X) X(struct optim_cfg, cfg) X(const double *, lr_table) X(int64_t, period) X(int64_t *, step) X(void *, coef)
 WRAP(optim_prepare, L_optim_prepare)
 #define L_optim_apply(X) X(struct optim_cfg, cfg) X(const void *, coef) X(float *, param) \
 	X(const float *, grad) X(float *, state) X(int64_t, plane_stride) X(int64_t, n)

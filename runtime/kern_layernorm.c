@@ -31,6 +31,27 @@ static inline void row_moments(const float *restrict in, int d, float eps, float
 	*invstd_out = 1.0f / sqrtf(ss / (float)d + eps);
 }
 
+/* A row's dx from its dy (g; out may be g), the row's gamma at c0 + j / hw
+ * for element j (a layer norm's: c0 0, hw 1). */
+static inline void row_bwd(const float *in, const float *g, float *out, int d, float mean, float invstd, const float *gamma,
+			   int c0, int hw)
+{
+	float a = 0, b = 0;
+	/* a = Σ gamma dy, b = Σ gamma dy xhat */
+	#pragma omp simd reduction(+:a, b)
+	for (int j = 0; j < d; j++) {
+		float gd = gamma ? gamma[c0 + j / hw] * g[j] : g[j];
+		a += gd;
+		b += gd * (in[j] - mean) * invstd;
+	}
+	a /= (float)d;
+	b /= (float)d;
+	for (int j = 0; j < d; j++) {
+		float gd = gamma ? gamma[c0 + j / hw] * g[j] : g[j];
+		out[j] = invstd * (gd - a - (in[j] - mean) * invstd * b);
+	}
+}
+
 void kern_layernorm_fwd(const float *x, const float *gamma, const float *beta, float *y,
 			float *save_mean, float *save_invstd, int rows, int d, float eps)
 {
@@ -55,24 +76,8 @@ void kern_layernorm_bwd(const float *x, const float *gamma, const float *save_me
 {
 	if (dx) {
 		#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
-		for (int r = 0; r < rows; r++) {
-			const float *restrict in = x + (size_t)r * d, *restrict g = dy + (size_t)r * d;
-			float *restrict out = dx + (size_t)r * d;
-			float mean = save_mean[r], invstd = save_invstd[r], a = 0, b = 0;
-			/* a = Σ gamma dy, b = Σ gamma dy xhat */
-			#pragma omp simd reduction(+:a, b)
-			for (int j = 0; j < d; j++) {
-				float gd = gamma ? gamma[j] * g[j] : g[j];
-				a += gd;
-				b += gd * (in[j] - mean) * invstd;
-			}
-			a /= (float)d;
-			b /= (float)d;
-			for (int j = 0; j < d; j++) {
-				float gd = gamma ? gamma[j] * g[j] : g[j];
-				out[j] = invstd * (gd - a - (in[j] - mean) * invstd * b);
-			}
-		}
+		for (int r = 0; r < rows; r++)
+			row_bwd(x + (size_t)r * d, dy + (size_t)r * d, dx + (size_t)r * d, d, save_mean[r], save_invstd[r], gamma, 0, 1);
 	}
 	if (!dgamma && !dbeta)
 		return;
@@ -147,22 +152,7 @@ void kern_groupnorm_bwd(const float *x, const float *gamma, const float *save_me
 	if (!dx)
 		return;
 	#pragma omp parallel for schedule(static) if ((size_t)rows * d > PAR_MIN)
-	for (int r = 0; r < rows; r++) {
-		const float *in = x + (size_t)r * d, *g = dy + (size_t)r * d;
-		float *out = dx + (size_t)r * d;
-		float mean = save_mean[r], invstd = save_invstd[r], a = 0, b = 0;
-		int c0 = r % groups * cpg;
-		/* a = Σ gamma dy, b = Σ gamma dy xhat */
-		for (int j = 0; j < d; j++) {
-			float gd = gamma ? gamma[c0 + j / hw] * g[j] : g[j];
-			a += gd;
-			b += gd * (in[j] - mean) * invstd;
-		}
-		a /= (float)d;
-		b /= (float)d;
-		for (int j = 0; j < d; j++) {
-			float gd = gamma ? gamma[c0 + j / hw] * g[j] : g[j];
-			out[j] = invstd * (gd - a - (in[j] - mean) * invstd * b);
-		}
-	}
+	for (int r = 0; r < rows; r++)
+		row_bwd(x + (size_t)r * d, dy + (size_t)r * d, dx + (size_t)r * d, d, save_mean[r], save_invstd[r], gamma,
+			r % groups * cpg, hw);
 }

@@ -439,13 +439,6 @@ BODY_FN void body_ln_moments(const float *in, int d, float eps, float *mean_out,
 	*invstd_out = body_ln_invstd(ss, d, eps);
 }
 
-BODY_FN void body_layernorm_row(const float *in, const float *gamma, const float *beta, float *out, int d, float eps,
-				float *mean_out, float *invstd_out)
-{
-	body_ln_moments(in, d, eps, mean_out, invstd_out);
-	for (int j = 0; j < d; j++)
-		out[j] = body_ln_out(in[j], *mean_out, *invstd_out, gamma, beta, j);
-}
 
 /* gamma dy, and its product with xhat: the two sums of the row's dx */
 BODY_FN float body_ln_gd(const float *gamma, float dy, int j) { return gamma ? gamma[j] * dy : dy; }
@@ -456,20 +449,6 @@ BODY_FN float body_ln_dx(float x, float gd, float mean, float invstd, float a, f
 	return invstd * (gd - a - (x - mean) * invstd * b);
 }
 
-BODY_FN void body_layernorm_bwd_row(const float *in, const float *gamma, float mean, float invstd, const float *g,
-				    float *out, int d)
-{
-	float a = 0, b = 0;
-	for (int j = 0; j < d; j++) {
-		float gd = body_ln_gd(gamma, g[j], j);
-		a += gd;
-		b += body_ln_gdx(gd, in[j], mean, invstd);
-	}
-	a /= (float)d;
-	b /= (float)d;
-	for (int j = 0; j < d; j++)
-		out[j] = body_ln_dx(in[j], body_ln_gd(gamma, g[j], j), mean, invstd, a, b);
-}
 
 /* Column j of dgamma and dbeta: sums over rows in row order, in double. */
 BODY_FN void body_ln_param_col(const float *x, const float *dy, const float *save_mean, const float *save_invstd,
@@ -539,6 +518,20 @@ BODY_FN void body_gn_param_chan(const float *x, const float *dy, const float *sa
 	if (dbeta)
 		dbeta[ch] += (float)sb;
 }
+
+/* a layer norm's row: a group norm's of one channel of d, gamma by element */
+BODY_FN void body_layernorm_row(const float *in, const float *gamma, const float *beta, float *out, int d, float eps,
+				float *mean_out, float *invstd_out)
+{
+	body_groupnorm_row(in, gamma, beta, out, 0, d, 1, eps, mean_out, invstd_out);
+}
+
+BODY_FN void body_layernorm_bwd_row(const float *in, const float *gamma, float mean, float invstd, const float *g,
+				    float *out, int d)
+{
+	body_groupnorm_bwd_row(in, gamma, 0, d, 1, mean, invstd, g, out);
+}
+
 
 /* ---- batch norm per channel (kern_batchnorm.c): sums in double over
  * m = n * hw elements, biased variance to normalise, unbiased for running_var ---- */

@@ -147,24 +147,30 @@ __global__ void ln_fwd_kernel(const float *x, const float *gamma, const float *b
 	}
 }
 
+/* A row's dx by the warp's lanes, gamma at c0 + j / hw for element j (a
+ * layer norm's: c0 0, hw 1) */
+__device__ void warp_row_bwd(const float *in, const float *g, float *out, int d, float mean, float invstd, const float *gamma,
+			     int c0, int hw, int lane)
+{
+	float a = 0, b = 0;
+	for (int j = lane; j < d; j += 32) {
+		float gd = body_ln_gd(gamma, g[j], c0 + j / hw);
+		a += gd;
+		b += body_ln_gdx(gd, in[j], mean, invstd);
+	}
+	a = warp_sum(a) / (float)d;
+	b = warp_sum(b) / (float)d;
+	__syncwarp(); /* dx may be dy: every lane has read its g[j] */
+	for (int j = lane; j < d; j += 32)
+		out[j] = body_ln_dx(in[j], body_ln_gd(gamma, g[j], c0 + j / hw), mean, invstd, a, b);
+}
+
 __global__ void ln_bwd_dx_kernel(const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
 				 const float *dy, float *dx, int64_t rows, int d)
 {
 	int lane = threadIdx.x & 31;
-	FOR_EACH_WARP_ROW(r, rows) {
-		const float *in = x + r * d, *g = dy + r * d;
-		float *out = dx + r * d, mean = save_mean[r], invstd = save_invstd[r], a = 0, b = 0;
-		for (int j = lane; j < d; j += 32) {
-			float gd = body_ln_gd(gamma, g[j], j);
-			a += gd;
-			b += body_ln_gdx(gd, in[j], mean, invstd);
-		}
-		a = warp_sum(a) / (float)d;
-		b = warp_sum(b) / (float)d;
-		__syncwarp(); /* dx may be dy: every lane has read its g[j] */
-		for (int j = lane; j < d; j += 32)
-			out[j] = body_ln_dx(in[j], body_ln_gd(gamma, g[j], j), mean, invstd, a, b);
-	}
+	FOR_EACH_WARP_ROW(r, rows)
+		warp_row_bwd(x + r * d, dy + r * d, dx + r * d, d, save_mean[r], save_invstd[r], gamma, 0, 1, lane);
 }
 
 __global__ void ln_param_kernel(const float *x, const float *dy, const float *save_mean, const float *save_invstd,
@@ -217,21 +223,9 @@ __global__ void gn_bwd_dx_kernel(const float *x, const float *gamma, const float
 				 const float *dy, float *dx, int64_t rows, int groups, int cpg, int hw)
 {
 	int lane = threadIdx.x & 31, d = cpg * hw;
-	FOR_EACH_WARP_ROW(r, rows) {
-		const float *in = x + r * d, *g = dy + r * d;
-		float *out = dx + r * d, mean = save_mean[r], invstd = save_invstd[r], a = 0, b = 0;
-		int c0 = body_gn_c0(r, groups, cpg);
-		for (int j = lane; j < d; j += 32) {
-			float gd = body_ln_gd(gamma, g[j], c0 + j / hw);
-			a += gd;
-			b += body_ln_gdx(gd, in[j], mean, invstd);
-		}
-		a = warp_sum(a) / (float)d;
-		b = warp_sum(b) / (float)d;
-		__syncwarp(); /* dx may be dy: every lane has read its g[j] */
-		for (int j = lane; j < d; j += 32)
-			out[j] = body_ln_dx(in[j], body_ln_gd(gamma, g[j], c0 + j / hw), mean, invstd, a, b);
-	}
+	FOR_EACH_WARP_ROW(r, rows)
+		warp_row_bwd(x + r * d, dy + r * d, dx + r * d, d, save_mean[r], save_invstd[r], gamma, body_gn_c0(r, groups, cpg), hw,
+			     lane);
 }
 
 __global__ void gn_param_kernel(const float *x, const float *dy, const float *save_mean, const float *save_invstd,

@@ -352,9 +352,9 @@ static int evaluate(struct gt *t)
 /* The rate of each step from `from` to its epoch's end into the device's
  * table of an epoch's steps (step k at k % steps_per_epoch), which the
  * captured step reads at its step word: the schedule's, or
- * reduce_on_plateau's as it stands.  Written at each epoch's start (and
- * when a plateau lowers the rate), in the compute stream's order, so the
- * last epoch's steps have read theirs first. */
+ * reduce_on_plateau's as it stands.  Written at each epoch's start, in
+ * the compute stream's order, so the last epoch's steps have read theirs
+ * first. */
 static int put_lr_table(struct gt *t, int64_t from)
 {
 	int64_t spe = t->steps_per_epoch, end = (from / spe + 1) * spe;
@@ -594,9 +594,8 @@ static int setup(struct gt *t)
 		t->oc.momentum_table = t->momentum_table;
 	}
 	/* the schedule's rates, or the rate the checkpoint's plateau reached */
+	/* filled at each epoch's start (run_epoch) */
 	CK(t, cudaMalloc((void **)&t->lr_table, (size_t)spe * sizeof *t->lr_table));
-	if (put_lr_table(t, t->at.step) != 0)
-		return -1;
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, t->o->run_dir, p, t->o->version, t->o->argc, t->o->argv, 0, t->err, sizeof t->err) != 0)
 			return TRAIN_REFUSED; /* one that cannot be made where it is, or written (a full disk: 1) */
@@ -1068,11 +1067,8 @@ int trainc_cuda_train(const struct plan *p, const struct train_opts *o, int devi
 			rc = -1;
 			break;
 		}
-		if (train_plateau(p, &t->sc, &t->at, t->at.batch == t->smp.num_batches, t->test_loss, t->ep_mean, t->rank) &&
-		    put_lr_table(t, t->at.step) != 0) {
-			rc = -1;
-			break;
-		}
+		/* a rate the plateau lowers reaches the table at the next epoch's start */
+		train_plateau(p, &t->sc, &t->at, t->at.batch == t->smp.num_batches, t->test_loss, t->ep_mean, t->rank);
 		if (t->ckpt_pending) { /* the epoch's last step's checkpoint_every save */
 			t->ckpt_pending = false;
 			if (periodic_checkpoint(t) != 0) {

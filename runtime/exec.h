@@ -61,7 +61,8 @@ enum { EXEC_BEFORE_FWD, EXEC_AFTER_FWD, EXEC_BEFORE_BWD, EXEC_AFTER_BWD };
 /* Allocate the regions and prepare kernels for the given batch sizes;
  * with fsdp, only buffers are held here (fsdp.c owns the units).
  * Returns 0, or -1 with a message in err: EXEC_REFUSED where what the user
- * set cannot be met (TRAINC_CONV_PATH: not a path, or one oneDNN lacks). */
+ * set cannot be met (TRAINC_CONV_PATH: not a path, or one oneDNN lacks; a
+ * placement over GPUs that cannot reach each other's memory). */
 enum { EXEC_REFUSED = -2 };
 int exec_init(struct exec *e, const struct plan *p, const int64_t *sizes, int nsizes, bool fsdp, int copies, char *err,
 	      size_t errlen);

@@ -40,9 +40,10 @@
 enum { TAIL_LINES = 12, LINE_MAX_LEN = 1024, LINE_LIMIT = 1 << 20 };
 /* bytes on a worker's heartbeat pipe; BEAT_NOTE starts the worker's last
  * word, why it ends (a file that shrank under it, a non-finite loss): a
- * key up to '\n', then lines of text up to a NUL */
-enum { BEAT_PROGRESS = 1, BEAT_WAIT = 2, BEAT_NOTE = 3 };
-enum { NOTE_MAX = 4095, KEY_MAX = 63 }; /* with its lead byte, one pipe write (PIPE_BUF): it comes whole */
+ * key up to '\n', then lines of text up to a NUL; BEAT_WAIT_ON is a
+ * BEAT_WAIT followed by what the worker waits on, up to a NUL */
+enum { BEAT_PROGRESS = 1, BEAT_WAIT = 2, BEAT_NOTE = 3, BEAT_WAIT_ON = 4 };
+enum { NOTE_MAX = 4095, KEY_MAX = 63, WAIT_ON_MAX = 191 }; /* with its lead byte, one pipe write (PIPE_BUF): it comes whole */
 
 struct worker {
 	pid_t pid;
@@ -52,6 +53,8 @@ struct worker {
 	double exit_t;           /* when it was seen to exit */
 	double last_beat;
 	bool waiting;            /* its last word: waiting for other ranks */
+	char wait_on[WAIT_ON_MAX + 1]; /* on what, where it said so: "" else */
+	int on_len;
 	char *partial[2];        /* an unfinished line of stdout, stderr (grown as it needs) */
 	int plen[2], pcap[2];
 	char tail[TAIL_LINES][LINE_MAX_LEN]; /* last stderr lines, a ring */
@@ -60,7 +63,7 @@ struct worker {
 	int note_len;
 	char key[KEY_MAX + 1];   /* its key: "" for a word said as it is */
 	int key_len;
-	int in_note;             /* 1: reading its key, 2: its text */
+	int in_note;             /* 1: reading its key, 2: its text, 3: what it waits on */
 };
 
 static int sig_pipe[2] = { -1, -1 };
@@ -180,12 +183,22 @@ static ssize_t heed(struct worker *w, double t)
 				w->in_note = 0;
 			else if (w->note_len < NOTE_MAX)
 				w->note[w->note_len++] = b[i];
+		} else if (w->in_note == 3) {
+			if (b[i] == 0)
+				w->in_note = 0;
+			else if (w->on_len < WAIT_ON_MAX)
+				w->wait_on[w->on_len++] = b[i];
+			w->wait_on[w->on_len] = 0;
 		} else if (b[i] == BEAT_NOTE) {
 			w->in_note = 1;
 			w->note_len = w->key_len = 0;
 			w->key[0] = 0;
 		} else {
-			w->waiting = b[i] == BEAT_WAIT;
+			w->waiting = b[i] == BEAT_WAIT || b[i] == BEAT_WAIT_ON;
+			w->on_len = 0;
+			w->wait_on[0] = 0;
+			if (b[i] == BEAT_WAIT_ON)
+				w->in_note = 3;
 		}
 	}
 	return k;
@@ -741,7 +754,7 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 	int failed = -1, stop_signal = 0, alive = n;
 	bool hang = false, remote = false; /* remote: another node stopped the job */
 	double kill_at = 0, term_at = 0, stop_at = 0; /* stop_at: when to tell the other nodes */
-	char why[256] = "";
+	char why[512] = "";
 	struct pollfd *pfd = calloc((size_t)n * 3 + 1, sizeof *pfd);
 	double last_round = util_now();
 	while (alive > 0) {
@@ -840,8 +853,20 @@ int launch_run(const struct launch_opts *o, int argc, char **argv)
 		if (hung >= 0) {
 			failed = hung;
 			hang = true;
-			snprintf(why, sizeof why, "rank %d made no progress for %.0f s (parallel.timeout); it is stopped as hung", base + hung,
-				 t - ws[hung].last_beat);
+			/* ranks that all wait on the same thing: that is what hangs */
+			const char *on = ws[hung].waiting ? ws[hung].wait_on : "";
+			bool all = on[0] != 0;
+			for (int r = 0; r < n && all; r++)
+				all = ws[r].exited || (ws[r].waiting && !strcmp(ws[r].wait_on, on));
+			if (all && !multi)
+				snprintf(why, sizeof why, "every rank waited %.0f s (parallel.timeout) on %s; the job is stopped as hung",
+					 t - ws[hung].last_beat, on);
+			else if (on[0])
+				snprintf(why, sizeof why, "rank %d made no progress for %.0f s (parallel.timeout), waiting on %s; it is stopped as hung",
+					 base + hung, t - ws[hung].last_beat, on);
+			else
+				snprintf(why, sizeof why, "rank %d made no progress for %.0f s (parallel.timeout); it is stopped as hung", base + hung,
+					 t - ws[hung].last_beat);
 			nodes_stop(&nd, 1, "%s", why);
 			signal_all(ws, n, SIGTERM);
 			kill_at = t + o->grace_s;
@@ -1014,6 +1039,19 @@ void launch_beat(void)
 void launch_wait_begin(void)
 {
 	beat(BEAT_WAIT);
+}
+
+void launch_wait_on(const char *what)
+{
+	char b[WAIT_ON_MAX + 2];
+	size_t k = strlen(what);
+	k = k < WAIT_ON_MAX ? k : WAIT_ON_MAX;
+	b[0] = BEAT_WAIT_ON;
+	memcpy(b + 1, what, k);
+	b[1 + k] = 0;
+	int fd = beat_pipe();
+	if (fd >= 0 && write(fd, b, k + 2) < 0)
+		beat_fd = -1;
 }
 
 void launch_wait_end(void)

@@ -51,6 +51,10 @@ void launch_beat(void);
  * rank waiting for a hung peer is not itself taken for the hung one. */
 void launch_wait_begin(void);
 void launch_wait_end(void);
+/* In a worker: launch_wait_begin, saying on what it waits ("NCCL's
+ * ...").  Should the job be stopped as hung meanwhile, the launcher names
+ * it: for the whole job where every rank waits on it. */
+void launch_wait_on(const char *what);
 /* In a worker: msg, whole lines (at most about 4 KB, ending in '\n'), its
  * last word before it exits: the launcher shows it once, as why the job
  * ended, and ends with that worker's exit status.  Without a launcher it

@@ -34,9 +34,12 @@ struct optim_cfg {
 	double alpha;        /* RMSprop */
 	int centered;        /* RMSprop */
 	/* one_cycle's cycled momentum (Adam's beta1) of step s at
-	 * momentum_table[s - 1], in place of momentum (beta1), or NULL; memory
-	 * of whoever runs the update (the GPU's for its kernels) */
+	 * momentum_table[(s - 1) % momentum_period], in place of momentum
+	 * (beta1), or NULL; a window of the run's steps that whoever runs the
+	 * update refills as it goes, in its own memory (the GPU's for its
+	 * kernels) */
 	const double *momentum_table;
+	int64_t momentum_period;
 };
 
 /* Optimizer state of one range.  Plane j of element i is at

@@ -88,9 +88,9 @@ OPTIM_FN struct optim_coef optim_coef_of(const struct optim_cfg *c, int64_t step
 	if (c->momentum_table) { /* OneCycleLR's momentum of this step: Adam's beta1, its bias correction's too */
 		cycled = *c;
 		if (c->kind == OPTIM_ADAM || c->kind == OPTIM_ADAMW || c->kind == OPTIM_ADAMAX || c->kind == OPTIM_RADAM)
-			cycled.beta1 = c->momentum_table[step - 1];
+			cycled.beta1 = c->momentum_table[(step - 1) % c->momentum_period];
 		else
-			cycled.momentum = c->momentum_table[step - 1];
+			cycled.momentum = c->momentum_table[(step - 1) % c->momentum_period];
 		c = &cycled;
 	}
 	struct optim_coef k;

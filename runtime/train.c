@@ -205,10 +205,9 @@ struct sched_cfg train_sched_cfg(const struct plan_sched *s)
 	return c;
 }
 
-int train_one_cycle(const struct plan *p, struct sched_cfg *sc, struct ckpt_state *at, const char *resume, int64_t spe, int64_t table,
-		    double **momentum, char *err, size_t n)
+int train_one_cycle(const struct plan *p, struct sched_cfg *sc, struct ckpt_state *at, const char *resume, int64_t spe, char *err,
+		    size_t n)
 {
-	*momentum = NULL;
 	if (sc->kind != SCHED_ONE_CYCLE)
 		return 0;
 	const struct plan_train *tr = &p->train;
@@ -234,14 +233,18 @@ int train_one_cycle(const struct plan *p, struct sched_cfg *sc, struct ckpt_stat
 				 "its last (\"Tried to step\"); raise total_steps, or leave it out to span the run",
 				 (long long)sc->total, (long long)ticks, unit);
 	at->cycle = sc->total;
-	if (!sc->cycle_momentum || table <= 0)
-		return 0;
-	*momentum = malloc((size_t)table * sizeof **momentum);
-	if (!*momentum)
-		return util_fail(err, n, "out of memory");
-	for (int64_t k = 0; k < table; k++)
-		(*momentum)[k] = sched_momentum_at(sc, per_step ? k : k / spe);
 	return 0;
+}
+
+bool train_cycles_momentum(const struct sched_cfg *sc)
+{
+	return sc->kind == SCHED_ONE_CYCLE && sc->cycle_momentum;
+}
+
+void train_momentum_fill(const struct sched_cfg *sc, int64_t spe, double *window, int64_t period, int64_t from, int64_t end)
+{
+	for (int64_t k = from; k < end; k++)
+		window[k % period] = sched_momentum_at(sc, sc->unit == SCHED_PER_STEP ? k : k / spe);
 }
 
 double train_lr(const struct plan *p, const struct sched_cfg *sc, const struct ckpt_state *at, int64_t epoch, int64_t step)
@@ -341,7 +344,8 @@ struct trainer {
 	double eval_busy;     /* seconds the communicator was busy during evaluation */
 	bool eval_warned;     /* a test loss that is not finite was warned of */
 	double test_loss, ep_mean; /* the last evaluation's loss, the last epoch's mean training loss (every rank's) */
-	double *momentum;          /* one_cycle's momentum of every step, where it cycles it (oc.momentum_table) */
+	double momentum_now;  /* one_cycle's momentum of the step being taken, where it cycles it (oc.momentum_table) */
+	int64_t spe;          /* optimizer steps per epoch */
 	double ep_loss, ep_n; /* this rank's summed per-sample loss and samples of the epoch so far
 			       * (rank 0's include a resumed checkpoint's, of every rank) */
 	bool tty;
@@ -1274,10 +1278,13 @@ static int setup(struct trainer *t)
 	int64_t steps_per_epoch = (t->s.num_batches + t->accum - 1) / t->accum;
 	if (tr->steps)
 		t->epochs = (tr->steps + steps_per_epoch - 1) / steps_per_epoch;
-	if (train_one_cycle(p, &t->sc, &t->at, o->resume, steps_per_epoch, steps_per_epoch * t->epochs, &t->momentum, t->err,
-			    sizeof t->err) != 0)
+	t->spe = steps_per_epoch;
+	if (train_one_cycle(p, &t->sc, &t->at, o->resume, steps_per_epoch, t->err, sizeof t->err) != 0)
 		return TRAIN_REFUSED;
-	t->oc.momentum_table = t->momentum;
+	if (train_cycles_momentum(&t->sc)) { /* a window of one step, the one optim_step takes: filled before it */
+		t->oc.momentum_table = &t->momentum_now;
+		t->oc.momentum_period = 1;
+	}
 	struct sampler_pos start = { t->at.epoch - 1, t->at.batch };
 	double wait_ms = p->parallel.timeout_s * 1000 < 2e9 ? p->parallel.timeout_s * 1000 : 2e9;
 	/* train.steps = 0 reads no training batch */
@@ -1539,6 +1546,8 @@ static int run_epoch(struct trainer *t, double *train_time, int64_t *images)
 		if (tr->clip_grad_norm > 0 && clip(t) != 0)
 			return -1;
 		lr = train_lr(p, &t->sc, &t->at, t->at.epoch - 1, t->at.step);
+		if (t->oc.momentum_table)
+			train_momentum_fill(&t->sc, t->spe, &t->momentum_now, 1, t->at.step, t->at.step + 1);
 		t->at.step++;
 		if (t->fsdp_ok)
 			fsdp_optim_step(&t->fsdp, &t->oc, t->at.step, lr);
@@ -1616,7 +1625,6 @@ static void teardown(struct trainer *t)
 	}
 	free(t->ex);
 	free(t->ey);
-	free(t->momentum);
 	sampler_free(&t->s);
 	if (t->exec_ok)
 		exec_free(&t->e);

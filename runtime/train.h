@@ -93,11 +93,15 @@ bool train_plateau(const struct plan *p, const struct sched_cfg *sc, struct ckpt
  * optimizer steps, or train.steps where more) and checked against the
  * run, whose epochs take spe optimizer steps; at->cycle then holds them,
  * for the run's checkpoints.  resume: the checkpoint's folder, or NULL.
- * Where it cycles the momentum, *momentum gets (malloc) the momentum of
- * each of the `table` first steps, else NULL.  0, or -1 with the reason
- * in err. */
-int train_one_cycle(const struct plan *p, struct sched_cfg *sc, struct ckpt_state *at, const char *resume, int64_t spe, int64_t table,
-		    double **momentum, char *err, size_t n);
+ * 0, or -1 with the reason in err. */
+int train_one_cycle(const struct plan *p, struct sched_cfg *sc, struct ckpt_state *at, const char *resume, int64_t spe, char *err,
+		    size_t n);
+/* The schedule cycles the optimizer's momentum (beta1): one_cycle's
+ * cycle_momentum, whose steps' momentum train_momentum_fill computes. */
+bool train_cycles_momentum(const struct sched_cfg *sc);
+/* one_cycle's momentum of the run's steps [from, end) (0 the first),
+ * step k's at window[k % period]; epochs of spe steps. */
+void train_momentum_fill(const struct sched_cfg *sc, int64_t spe, double *window, int64_t period, int64_t from, int64_t end);
 /* A resumed run already past train.epochs: says so on rank 0, true. */
 bool train_epochs_done(const struct plan *p, const struct ckpt_state *at, int64_t epochs, int rank);
 /* On every rank, between one rank's end-of-run lines and the next's: a

@@ -403,10 +403,12 @@ static int cu_prepare(struct exec *e, char *err, size_t errlen)
 			if (o == d)
 				continue;
 			CU(c, cudaDeviceCanAccessPeer(&ok, device_base + d, device_base + o));
-			if (!ok && !c->failed)
-				return util_fail(err, errlen, "GPUs %d and %d cannot access each other's memory (no peer access), which a rank "
-						 "spanning them needs; place the model on one GPU per rank or train with --cpus",
-						 device_base + d, device_base + o);
+			if (!ok && !c->failed) { /* the same every time: the placement cannot be met */
+				util_fail(err, errlen, "GPUs %d and %d cannot access each other's memory (no peer access), which a rank "
+					  "spanning them needs; place the model on one GPU per rank or train with --cpus",
+					  device_base + d, device_base + o);
+				return EXEC_REFUSED;
+			}
 			cudaError_t r = cudaDeviceEnablePeerAccess(device_base + o, 0);
 			if (r == cudaErrorPeerAccessAlreadyEnabled)
 				cudaGetLastError();

@@ -349,13 +349,13 @@ static int evaluate(struct gt *t)
 
 /* ---- setup ---- */
 
-/* The rate of each step from `from` to its epoch's end into the device's
- * table of an epoch's steps (step k at k % steps_per_epoch), which the
- * captured step reads at its step word: the schedule's, or
- * reduce_on_plateau's as it stands.  Written at each epoch's start, in
- * the compute stream's order, so the last epoch's steps have read theirs
- * first. */
-static int put_lr_table(struct gt *t, int64_t from)
+/* The rate of each step from `from` to its epoch's end (the schedule's,
+ * or reduce_on_plateau's as it stands), and one_cycle's momentum where it
+ * cycles it, into the device's tables of an epoch's steps (step k at
+ * k % steps_per_epoch), which the captured step reads at its step word.
+ * Written at each epoch's start, in the compute stream's order, so the
+ * last epoch's steps have read theirs first. */
+static int put_step_tables(struct gt *t, int64_t from)
 {
 	int64_t spe = t->steps_per_epoch, end = (from / spe + 1) * spe;
 	if (end > t->total_steps)
@@ -363,12 +363,16 @@ static int put_lr_table(struct gt *t, int64_t from)
 	int64_t n = end - from;
 	if (n <= 0)
 		return 0;
-	double *lr = malloc((size_t)n * sizeof *lr);
+	double *lr = malloc((size_t)spe * sizeof *lr);
 	if (!lr)
 		return util_fail(t->err, sizeof t->err, "out of memory");
 	for (int64_t k = from; k < end; k++)
-		lr[k - from] = train_lr(t->p, &t->sc, &t->at, k / spe, k);
-	int rc = tg_put(t, t->lr_table + from % spe, lr, (size_t)n * sizeof *lr);
+		lr[k % spe] = train_lr(t->p, &t->sc, &t->at, k / spe, k);
+	int rc = tg_put(t, t->lr_table + from % spe, lr + from % spe, (size_t)n * sizeof *lr);
+	if (rc == 0 && t->momentum_table) {
+		train_momentum_fill(&t->sc, spe, lr, spe, from, end);
+		rc = tg_put(t, t->momentum_table + from % spe, lr + from % spe, (size_t)n * sizeof *lr);
+	}
 	free(lr);
 	return rc;
 }
@@ -382,7 +386,10 @@ static int join_job(struct gt *t)
 	store_client_set_timeout(t->store, timeout);
 	if (train_agree_plan(t->store, t->p, t->rank, t->world, &(int){ 0 }, t->err, sizeof t->err) != 0)
 		return -1;
-	/* one communicator per GPU of the rank, as ProcessGroupNCCL keeps one per device */
+	/* one communicator per GPU of the rank, as ProcessGroupNCCL keeps one
+	 * per device; a start-up that never ends is named by the launcher, at
+	 * the timeout, before comm_nccl's own wait of twice that runs out */
+	launch_wait_on("NCCL's start-up of the job's communicators (ncclCommInitRankConfig; NCCL_DEBUG=INFO shows how far it got)");
 	for (int d = 0; d < t->ngpu; d++) {
 		t->dcomm[d] = comm_open_nccl(t->store, t->rank, t->world, t->base + d, t->cs[d], 2 * timeout, t->err, sizeof t->err);
 		if (!t->dcomm[d])
@@ -390,6 +397,7 @@ static int join_job(struct gt *t)
 		if (d > 0 && comm_nccl_follow(t->dcomm[d], cuda_stream_of(&t->e, d), t->err, sizeof t->err) != 0)
 			return -1;
 	}
+	launch_wait_begin(); /* still meeting the others, no longer in NCCL's start-up */
 	CK(t, cudaSetDevice(t->base));
 	t->comm = t->dcomm[0];
 	const struct plan *p = t->p;
@@ -499,12 +507,13 @@ static int setup(struct gt *t)
 	 * allocations are still held when it says so */
 	size_t free_b = 0, total_b = 0;
 	CK(t, cudaMemGetInfo(&free_b, &total_b));
-	if (exec_init_on(&t->e, &backend_cuda, p, bt.sizes, TRAIN_NSIZES, t->sharded, t->pipe_m, t->err, sizeof t->err) != 0) {
+	int made = exec_init_on(&t->e, &backend_cuda, p, bt.sizes, TRAIN_NSIZES, t->sharded, t->pipe_m, t->err, sizeof t->err);
+	if (made != 0) {
 		char what[sizeof t->err];
 		memcpy(what, t->err, sizeof what);
-		/* GPUs the placement spans that cannot reach each other fail
-		 * the same way every time: a refusal (2), as too few GPUs is */
-		if (strstr(what, "(no peer access)"))
+		/* what fails the same way every time (GPUs the placement spans
+		 * that cannot reach each other): a refusal (2), as too few GPUs is */
+		if (made == EXEC_REFUSED)
 			return TRAIN_REFUSED;
 		if (strncmp(what, "out of memory", 13) == 0)
 			util_fail(t->err, sizeof t->err,
@@ -579,22 +588,17 @@ static int setup(struct gt *t)
 	int loaded = tg_load_state(t);
 	if (loaded != 0)
 		return loaded;
-	/* every step's lr and momentum, once a resumed checkpoint has said
-	 * how long its one_cycle is and where its plateau stands */
-	double *mom;
-	if (train_one_cycle(p, &t->sc, &t->at, t->o->resume, t->steps_per_epoch, t->total_steps, &mom, t->err, sizeof t->err) != 0)
+	/* how long a resumed one_cycle is; the tables of an epoch's rates (the
+	 * schedule's, or the one the checkpoint's plateau reached) and of
+	 * one_cycle's momentum, read by the optimizer's coefficients, are
+	 * filled at each epoch's start (run_epoch) */
+	if (train_one_cycle(p, &t->sc, &t->at, t->o->resume, spe, t->err, sizeof t->err) != 0)
 		return TRAIN_REFUSED;
-	if (mom) { /* one_cycle's momentum of every step, read by the optimizer's coefficients */
-		cudaError_t r = cudaMalloc((void **)&t->momentum_table, (size_t)t->total_steps * sizeof *mom);
-		int put = r == cudaSuccess ? tg_put(t, t->momentum_table, mom, (size_t)t->total_steps * sizeof *mom) : 0;
-		free(mom);
-		CK(t, r);
-		if (put != 0)
-			return -1;
+	if (train_cycles_momentum(&t->sc)) {
+		CK(t, cudaMalloc((void **)&t->momentum_table, (size_t)spe * sizeof *t->momentum_table));
 		t->oc.momentum_table = t->momentum_table;
+		t->oc.momentum_period = spe;
 	}
-	/* the schedule's rates, or the rate the checkpoint's plateau reached */
-	/* filled at each epoch's start (run_epoch) */
 	CK(t, cudaMalloc((void **)&t->lr_table, (size_t)spe * sizeof *t->lr_table));
 	if (t->rank == 0) {
 		if (rundir_create(&t->rd, t->o->run_dir, p, t->o->version, t->o->argc, t->o->argv, 0, t->err, sizeof t->err) != 0)
@@ -783,7 +787,7 @@ static int run_epoch(struct gt *t, double *train_time, int64_t *images)
 	const struct plan *p = t->p;
 	const struct plan_train *tr = &p->train;
 	int64_t nb = t->smp.num_batches, B = t->micro;
-	if (tg_set_epoch(t, t->at.epoch) != 0 || put_lr_table(t, t->at.step) != 0)
+	if (tg_set_epoch(t, t->at.epoch) != 0 || put_step_tables(t, t->at.step) != 0)
 		return -1;
 	double te = util_now();
 	int64_t seen = 0, graph_steps = 0;

@@ -86,7 +86,7 @@ struct gt {
 	struct words *w;
 	double *lr_table, *hist;
 	int64_t steps_per_epoch; /* optimizer steps of an epoch, as lr_table counts them */
-	double *momentum_table;  /* one_cycle's momentum of every step, where it cycles it (oc.momentum_table), or NULL */
+	double *momentum_table;  /* one_cycle's momentum of an epoch's steps, as lr_table, where it cycles it (oc.momentum_table), or NULL */
 	int64_t total_steps;
 	float *h_params, *h_optim; /* host copies for initialisation, checkpoints, weights */
 	struct store_client *store;

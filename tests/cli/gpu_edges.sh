@@ -17,8 +17,9 @@
 #   resumed inside an epoch, trains and logs as the CPU does;
 # - communicators whose initialisation never finishes
 #   (TRAINC_FAKE_NCCL_PENDING=stuck): every rank waits for the others
-#   there, and the launcher stops the job at parallel.timeout as hung
-#   (comm_nccl's own wait is twice as long), leaving no process behind.
+#   there, and the launcher stops the job at parallel.timeout as hung,
+#   naming NCCL's start-up as what every rank waited on (comm_nccl's own
+#   wait is twice as long), leaving no process behind.
 # Skipped where CUDA was not configured.
 . "$(dirname "$0")/preamble.inc"
 if [ ! -f build/tests/trainc-fakecuda.so ]; then
@@ -118,7 +119,7 @@ start=$(date +%s)
 TRAINC_FAKE_NCCL_PENDING=stuck TRAINC_FAKE_GPUS=2 GPUS=2 run stuck fakecuda $mlp --set parallel.timeout=2
 rc=$?
 took=$(($(date +%s) - start))
-[ $rc -eq 1 ] && [ $took -lt 20 ] && grep -q '^trainc: rank [01] made no progress for 2 s (parallel.timeout); it is stopped as hung$' "$tmp/stuck.log" ||
+[ $rc -eq 1 ] && [ $took -lt 20 ] && grep -q "^trainc: every rank waited 2 s (parallel.timeout) on NCCL's start-up of the job's communicators (ncclCommInitRankConfig; NCCL_DEBUG=INFO shows how far it got); the job is stopped as hung$" "$tmp/stuck.log" ||
 	{ fail "an NCCL initialisation that never finishes: exit $rc after $took s:"; sed 's/^/    /' "$tmp/stuck.log"; }
 pgrep -f "$tmp/run-stuck" > /dev/null && fail "an NCCL initialisation that never finishes left a process behind"
 [ $failed = 0 ] && echo "ok an NCCL initialisation that never finishes: the job is stopped as hung at the timeout"

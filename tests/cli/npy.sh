@@ -1,6 +1,8 @@
 # npy(input=X, target=Y): arrays saved with numpy.save as a dataset, as
 # PyTorch's TensorDataset over torch.from_numpy(np.load(...)) takes them.
-# Fashion-MNIST's test split written as .npy files (build/tests/npy_write,
+# Fashion-MNIST's test split (its first 2000 samples, as IDX files and as
+# .npy files, so that each run evaluates in a fifth of the time; the
+# faults below take the whole split) written as .npy files (build/tests/npy_write,
 # with torchvision's normalisation computed as trainc computes it) trains
 # exactly as mnist() reading the IDX files does: the same step losses,
 # test loss and final weights, bit for bit, from float32, float64 and
@@ -16,7 +18,16 @@ W=build/tests/npy_write
 F=/usr/share/datasets/fashion-mnist
 [ -f $F/t10k-images-idx3-ubyte.gz ] || { fail "no Fashion-MNIST under $F (./configure --deps installs it)"; exit 1; }
 IM=$F/t10k-images-idx3-ubyte.gz LB=$F/t10k-labels-idx1-ubyte.gz
-N=10000 NORM=0.2860,0.3530
+NORM=0.2860,0.3530
+# the split's first 2000 samples as IDX files: the header's count (2000 =
+# 0x7d0) and the first 2000 images and labels
+mkdir -p "$tmp/fm"
+{ printf '\0\0\10\3\0\0\7\320\0\0\0\34\0\0\0\34'; gzip -dc $IM | tail -c +17 | head -c $((2000 * 784)); } > "$tmp/fm/t10k-images-idx3-ubyte"
+{ printf '\0\0\10\1\0\0\7\320'; gzip -dc $LB | tail -c +9 | head -c 2000; } > "$tmp/fm/t10k-labels-idx1-ubyte"
+[ "$(wc -c < "$tmp/fm/t10k-images-idx3-ubyte")" -eq $((16 + 2000 * 784)) ] && [ "$(wc -c < "$tmp/fm/t10k-labels-idx1-ubyte")" -eq 2008 ] ||
+	fail "the first 2000 samples of $F were not written"
+IM_FULL=$IM LB_FULL=$LB
+IM=$tmp/fm/t10k-images-idx3-ubyte LB=$tmp/fm/t10k-labels-idx1-ubyte N=2000
 
 # the CNN on either dataset, training and evaluating on the test split
 cnn() { # cnn NAME TRAIN TEST
@@ -29,7 +40,7 @@ cnn() { # cnn NAME TRAIN TEST
 	EOF
 }
 npy() { echo "npy(input=\"$tmp/$1\", target=\"$tmp/$2\")"; }
-mn="mnist(\"$F\", split=\"test\", normalize=(0.2860, 0.3530))"
+mn="mnist(\"$tmp/fm\", split=\"test\", normalize=(0.2860, 0.3530))"
 $W --idx $IM --norm $NORM "$tmp/x.npy" '<f4' $N,1,28,28 && $W --idx $LB "$tmp/y.npy" '<i8' $N &&
 	$W --idx $IM --norm $NORM --version 2 "$tmp/x8.npy" '<f8' $N,1,28,28 && $W --idx $LB "$tmp/yu1.npy" '|u1' $N &&
 	$W --idx $IM --norm $NORM "$tmp/xbe.npy" '>f4' $N,1,28,28 && $W --idx $LB "$tmp/ybe.npy" '>i4' $N ||
@@ -131,6 +142,9 @@ refuses tok_f tok_f "ids_f.npy: the model takes token ids (dtype=\"long\""
 toy t6 ty6.npy
 refuses t6 t6 "ty6.npy: the targets are (6,) per sample (the array is (40, 6)), but the model's output is (5,)"
 
+# the faults against the whole split's arrays
+IM=$IM_FULL LB=$LB_FULL N=10000
+$W --idx $IM --norm $NORM "$tmp/x.npy" '<f4' $N,1,28,28 && $W --idx $LB "$tmp/y.npy" '<i8' $N || fail "npy_write failed"
 fault() { # fault NAME WANT npy_write-ARGS...: a target or input file made so, refused with WANT
 	name=$1 want=$2
 	shift 2

@@ -5,7 +5,8 @@
  * (the sums run in another order), for MSE, bce_with_logits with
  * pos_weight, nll and cross-entropy with class weights and ignore_index,
  * SGD with momentum and Adam, clipped gradients, ReLU, tanh, sigmoid, GELU and the activations of
- * act_elem.h.  Also which plans qualify.
+ * act_elem.h, layer norm (over one and two dimensions, with and without
+ * affine parameters), group norm and instance norm.  Also which plans qualify.
  * Needs no GPU: it checks the interpreter and the program builder, which
  * the GPU runs unchanged (one block of TINY_THREADS threads).
  */
@@ -219,20 +220,53 @@ static void test_clipped(void)
 		0, 4);
 }
 
+/* layer norm over the last dimension and over two, frozen-free and
+ * without affine parameters; group norm of 2 groups over a sample of
+ * (4, 3); instance norm with affine parameters; a norm on the model's
+ * input (no input gradient) */
+static void test_norms(void)
+{
+	agree("model Net {\n input(12)\n fc1 = linear(12, 16)\n ln1 = layernorm(16)\n relu\n fc2 = linear(16, 16)\n"
+		" layernorm(16, affine=false)\n tanh\n fc3 = linear(16, 5)\n}\n"
+		"data { train = synthetic(input=randn(12), target=classes(5), samples=64) }\n"
+		"train { loss = cross_entropy; optimizer = adam(lr=0.01); batch = 16 }\n",
+		1, 4);
+	agree("model Net {\n input(12)\n fc1 = linear(12, 12)\n unflatten(1, (4, 3))\n gn = groupnorm(2, 4)\n relu\n"
+		" inorm = instancenorm1d(4, affine=true)\n flatten\n fc2 = linear(12, 6)\n unflatten(1, (2, 3))\n ln = layernorm([2, 3])\n"
+		" flatten\n fc3 = linear(6, 3)\n}\n"
+		"data { train = synthetic(input=randn(12), target=randn(3), samples=80) }\n"
+		"train { loss = mse; optimizer = sgd(lr=0.05, momentum=0.9); batch = 20 }\n",
+		0, 4);
+	agree("model Net {\n input(4, 3)\n gn = groupnorm(2, 4, eps=1e-3)\n flatten\n fc = linear(12, 5)\n}\n"
+		"data { train = synthetic(input=randn(4, 3), target=classes(5), samples=64) }\n"
+		"train { loss = cross_entropy; optimizer = sgd(lr=0.1, momentum=0.5); batch = 16 }\n",
+		1, 4);
+}
+
+/* A regression MLP of two linear layers with `middle` between them. */
+static struct plan *chain(struct arena *a, const char *middle)
+{
+	char text[512];
+	snprintf(text, sizeof text,
+		 "model T {\n input(10)\n linear(10, 10)\n %s\n linear(10, 5)\n}\n"
+		 "data { train = synthetic(input=randn(10), target=randn(5), samples=20) }\n"
+		 "train { loss = mse; optimizer = sgd(lr=0.1); batch = 20 }\n",
+		 middle);
+	return compile_text(a, text);
+}
+
 static void test_which_plans(void)
 {
 	struct arena a = { 0 };
-	struct plan *toy = compile_text(&a, "model T {\n input(10)\n linear(10, 10)\n relu\n linear(10, 5)\n}\n"
-					    "data { train = synthetic(input=randn(10), target=randn(5), samples=20) }\n"
-					    "train { loss = mse; optimizer = sgd(lr=0.1); batch = 20 }\n");
-	struct plan *drop = compile_text(&a, "model T {\n input(10)\n linear(10, 10)\n dropout(0.5)\n linear(10, 5)\n}\n"
-					     "data { train = synthetic(input=randn(10), target=randn(5), samples=20) }\n"
-					     "train { loss = mse; optimizer = sgd(lr=0.1); batch = 20 }\n");
+	struct plan *toy = chain(&a, "relu"), *drop = chain(&a, "dropout(0.5)");
+	struct plan *ln = chain(&a, "layernorm(10)"), *bn = chain(&a, "batchnorm1d(10)");
 	struct plan *nll = compile_text(&a, "model T {\n input(10)\n linear(10, 4)\n log_softmax(dim=1)\n}\n"
 					    "data { train = synthetic(input=randn(10), target=classes(4), samples=20) }\n"
 					    "train { loss = nll(weight=[1, 2, 3, 4]); optimizer = sgd(lr=0.1); batch = 20 }\n");
-	CHECK(toy && drop && nll);
-	if (toy && drop && nll) {
+	CHECK(toy && drop && nll && ln && bn);
+	if (toy && drop && nll && ln && bn) {
+		CHECK(tiny_refusal(ln, 1, 1, 20) == NULL);  /* a layer norm runs in the block */
+		CHECK(tiny_refusal(bn, 1, 1, 20) != NULL);  /* batch norm does not */
 		CHECK(tiny_refusal(nll, 1, 1, 20) == NULL);  /* log_softmax, nll and class weights run in one block */
 		CHECK(tiny_refusal(toy, 1, 1, 20) == NULL);
 		CHECK(tiny_refusal(toy, 2, 1, 20) != NULL);  /* DDP needs its all-reduce between backward and update */
@@ -254,6 +288,7 @@ int main(void)
 	RUN(test_weighted_nll);
 	RUN(test_pos_weight);
 	RUN(test_clipped);
+	RUN(test_norms);
 	RUN(test_which_plans);
 	return check_done();
 }

@@ -39,7 +39,8 @@ const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t bat
 		case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_GELU: case OP_FLATTEN: break;
 		case OP_SOFTMAX: case OP_LOG_SOFTMAX: break;
 		OP_ACT_CASES: break;
-		default: return "it has layers other than linear, flatten, softmax and elementwise activations";
+		case OP_LAYERNORM: case OP_GROUPNORM: break;
+		default: return "it has layers other than linear, flatten, softmax, layer or group norms and elementwise activations";
 		}
 	}
 	for (int k = 0; k < p->nparams; k++)
@@ -100,6 +101,23 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch, const float 
 			L->op = TINY_SOFTMAX;
 			L->inner = (int)inner;
 			L->log_out = nd->op == OP_LOG_SOFTMAX;
+			break;
+		}
+		case OP_LAYERNORM: case OP_GROUPNORM: {
+			bool ln = nd->op == OP_LAYERNORM, affine = ln ? nd->a.ln.affine : nd->a.gn.affine;
+			int64_t c = ln ? exec_ln_row(nd) : nd->a.gn.c;
+			L->op = TINY_NORM;
+			L->groups = ln ? 1 : (int)nd->a.gn.groups;
+			L->cpg = (int)(c / L->groups);
+			L->hw = ln ? 1 : (int)(shape_numel(&nd->out) / c);
+			L->rows = ln ? L->count / c : batch * L->groups;
+			L->eps = (float)(ln ? nd->a.ln.eps : nd->a.gn.eps);
+			L->w = affine ? exec_param_ptr(e, nd->param0) : NULL;
+			L->b = affine ? exec_param_ptr(e, nd->param0 + 1) : NULL;
+			L->dw = affine ? exec_grad_ptr(e, nd->param0) : NULL;
+			L->db = affine ? exec_grad_ptr(e, nd->param0 + 1) : NULL;
+			L->mean = (float *)(void *)(exec_act(e, i) + p->mem[i].save_off);
+			L->invstd = L->mean + L->rows;
 			break;
 		}
 		default: L->op = TINY_VIEW; break;

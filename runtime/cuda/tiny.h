@@ -3,7 +3,7 @@
  * Linear(10, 5), a batch of 20) does far too little per layer to fill a
  * GPU: launched layer by layer its step is a row of tiny kernels, each
  * paying a launch.  For a chain of linear layers, activations and
- * (log-)softmax, with a regression loss (pos_weight too), nll or
+ * (log-)softmax, layer and group norms (instance norm too), with a regression loss (pos_weight too), nll or
  * cross-entropy (class weights, ignore_index, label smoothing), one block
  * instead gathers the batch, runs the forward, the loss, the backward and
  * the optimizer, records the loss and advances the step, with a barrier
@@ -21,7 +21,7 @@
  * The program (struct tiny_prog) is built once on the host (tiny.c); the
  * interpreter below is plain C as well, so tests/test_cuda_tiny.c runs it
  * on the CPU with one "thread" against the CPU backend.
- * Does not: run dropout, residuals, normalisation or convolutions,
+ * Does not: run dropout, residuals, batch norm or convolutions,
  * accumulate micro-batches or reduce across ranks; tiny_plan
  * says which plans qualify.
  */
@@ -47,7 +47,7 @@
 enum { TINY_MAX_LAYERS = 16, TINY_THREADS = 256, TINY_SMEM_BYTES = 32 << 10 };
 /* tiny_sum's butterfly takes every lane of each warp: whole warps only */
 static_assert(TINY_THREADS % 32 == 0 && TINY_THREADS <= 1024, "TINY_THREADS: whole warps, at most 1024");
-enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_GELU, TINY_ACT, TINY_SOFTMAX, TINY_VIEW };
+enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_GELU, TINY_ACT, TINY_SOFTMAX, TINY_NORM, TINY_VIEW };
 enum tiny_loss { TINY_REGRESSION, TINY_NLL, TINY_CROSS_ENTROPY };
 
 struct tiny_layer {
@@ -65,6 +65,14 @@ struct tiny_layer {
 	float act_a, act_b;
 	int dim, inner;      /* TINY_SOFTMAX: each row's length and stride, count / dim rows */
 	bool log_out;        /* TINY_SOFTMAX: log_softmax */
+	/* TINY_NORM: rows of cpg channels of hw elements, groups rows a
+	 * sample (a layer norm: one row of d = cpg a sample's position,
+	 * hw 1); w, b: gamma and beta per channel; each row's mean and
+	 * invstd (the executor's saved ones) */
+	int groups, cpg, hw;
+	int64_t rows;
+	float eps;
+	float *mean, *invstd;
 };
 
 /* Row q of a softmax layer's count / dim: where its first element lies. */
@@ -177,6 +185,14 @@ TINY_FN void tiny_forward(int tid, int nt, const struct tiny_prog *P, char *smem
 		for (int64_t q = tid; q < L->count / L->dim; q += nt)
 			body_softmax_row(x + tiny_row(L, q), y + tiny_row(L, q), L->dim, L->inner, L->log_out);
 		break;
+	case TINY_NORM: {
+		float *mean = (float *)tiny_at(P, smem, L->mean), *invstd = (float *)tiny_at(P, smem, L->invstd);
+		int64_t d = (int64_t)L->cpg * L->hw;
+		for (int64_t r = tid; r < L->rows; r += nt)
+			body_groupnorm_row(x + r * d, L->w, L->b, y + r * d, body_gn_c0(r, L->groups, L->cpg), L->cpg, L->hw, L->eps,
+					   &mean[r], &invstd[r]);
+		break;
+	}
 	case TINY_VIEW: break;
 	}
 }
@@ -225,6 +241,24 @@ TINY_FN void tiny_backward(int tid, int nt, const struct tiny_prog *P, char *sme
 			for (int64_t q = tid; q < L->count / L->dim; q += nt)
 				body_softmax_bwd_row(y + tiny_row(L, q), dy + tiny_row(L, q), dx + tiny_row(L, q), L->dim, L->inner, L->log_out);
 		break;
+	case TINY_NORM: {
+		const float *mean = (const float *)tiny_at(P, smem, L->mean), *invstd = (const float *)tiny_at(P, smem, L->invstd);
+		int64_t d = (int64_t)L->cpg * L->hw;
+		if (dx)
+			for (int64_t r = tid; r < L->rows; r += nt)
+				body_groupnorm_bwd_row(x + r * d, L->w, body_gn_c0(r, L->groups, L->cpg), L->cpg, L->hw, mean[r], invstd[r],
+						       dy + r * d, dx + r * d);
+		if (L->dw || L->db)
+			for (int ch = tid; ch < L->groups * L->cpg; ch += nt) {
+				if (L->dw)
+					L->dw[ch] = 0.0f;
+				if (L->db)
+					L->db[ch] = 0.0f;
+				body_gn_param_chan(x, dy, mean, invstd, (int)(L->rows / L->groups), L->groups, L->cpg, L->hw, ch, L->dw,
+						   L->db);
+			}
+		break;
+	}
 	case TINY_VIEW: break;
 	}
 }

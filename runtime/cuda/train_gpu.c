@@ -11,7 +11,7 @@
  * eagerly.  The host waits only at log intervals, evaluation and
  * checkpoints, and every wait is bounded: a collective that does not end
  * within the job timeout aborts NCCL and fails the run naming this rank.
- * A small model (a chain of linear layers and activations: tiny.h) runs
+ * A small model (a chain of linear layers, activations and norms: tiny.h) runs
  * its whole step as one thread block, one kernel per step.
  * With FSDP (FULL_SHARD, SHARD_GRAD_OP) fsdp.c drives the units on device
  * memory: its gathers and reduce-scatters run on the collectives' stream,

@@ -11,7 +11,8 @@
 # (tests/gpu_ops.c) in reverse and in shuffled orders of two seeds (the
 # 50M-parameter MLP, the one with thousands of blocks per launch, in the
 # first shuffled run; nets whose layers, loss and batches another's are
-# checked once a run, as gpu_ops says); the ToyModel's one-kernel step and the
+# checked once a run, as gpu_ops says); the one-kernel steps of the ToyModel and of
+# norm_mlp.net (layer, group and instance norms), and the
 # layer-by-layer step of an MLP, of a batch-norm net and of an embedding
 # net (its gradient sorted by id, no atomics), whose sums run in a fixed
 # order: bit for bit the same in every order, and the one-kernel step =
@@ -84,6 +85,13 @@ grep -q 'one kernel each' "$tmp/toy-shuffle.log" || fail "the ToyModel did not t
 same toy-reverse toy-forward 0 "toy: one-kernel step, threads in reverse order = forward"
 same toy-shuffle toy-forward 0 "toy: one-kernel step, threads shuffled = forward"
 same toy-shuffle toy-cpu 1e-5 "toy: one-kernel step, threads shuffled = CPU"
+# the norms' rows and channels in the one-kernel step
+for o in forward reverse shuffle; do
+	run norm-$o $o tests/cli/nets/norm_mlp.net --gpus 1
+done
+grep -q 'one kernel each' "$tmp/norm-shuffle.log" || fail "norm_mlp.net did not take the one-kernel step"
+same norm-reverse norm-forward 0 "norms: one-kernel step, threads in reverse order = forward"
+same norm-shuffle norm-forward 0 "norms: one-kernel step, threads shuffled = forward"
 for net in tests/cli/nets/mlp_mse.net tests/cli/nets/bn1d_mlp.net models/token_mlp.net; do
 	name=$(basename "$net" .net)
 	for o in forward shuffle; do

@@ -7,6 +7,8 @@
 #   Adam with amsgrad; evaluated after each epoch;
 # - tests/cli/nets/gelu_mlp.net, both GELUs in the one-kernel step and the
 #   layer-by-layer one, under centered RMSprop;
+# - tests/cli/nets/norm_mlp.net, layer, group and instance norms in the
+#   one-kernel step;
 # - evaluation alone on the GPU (train.steps = 0 and --init);
 # - a checkpoint at an epoch's last step, which waits for the epoch's test
 #   pass, resumed: the uninterrupted run's weights;
@@ -58,6 +60,7 @@ test_lines() {
 run var-cpu cpu $var
 run gelu-cpu cpu tests/cli/nets/gelu_mlp.net
 run gelu-layers-cpu cpu tests/cli/nets/gelu_mlp.net
+run norm-cpu cpu tests/cli/nets/norm_mlp.net
 run eval-cpu cpu $var --set train.steps=0 --init "$tmp/var-cpu.safetensors"
 run tok-cpu cpu models/token_mlp.net
 # the summed loss's gradients are 16 times the mean's: a rate of 0.05
@@ -80,6 +83,9 @@ for lib in fakecuda kemu; do
 	same gelu-$lib gelu-cpu 1e-5 "$lib: GELUs and centered RMSprop in the one-kernel step = CPU"
 	TRAINC_CUDA_TINY=0 run gelu-layers-$lib $lib tests/cli/nets/gelu_mlp.net
 	same gelu-layers-$lib gelu-cpu 1e-5 "$lib: GELUs and centered RMSprop layer by layer = CPU"
+	run norm-$lib $lib tests/cli/nets/norm_mlp.net
+	grep -q 'one kernel each' "$tmp/norm-$lib.log" || fail "$lib: norm_mlp.net did not take the one-kernel step: $(grep '^GPU' "$tmp/norm-$lib.log")"
+	same norm-$lib norm-cpu 1e-5 "$lib: layer, group and instance norms in the one-kernel step = CPU"
 
 	run eval-$lib $lib $var --set train.steps=0 --init "$tmp/var-cpu.safetensors"
 	test_lines eval-$lib eval-cpu "$lib: evaluation alone"

@@ -6,7 +6,8 @@
  * pos_weight, nll and cross-entropy with class weights and ignore_index,
  * SGD with momentum and Adam, clipped gradients, ReLU, tanh, sigmoid, GELU and the activations of
  * act_elem.h, layer norm (over one and two dimensions, with and without
- * affine parameters), group norm and instance norm.  Also which plans qualify.
+ * affine parameters), group norm, instance norm and batch norm (its
+ * running statistics too).  Also which plans qualify.
  * Needs no GPU: it checks the interpreter and the program builder, which
  * the GPU runs unchanged (one block of TINY_THREADS threads).
  */
@@ -112,9 +113,9 @@ static void compare(const char *net, int classes, int steps, double *pdiff, doub
 	}
 	CHECK(step == steps && pos == steps * B && bad == 0);
 	double maxref = 0, d = 0;
-	for (int64_t i = 0; i < ref.trainable; i++)
+	for (int64_t i = 0; i < p->unsharded_elems; i++) /* the buffers too: batch norm's running statistics */
 		maxref = fmax(maxref, fabs(ref.params[i]));
-	for (int64_t i = 0; i < ref.trainable; i++)
+	for (int64_t i = 0; i < p->unsharded_elems; i++)
 		d = fmax(d, fabs(ref.params[i] - tin.params[i]));
 	*pdiff = d / maxref;
 	exec_free(&ref);
@@ -255,6 +256,25 @@ static struct plan *chain(struct arena *a, const char *middle)
 	return compile_text(a, text);
 }
 
+/* batch norm over features and over a sample's (channels, length), with
+ * and without affine parameters and running statistics, and on the input.
+ * SGD, not Adam: the gradient of a bias before a batch norm (and of bn0's
+ * beta, behind bn1) is 0 but for rounding, whose sign Adam would turn into
+ * steps of lr either way. */
+static void test_batchnorm(void)
+{
+	agree("model Net {\n input(12)\n bn0 = batchnorm1d(12)\n fc1 = linear(12, 16)\n bn1 = batchnorm1d(16, momentum=0.3)\n relu\n"
+		" fc2 = linear(16, 12)\n unflatten(1, (4, 3))\n bn2 = batchnorm1d(4, affine=false)\n tanh\n"
+		" bn3 = batchnorm1d(4, eps=1e-3, track_running_stats=false)\n flatten\n fc3 = linear(12, 5)\n}\n"
+		"data { train = synthetic(input=randn(12), target=classes(5), samples=64) }\n"
+		"train { loss = cross_entropy; optimizer = sgd(lr=0.1, momentum=0.5); batch = 16 }\n",
+		1, 4);
+	agree("model Net {\n input(2, 3, 2)\n bn = batchnorm2d(2)\n flatten\n fc = linear(12, 3)\n}\n"
+		"data { train = synthetic(input=randn(2, 3, 2), target=randn(3), samples=80) }\n"
+		"train { loss = mse; optimizer = sgd(lr=0.05, momentum=0.9); batch = 20 }\n",
+		0, 4);
+}
+
 static void test_which_plans(void)
 {
 	struct arena a = { 0 };
@@ -266,7 +286,8 @@ static void test_which_plans(void)
 	CHECK(toy && drop && nll && ln && bn);
 	if (toy && drop && nll && ln && bn) {
 		CHECK(tiny_refusal(ln, 1, 1, 20) == NULL);  /* a layer norm runs in the block */
-		CHECK(tiny_refusal(bn, 1, 1, 20) != NULL);  /* batch norm does not */
+		CHECK(tiny_refusal(bn, 1, 1, 20) == NULL);  /* and a batch norm */
+		CHECK(tiny_refusal(bn, 1, 1, 1) != NULL);   /* but not over one value per channel */
 		CHECK(tiny_refusal(nll, 1, 1, 20) == NULL);  /* log_softmax, nll and class weights run in one block */
 		CHECK(tiny_refusal(toy, 1, 1, 20) == NULL);
 		CHECK(tiny_refusal(toy, 2, 1, 20) != NULL);  /* DDP needs its all-reduce between backward and update */
@@ -289,6 +310,7 @@ int main(void)
 	RUN(test_pos_weight);
 	RUN(test_clipped);
 	RUN(test_norms);
+	RUN(test_batchnorm);
 	RUN(test_which_plans);
 	return check_done();
 }

@@ -7,7 +7,8 @@
  * sequential loops) and libm's last-bit rounding (expf, tanhf, erff).
  * The regression losses' element term is loss_elem.h's and the activations
  * with parameters are act_elem.h's, shared with the CPU outright.
- * Nothing here loops over more than one row or window, or reads a thread id.
+ * Nothing here loops over more than one row, window or channel, or reads a
+ * thread id.
  * Past ~150 lines because it is the arithmetic of every kernel of kc.h.
  */
 #ifndef CUDA_BODY_H
@@ -16,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "runtime/act_elem.h"
 #include "runtime/kern.h"
 #include "runtime/loss_elem.h"
 #include "runtime/philox.h"
@@ -555,6 +557,34 @@ BODY_FN void body_bn_running(float *rm, float *rv, float mean, double var, int64
 }
 
 BODY_FN float body_bn_eval_invstd(float rv, float eps) { return 1.0f / sqrtf(rv + eps); }
+
+/* Channel ch's sum over (n, c, hw), kern_batchnorm.c's order: Σ x in
+ * double element by element, the others a float sum within each plane,
+ * the planes added in double. */
+enum body_csum {
+	BODY_CSUM_X,     /* Σ x */
+	BODY_CSUM_PRELU, /* Σ act_prelu_dw(x, dy), in double as Σ x */
+	BODY_CSUM_DEV2,  /* Σ (x - mean)^2 */
+	BODY_CSUM_DY_DEV /* Σ dy (x - mean) */
+};
+
+BODY_FN double body_channel_sum(enum body_csum k, const float *x, const float *dy, float mean, int n, int c, int64_t hw,
+				int ch)
+{
+	double s = 0;
+	for (int i = 0; i < n; i++) {
+		int64_t at = ((int64_t)i * c + ch) * hw;
+		const float *p = x + at;
+		float part = 0;
+		for (int64_t j = 0; j < hw; j++)
+			if (k == BODY_CSUM_X || k == BODY_CSUM_PRELU)
+				s += k == BODY_CSUM_X ? p[j] : act_prelu_dw(p[j], dy[at + j]);
+			else
+				part += k == BODY_CSUM_DEV2 ? (p[j] - mean) * (p[j] - mean) : dy[at + j] * (p[j] - mean);
+		s += part;
+	}
+	return s;
+}
 
 /* Backward from the channel's sums sdy = Σ dy, sdyx = Σ dy (x - mean):
  * dx = s (dy - mdy - (x - mean) k). */

@@ -40,7 +40,11 @@ const char *tiny_refusal(const struct plan *p, int world, int accum, int64_t bat
 		case OP_SOFTMAX: case OP_LOG_SOFTMAX: break;
 		OP_ACT_CASES: break;
 		case OP_LAYERNORM: case OP_GROUPNORM: break;
-		default: return "it has layers other than linear, flatten, softmax, layer or group norms and elementwise activations";
+		case OP_BATCHNORM1D: case OP_BATCHNORM2D:
+			if (batch * (shape_numel(&nd->out) / nd->a.bn.c) < 2)
+				return "a batch norm has one value per channel";
+			break;
+		default: return "it has layers other than linear, flatten, softmax, norms and elementwise activations";
 		}
 	}
 	for (int k = 0; k < p->nparams; k++)
@@ -118,6 +122,25 @@ void tiny_build(struct tiny_prog *P, struct exec *e, int64_t batch, const float 
 			L->db = affine ? exec_grad_ptr(e, nd->param0 + 1) : NULL;
 			L->mean = (float *)(void *)(exec_act(e, i) + p->mem[i].save_off);
 			L->invstd = L->mean + L->rows;
+			break;
+		}
+		case OP_BATCHNORM1D: case OP_BATCHNORM2D: {
+			bool affine = nd->a.bn.affine, track = nd->a.bn.track;
+			int rs = affine ? 2 : 0;
+			L->op = TINY_BATCHNORM;
+			L->channels = (int)nd->a.bn.c;
+			L->hw = (int)(shape_numel(&nd->out) / nd->a.bn.c);
+			L->eps = (float)nd->a.bn.eps;
+			L->momentum = (float)nd->a.bn.momentum;
+			L->w = affine ? exec_param_ptr(e, nd->param0) : NULL;
+			L->b = affine ? exec_param_ptr(e, nd->param0 + 1) : NULL;
+			L->dw = affine ? exec_grad_ptr(e, nd->param0) : NULL;
+			L->db = affine ? exec_grad_ptr(e, nd->param0 + 1) : NULL;
+			L->running_mean = track ? exec_param_ptr(e, nd->param0 + rs) : NULL;
+			L->running_var = track ? exec_param_ptr(e, nd->param0 + rs + 1) : NULL;
+			L->tracked = track ? (int64_t *)(void *)exec_param_ptr(e, nd->param0 + rs + 2) : NULL;
+			L->mean = (float *)(void *)(exec_act(e, i) + p->mem[i].save_off);
+			L->invstd = L->mean + L->channels;
 			break;
 		}
 		default: L->op = TINY_VIEW; break;

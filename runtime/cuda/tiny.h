@@ -3,7 +3,7 @@
  * Linear(10, 5), a batch of 20) does far too little per layer to fill a
  * GPU: launched layer by layer its step is a row of tiny kernels, each
  * paying a launch.  For a chain of linear layers, activations and
- * (log-)softmax, layer and group norms (instance norm too), with a regression loss (pos_weight too), nll or
+ * (log-)softmax, batch, layer and group norms (instance norm too), with a regression loss (pos_weight too), nll or
  * cross-entropy (class weights, ignore_index, label smoothing), one block
  * instead gathers the batch, runs the forward, the loss, the backward and
  * the optimizer, records the loss and advances the step, with a barrier
@@ -21,7 +21,7 @@
  * The program (struct tiny_prog) is built once on the host (tiny.c); the
  * interpreter below is plain C as well, so tests/test_cuda_tiny.c runs it
  * on the CPU with one "thread" against the CPU backend.
- * Does not: run dropout, residuals, batch norm or convolutions,
+ * Does not: run dropout, residuals or convolutions,
  * accumulate micro-batches or reduce across ranks; tiny_plan
  * says which plans qualify.
  */
@@ -47,7 +47,7 @@
 enum { TINY_MAX_LAYERS = 16, TINY_THREADS = 256, TINY_SMEM_BYTES = 32 << 10 };
 /* tiny_sum's butterfly takes every lane of each warp: whole warps only */
 static_assert(TINY_THREADS % 32 == 0 && TINY_THREADS <= 1024, "TINY_THREADS: whole warps, at most 1024");
-enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_GELU, TINY_ACT, TINY_SOFTMAX, TINY_NORM, TINY_VIEW };
+enum tiny_op { TINY_LINEAR, TINY_RELU, TINY_TANH, TINY_SIGMOID, TINY_GELU, TINY_ACT, TINY_SOFTMAX, TINY_NORM, TINY_BATCHNORM, TINY_VIEW };
 enum tiny_loss { TINY_REGRESSION, TINY_NLL, TINY_CROSS_ENTROPY };
 
 struct tiny_layer {
@@ -73,6 +73,13 @@ struct tiny_layer {
 	int64_t rows;
 	float eps;
 	float *mean, *invstd;
+	/* TINY_BATCHNORM: channels of hw elements a sample (hw above), each
+	 * normalised over the batch; mean and invstd per channel; the running
+	 * statistics and their count, NULL where not tracked */
+	int channels;
+	float momentum;
+	float *running_mean, *running_var;
+	int64_t *tracked;
 };
 
 /* Row q of a softmax layer's count / dim: where its first element lies. */
@@ -193,6 +200,27 @@ TINY_FN void tiny_forward(int tid, int nt, const struct tiny_prog *P, char *smem
 					   &mean[r], &invstd[r]);
 		break;
 	}
+	case TINY_BATCHNORM: {
+		float *mean = (float *)tiny_at(P, smem, L->mean), *invstd = (float *)tiny_at(P, smem, L->invstd);
+		int c = L->channels;
+		int64_t m = (int64_t)n * L->hw;
+		for (int ch = tid; ch < c; ch += nt) {
+			float mu = body_bn_mean(body_channel_sum(BODY_CSUM_X, x, NULL, 0.0f, n, c, L->hw, ch), m);
+			double var = body_channel_sum(BODY_CSUM_DEV2, x, NULL, mu, n, c, L->hw, ch) / (double)m; /* biased */
+			float is = body_bn_invstd(var, L->eps), alpha, shift;
+			body_bn_affine(mu, is, L->w, L->b, ch, &alpha, &shift);
+			for (int i = 0; i < n; i++)
+				for (int64_t j = 0, at = ((int64_t)i * c + ch) * L->hw; j < L->hw; j++)
+					y[at + j] = x[at + j] * alpha + shift;
+			mean[ch] = mu;
+			invstd[ch] = is;
+			if (L->running_mean)
+				body_bn_running(&L->running_mean[ch], &L->running_var[ch], mu, var, m, L->momentum);
+		}
+		if (tid == 0 && L->tracked)
+			*L->tracked += 1;
+		break;
+	}
 	case TINY_VIEW: break;
 	}
 }
@@ -257,6 +285,26 @@ TINY_FN void tiny_backward(int tid, int nt, const struct tiny_prog *P, char *sme
 				body_gn_param_chan(x, dy, mean, invstd, (int)(L->rows / L->groups), L->groups, L->cpg, L->hw, ch, L->dw,
 						   L->db);
 			}
+		break;
+	}
+	case TINY_BATCHNORM: {
+		const float *mean = (const float *)tiny_at(P, smem, L->mean), *invstd = (const float *)tiny_at(P, smem, L->invstd);
+		int c = L->channels;
+		for (int ch = tid; ch < c; ch += nt) {
+			double sdy = body_channel_sum(BODY_CSUM_X, dy, NULL, 0.0f, n, c, L->hw, ch);
+			double sdyx = body_channel_sum(BODY_CSUM_DY_DEV, x, dy, mean[ch], n, c, L->hw, ch);
+			if (L->dw)
+				L->dw[ch] = (float)(sdyx * invstd[ch]);
+			if (L->db)
+				L->db[ch] = (float)sdy;
+			if (!dx)
+				continue;
+			float s, mdy, k;
+			body_bn_bwd_coef(sdy, sdyx, (int64_t)n * L->hw, L->w ? L->w[ch] : 1.0f, invstd[ch], &s, &mdy, &k);
+			for (int i = 0; i < n; i++)
+				for (int64_t j = 0, at = ((int64_t)i * c + ch) * L->hw; j < L->hw; j++)
+					dx[at + j] = body_bn_dx(x[at + j], dy[at + j], mean[ch], s, mdy, k);
+		}
 		break;
 	}
 	case TINY_VIEW: break;

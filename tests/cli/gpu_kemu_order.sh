@@ -12,7 +12,7 @@
 # 50M-parameter MLP, the one with thousands of blocks per launch, in the
 # first shuffled run; nets whose layers, loss and batches another's are
 # checked once a run, as gpu_ops says); the one-kernel steps of the ToyModel and of
-# norm_mlp.net (layer, group and instance norms), and the
+# norm_mlp.net (batch, layer, group and instance norms), and the
 # layer-by-layer step of an MLP, of a batch-norm net and of an embedding
 # net (its gradient sorted by id, no atomics), whose sums run in a fixed
 # order: bit for bit the same in every order, and the one-kernel step =

@@ -7,7 +7,7 @@
 #   Adam with amsgrad; evaluated after each epoch;
 # - tests/cli/nets/gelu_mlp.net, both GELUs in the one-kernel step and the
 #   layer-by-layer one, under centered RMSprop;
-# - tests/cli/nets/norm_mlp.net, layer, group and instance norms in the
+# - tests/cli/nets/norm_mlp.net, batch, layer, group and instance norms in the
 #   one-kernel step;
 # - evaluation alone on the GPU (train.steps = 0 and --init);
 # - a checkpoint at an epoch's last step, which waits for the epoch's test
@@ -85,7 +85,7 @@ for lib in fakecuda kemu; do
 	same gelu-layers-$lib gelu-cpu 1e-5 "$lib: GELUs and centered RMSprop layer by layer = CPU"
 	run norm-$lib $lib tests/cli/nets/norm_mlp.net
 	grep -q 'one kernel each' "$tmp/norm-$lib.log" || fail "$lib: norm_mlp.net did not take the one-kernel step: $(grep '^GPU' "$tmp/norm-$lib.log")"
-	same norm-$lib norm-cpu 1e-5 "$lib: layer, group and instance norms in the one-kernel step = CPU"
+	same norm-$lib norm-cpu 1e-5 "$lib: batch, layer, group and instance norms in the one-kernel step = CPU"
 
 	run eval-$lib $lib $var --set train.steps=0 --init "$tmp/var-cpu.safetensors"
 	test_lines eval-$lib eval-cpu "$lib: evaluation alone"

@@ -148,33 +148,6 @@ static void host_scale(cudaStream_t s, float *x, int64_t n, float c)
 		x[i] *= c;
 }
 
-/* ---- per-channel sums over (n, c, hw), kern_batchnorm.c's order: Σ x in
- * double element by element, the others a float sum within each plane, the
- * planes added in double ---- */
-enum csum {
-	CSUM_X,     /* Σ x */
-	CSUM_PRELU, /* Σ act_prelu_dw(x, dy), in double as Σ x */
-	CSUM_DEV2,  /* Σ (x - mean)^2 */
-	CSUM_DY_DEV /* Σ dy (x - mean) */
-};
-
-static double channel_sum(enum csum k, const float *x, const float *dy, float mean, int n, int c, int64_t hw, int ch)
-{
-	double s = 0;
-	for (int i = 0; i < n; i++) {
-		int64_t at = ((int64_t)i * c + ch) * hw;
-		const float *p = x + at;
-		float part = 0;
-		for (int64_t j = 0; j < hw; j++)
-			if (k == CSUM_X || k == CSUM_PRELU)
-				s += k == CSUM_X ? p[j] : act_prelu_dw(p[j], dy[at + j]);
-			else
-				part += k == CSUM_DEV2 ? (p[j] - mean) * (p[j] - mean) : dy[at + j] * (p[j] - mean);
-		s += part;
-	}
-	return s;
-}
-
 /* ---- biases ---- */
 static void host_bias_add(cudaStream_t s, float *y, const float *b, int64_t rows, int m)
 {
@@ -207,7 +180,7 @@ static void host_bias_relu(cudaStream_t s, float *y, const float *b, float *r, i
 static void host_channel_bias_grad(cudaStream_t s, const float *dy, float *db, int n, int c, int64_t hw)
 {
 	for (int ch = 0; db && ch < c; ch++)
-		db[ch] += (float)channel_sum(CSUM_X, dy, NULL, 0.0f, n, c, hw, ch);
+		db[ch] += (float)body_channel_sum(BODY_CSUM_X, dy, NULL, 0.0f, n, c, hw, ch);
 }
 
 /* PReLU as the kernels map it: an element a thread, a block a weight's sum */
@@ -221,7 +194,7 @@ static void host_prelu_bwd(cudaStream_t s, const float *x, const float *w, const
 			   int c, int64_t inner)
 {
 	for (int ch = 0; dw && ch < c; ch++)
-		dw[ch] += (float)channel_sum(CSUM_PRELU, x, dy, 0.0f, n, c, inner, ch);
+		dw[ch] += (float)body_channel_sum(BODY_CSUM_PRELU, x, dy, 0.0f, n, c, inner, ch);
 	for (int64_t i = 0; dx && i < (int64_t)n * c * inner; i++)
 		dx[i] = act_elem_bwd(KERN_LEAKY_RELU, x[i], dy[i], w[i / inner % c], 0.0f);
 }
@@ -348,8 +321,8 @@ static void host_batchnorm2d_fwd_train(cudaStream_t s, const float *x, const flo
 	int64_t m = (int64_t)n * hw;
 	assert(m > 1);
 	for (int ch = 0; ch < c; ch++) {
-		float mean = body_bn_mean(channel_sum(CSUM_X, x, NULL, 0.0f, n, c, hw, ch), m);
-		double var = channel_sum(CSUM_DEV2, x, NULL, mean, n, c, hw, ch) / (double)m; /* biased */
+		float mean = body_bn_mean(body_channel_sum(BODY_CSUM_X, x, NULL, 0.0f, n, c, hw, ch), m);
+		double var = body_channel_sum(BODY_CSUM_DEV2, x, NULL, mean, n, c, hw, ch) / (double)m; /* biased */
 		float invstd = body_bn_invstd(var, eps), alpha, shift;
 		body_bn_affine(mean, invstd, gamma, beta, ch, &alpha, &shift);
 		for (int i = 0; i < n; i++)
@@ -381,8 +354,8 @@ static void host_batchnorm2d_bwd(cudaStream_t s, const float *x, const float *ga
 	int64_t m = (int64_t)n * hw;
 	for (int ch = 0; ch < c; ch++) {
 		float mean = save_mean[ch], invstd = save_invstd[ch];
-		double sdy = channel_sum(CSUM_X, dy, NULL, 0.0f, n, c, hw, ch);
-		double sdyx = channel_sum(CSUM_DY_DEV, x, dy, mean, n, c, hw, ch);
+		double sdy = body_channel_sum(BODY_CSUM_X, dy, NULL, 0.0f, n, c, hw, ch);
+		double sdyx = body_channel_sum(BODY_CSUM_DY_DEV, x, dy, mean, n, c, hw, ch);
 		if (dgamma)
 			dgamma[ch] += (float)(sdyx * invstd);
 		if (dbeta)

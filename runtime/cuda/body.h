@@ -586,6 +586,7 @@ BODY_FN double body_channel_sum(enum body_csum k, const float *x, const float *d
 	return s;
 }
 
+
 /* Backward from the channel's sums sdy = Σ dy, sdyx = Σ dy (x - mean):
  * dx = s (dy - mdy - (x - mean) k). */
 BODY_FN void body_bn_bwd_coef(double sdy, double sdyx, int64_t m, float gamma, float invstd, float *s, float *mdy,
@@ -599,6 +600,41 @@ BODY_FN void body_bn_bwd_coef(double sdy, double sdyx, int64_t m, float gamma, f
 BODY_FN float body_bn_dx(float x, float dy, float mean, float s, float mdy, float k)
 {
 	return s * (dy - mdy - (x - mean) * k);
+}
+
+/* Channel ch of a training batch norm: its statistics into *mean and
+ * *invstd, y, and the running statistics (rm NULL: none). */
+BODY_FN void body_bn_train_channel(const float *x, const float *gamma, const float *beta, float *y, float *rm, float *rv, int n,
+				   int c, int64_t hw, int ch, float eps, float momentum, float *mean, float *invstd)
+{
+	int64_t m = (int64_t)n * hw;
+	float mu = body_bn_mean(body_channel_sum(BODY_CSUM_X, x, NULL, 0.0f, n, c, hw, ch), m);
+	double var = body_channel_sum(BODY_CSUM_DEV2, x, NULL, mu, n, c, hw, ch) / (double)m; /* biased */
+	float is = body_bn_invstd(var, eps), alpha, shift;
+	body_bn_affine(mu, is, gamma, beta, ch, &alpha, &shift);
+	for (int i = 0; i < n; i++)
+		for (int64_t j = 0, at = ((int64_t)i * c + ch) * hw; j < hw; j++)
+			y[at + j] = x[at + j] * alpha + shift;
+	*mean = mu;
+	*invstd = is;
+	if (rm)
+		body_bn_running(&rm[ch], &rv[ch], mu, var, m, momentum);
+}
+
+/* Channel ch of a batch norm's backward: dx (NULL: none), and the sums
+ * of dgamma (*sdyx times invstd) and dbeta (*sdy). */
+BODY_FN void body_bn_bwd_channel(const float *x, const float *gamma, float mean, float invstd, const float *dy, float *dx, int n,
+				 int c, int64_t hw, int ch, double *sdy, double *sdyx)
+{
+	*sdy = body_channel_sum(BODY_CSUM_X, dy, NULL, 0.0f, n, c, hw, ch);
+	*sdyx = body_channel_sum(BODY_CSUM_DY_DEV, x, dy, mean, n, c, hw, ch);
+	if (!dx)
+		return;
+	float s, mdy, k;
+	body_bn_bwd_coef(*sdy, *sdyx, (int64_t)n * hw, gamma ? gamma[ch] : 1.0f, invstd, &s, &mdy, &k);
+	for (int i = 0; i < n; i++)
+		for (int64_t j = 0, at = ((int64_t)i * c + ch) * hw; j < hw; j++)
+			dx[at + j] = body_bn_dx(x[at + j], dy[at + j], mean, s, mdy, k);
 }
 
 /* ---- embedding (kern_embedding.c) ---- */

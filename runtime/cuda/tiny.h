@@ -202,21 +202,9 @@ TINY_FN void tiny_forward(int tid, int nt, const struct tiny_prog *P, char *smem
 	}
 	case TINY_BATCHNORM: {
 		float *mean = (float *)tiny_at(P, smem, L->mean), *invstd = (float *)tiny_at(P, smem, L->invstd);
-		int c = L->channels;
-		int64_t m = (int64_t)n * L->hw;
-		for (int ch = tid; ch < c; ch += nt) {
-			float mu = body_bn_mean(body_channel_sum(BODY_CSUM_X, x, NULL, 0.0f, n, c, L->hw, ch), m);
-			double var = body_channel_sum(BODY_CSUM_DEV2, x, NULL, mu, n, c, L->hw, ch) / (double)m; /* biased */
-			float is = body_bn_invstd(var, L->eps), alpha, shift;
-			body_bn_affine(mu, is, L->w, L->b, ch, &alpha, &shift);
-			for (int i = 0; i < n; i++)
-				for (int64_t j = 0, at = ((int64_t)i * c + ch) * L->hw; j < L->hw; j++)
-					y[at + j] = x[at + j] * alpha + shift;
-			mean[ch] = mu;
-			invstd[ch] = is;
-			if (L->running_mean)
-				body_bn_running(&L->running_mean[ch], &L->running_var[ch], mu, var, m, L->momentum);
-		}
+		for (int ch = tid; ch < L->channels; ch += nt)
+			body_bn_train_channel(x, L->w, L->b, y, L->running_mean, L->running_var, n, L->channels, L->hw, ch, L->eps,
+					      L->momentum, &mean[ch], &invstd[ch]);
 		if (tid == 0 && L->tracked)
 			*L->tracked += 1;
 		break;
@@ -289,21 +277,13 @@ TINY_FN void tiny_backward(int tid, int nt, const struct tiny_prog *P, char *sme
 	}
 	case TINY_BATCHNORM: {
 		const float *mean = (const float *)tiny_at(P, smem, L->mean), *invstd = (const float *)tiny_at(P, smem, L->invstd);
-		int c = L->channels;
-		for (int ch = tid; ch < c; ch += nt) {
-			double sdy = body_channel_sum(BODY_CSUM_X, dy, NULL, 0.0f, n, c, L->hw, ch);
-			double sdyx = body_channel_sum(BODY_CSUM_DY_DEV, x, dy, mean[ch], n, c, L->hw, ch);
+		for (int ch = tid; ch < L->channels; ch += nt) {
+			double sdy, sdyx;
+			body_bn_bwd_channel(x, L->w, mean[ch], invstd[ch], dy, dx, n, L->channels, L->hw, ch, &sdy, &sdyx);
 			if (L->dw)
 				L->dw[ch] = (float)(sdyx * invstd[ch]);
 			if (L->db)
 				L->db[ch] = (float)sdy;
-			if (!dx)
-				continue;
-			float s, mdy, k;
-			body_bn_bwd_coef(sdy, sdyx, (int64_t)n * L->hw, L->w ? L->w[ch] : 1.0f, invstd[ch], &s, &mdy, &k);
-			for (int i = 0; i < n; i++)
-				for (int64_t j = 0, at = ((int64_t)i * c + ch) * L->hw; j < L->hw; j++)
-					dx[at + j] = body_bn_dx(x[at + j], dy[at + j], mean[ch], s, mdy, k);
 		}
 		break;
 	}

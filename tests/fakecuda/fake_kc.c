@@ -318,21 +318,10 @@ static void host_batchnorm2d_fwd_train(cudaStream_t s, const float *x, const flo
 			      float *running_mean, float *running_var, float *save_mean, float *save_invstd, int64_t *tracked,
 			      int n, int c, int64_t hw, float eps, float momentum)
 {
-	int64_t m = (int64_t)n * hw;
-	assert(m > 1);
-	for (int ch = 0; ch < c; ch++) {
-		float mean = body_bn_mean(body_channel_sum(BODY_CSUM_X, x, NULL, 0.0f, n, c, hw, ch), m);
-		double var = body_channel_sum(BODY_CSUM_DEV2, x, NULL, mean, n, c, hw, ch) / (double)m; /* biased */
-		float invstd = body_bn_invstd(var, eps), alpha, shift;
-		body_bn_affine(mean, invstd, gamma, beta, ch, &alpha, &shift);
-		for (int i = 0; i < n; i++)
-			for (int64_t j = 0, at = ((int64_t)i * c + ch) * hw; j < hw; j++)
-				y[at + j] = x[at + j] * alpha + shift;
-		save_mean[ch] = mean;
-		save_invstd[ch] = invstd;
-		if (running_mean)
-			body_bn_running(&running_mean[ch], &running_var[ch], mean, var, m, momentum);
-	}
+	assert((int64_t)n * hw > 1);
+	for (int ch = 0; ch < c; ch++)
+		body_bn_train_channel(x, gamma, beta, y, running_mean, running_var, n, c, hw, ch, eps, momentum, &save_mean[ch],
+				      &save_invstd[ch]);
 	if (tracked && c > 0)
 		*tracked += 1;
 }
@@ -351,22 +340,13 @@ static void host_batchnorm2d_fwd_eval(cudaStream_t s, const float *x, const floa
 static void host_batchnorm2d_bwd(cudaStream_t s, const float *x, const float *gamma, const float *save_mean, const float *save_invstd,
 			const float *dy, float *dx, float *dgamma, float *dbeta, int n, int c, int64_t hw)
 {
-	int64_t m = (int64_t)n * hw;
 	for (int ch = 0; ch < c; ch++) {
-		float mean = save_mean[ch], invstd = save_invstd[ch];
-		double sdy = body_channel_sum(BODY_CSUM_X, dy, NULL, 0.0f, n, c, hw, ch);
-		double sdyx = body_channel_sum(BODY_CSUM_DY_DEV, x, dy, mean, n, c, hw, ch);
+		double sdy, sdyx;
+		body_bn_bwd_channel(x, gamma, save_mean[ch], save_invstd[ch], dy, dx, n, c, hw, ch, &sdy, &sdyx);
 		if (dgamma)
-			dgamma[ch] += (float)(sdyx * invstd);
+			dgamma[ch] += (float)(sdyx * save_invstd[ch]);
 		if (dbeta)
 			dbeta[ch] += (float)sdy;
-		if (!dx)
-			continue;
-		float sc, mdy, k;
-		body_bn_bwd_coef(sdy, sdyx, m, gamma ? gamma[ch] : 1.0f, invstd, &sc, &mdy, &k);
-		for (int i = 0; i < n; i++)
-			for (int64_t j = 0, at = ((int64_t)i * c + ch) * hw; j < hw; j++)
-				dx[at + j] = body_bn_dx(x[at + j], dy[at + j], mean, sc, mdy, k);
 	}
 }
 
